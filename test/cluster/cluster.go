@@ -1,0 +1,353 @@
+// Package cluster starts, reuses and stops a real local Kubernetes control
+// plane for Kustodian's integration tests, the demo and `make cluster-up`:
+// etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from
+// their Go modules (test/tools/build.sh), run as processes by kwokctl's binary
+// runtime, with kwok simulating the kubelets of the nodes.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// KubeVersion is the control plane's version; keep it equal to
+// K8S_VERSION in test/tools/build.sh and to the k8s.io/client-go release.
+const KubeVersion = "v1.37.1"
+
+// Options say which cluster to bring up and where.
+type Options struct {
+	// Name of the kwokctl cluster.
+	Name string
+	// Workdir is kwokctl's work directory (KWOK_WORKDIR); it holds the
+	// clusters' files, logs and pid files. Default: WorkdirDefault().
+	Workdir string
+	// BinDir holds the control-plane binaries. Empty: build them with
+	// test/tools/build.sh (only what is missing).
+	BinDir string
+	// Nodes is how many kwok nodes Up ensures, named NodeName(i). Tests make
+	// their own nodes and pass 0.
+	Nodes int
+	// APIServerPort pins the API server's port on 127.0.0.1; 0 picks a free one.
+	APIServerPort int
+	// Log receives progress and the tools' output; nil discards it.
+	Log io.Writer
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	Name       string
+	Workdir    string
+	Kubeconfig string
+	Config     *rest.Config
+	Client     kubernetes.Interface
+}
+
+// NodeName is the name Up gives the i-th node.
+func NodeName(i int) string { return fmt.Sprintf("kwok-node-%d", i) }
+
+// WorkdirDefault is where clusters live unless told otherwise: beside the
+// cached binaries, outside the repository.
+func WorkdirDefault() string {
+	if d := os.Getenv("KUSTODIAN_CACHE"); d != "" {
+		return filepath.Join(d, "kwok")
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "kustodian", "kwok")
+}
+
+func (o *Options) defaults() {
+	if o.Workdir == "" {
+		o.Workdir = WorkdirDefault()
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+func (o *Options) clusterDir() string { return filepath.Join(o.Workdir, "clusters", o.Name) }
+func (o *Options) kubeconfig() string { return filepath.Join(o.clusterDir(), "kubeconfig.yaml") }
+
+// Up starts the named cluster, or reuses it when it is already running and
+// healthy, and ensures its nodes. A cluster left half-started (for example by
+// a crash) is deleted and created again.
+func Up(ctx context.Context, opts Options) (*Cluster, error) {
+	opts.defaults()
+	if opts.Name == "" {
+		return nil, errors.New("cluster name is empty")
+	}
+	if opts.BinDir == "" {
+		dir, err := BuildBinaries(ctx, opts.Log)
+		if err != nil {
+			return nil, err
+		}
+		opts.BinDir = dir
+	}
+
+	if c, err := connect(opts); err == nil && c.healthy(ctx) == nil {
+		fmt.Fprintf(opts.Log, "cluster %s is already running; reusing it\n", opts.Name)
+		return c, c.EnsureNodes(ctx, opts.Nodes)
+	}
+	if _, err := os.Stat(opts.clusterDir()); err == nil {
+		fmt.Fprintf(opts.Log, "cluster %s exists but does not answer; creating it again\n", opts.Name)
+		if err := Down(ctx, opts); err != nil {
+			return nil, err
+		}
+	}
+	if opts.APIServerPort != 0 {
+		if err := portFree(opts.APIServerPort); err != nil {
+			return nil, err
+		}
+	}
+
+	args := []string{"--name", opts.Name, "create", "cluster",
+		"--runtime", "binary",
+		"--kubeconfig", "", // never touch the user's ~/.kube/config
+		"--etcd-binary", filepath.Join(opts.BinDir, "etcd"),
+		"--kube-apiserver-binary", filepath.Join(opts.BinDir, "kube-apiserver"),
+		"--kube-controller-manager-binary", filepath.Join(opts.BinDir, "kube-controller-manager"),
+		"--kube-scheduler-binary", filepath.Join(opts.BinDir, "kube-scheduler"),
+		"--kwok-controller-binary", filepath.Join(opts.BinDir, "kwok"),
+		"--kube-authorization=true",
+		"--kube-admission=true",
+		"--wait", "2m",
+	}
+	if opts.APIServerPort != 0 {
+		args = append(args, "--kube-apiserver-port", strconv.Itoa(opts.APIServerPort))
+	}
+	fmt.Fprintf(opts.Log, "starting cluster %s (kube %s) in %s\n", opts.Name, KubeVersion, opts.clusterDir())
+	start := time.Now()
+	if out, err := kwokctl(ctx, opts, args...); err != nil {
+		logPath := filepath.Join(opts.Workdir, opts.Name+"-create.log")
+		_ = os.WriteFile(logPath, out, 0o644)
+		// Do not leave a half-started cluster behind.
+		_ = Down(context.WithoutCancel(ctx), opts)
+		return nil, fmt.Errorf("kwokctl create cluster %s failed (%s): %s; full output in %s",
+			opts.Name, err, lastLine(out), logPath)
+	}
+	c, err := connect(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitHealthy(ctx, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(opts.Log, "cluster %s is up in %s\n", opts.Name, time.Since(start).Round(100*time.Millisecond))
+	return c, c.EnsureNodes(ctx, opts.Nodes)
+}
+
+// Down stops the named cluster and deletes its files. It then makes sure that
+// every process the cluster started is gone, stopping leftovers by the PIDs
+// kwokctl recorded (never by name). A cluster that does not exist is not an error.
+func Down(ctx context.Context, opts Options) error {
+	opts.defaults()
+	dir := opts.clusterDir()
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	pids := recordedPIDs(dir)
+	if out, err := kwokctl(ctx, opts, "--name", opts.Name, "delete", "cluster"); err != nil {
+		fmt.Fprintf(opts.Log, "kwokctl delete cluster %s: %v: %s\n", opts.Name, err, lastLine(out))
+	}
+	for _, pid := range pids {
+		if err := stopPID(ctx, pid); err != nil {
+			return fmt.Errorf("cluster %s: %w", opts.Name, err)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// recordedPIDs reads the pid files kwokctl's binary runtime keeps for each
+// component under <cluster>/pids.
+func recordedPIDs(dir string) []int {
+	files, _ := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// stopPID waits for a process to exit, sending SIGTERM and then SIGKILL if it
+// outlives a grace period.
+func stopPID(ctx context.Context, pid int) error {
+	alive := func() bool { return syscall.Kill(pid, 0) == nil && !isZombie(pid) }
+	if !alive() {
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	gone := func(ctx context.Context) (bool, error) { return !alive(), nil }
+	if wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, gone) == nil {
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, gone); err != nil {
+		return fmt.Errorf("process %d did not exit after SIGKILL", pid)
+	}
+	return nil
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+func kwokctl(ctx context.Context, opts Options, args ...string) ([]byte, error) {
+	bin := "kwokctl"
+	if opts.BinDir != "" {
+		bin = filepath.Join(opts.BinDir, "kwokctl")
+	} else if dir, err := BinDir(ctx); err == nil {
+		bin = filepath.Join(dir, "kwokctl")
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(),
+		"KWOK_WORKDIR="+opts.Workdir,
+		"KWOK_KUBE_VERSION="+KubeVersion,
+	)
+	var out bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&out, opts.Log)
+	cmd.Stderr = cmd.Stdout
+	err := cmd.Run()
+	return out.Bytes(), err
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func portFree(port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("port 127.0.0.1:%d is taken by another process; stop it or choose another port", port)
+	}
+	return l.Close()
+}
+
+func connect(opts Options) (*Cluster, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", opts.kubeconfig())
+	if err != nil {
+		return nil, fmt.Errorf("reading kubeconfig of cluster %s: %w", opts.Name, err)
+	}
+	// Tests and the demo run many clients against one server; client-go's
+	// default limit (5 qps) would make them wait on themselves.
+	cfg.QPS, cfg.Burst = 200, 400
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Name: opts.Name, Workdir: opts.Workdir, Kubeconfig: opts.kubeconfig(), Config: cfg, Client: client}, nil
+}
+
+// healthy reports whether the API server is ready and the controller manager
+// works (it creates the default ServiceAccount of every namespace).
+func (c *Cluster) healthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("API server %s is not ready: %w", c.Config.Host, err)
+	}
+	if strings.TrimSpace(string(body)) != "ok" {
+		return fmt.Errorf("API server %s is not ready: %s", c.Config.Host, body)
+	}
+	if _, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("controller manager has not created default/default ServiceAccount yet: %w", err)
+	}
+	return nil
+}
+
+func (c *Cluster) waitHealthy(ctx context.Context, timeout time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		last = c.healthy(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s did not become healthy within %s: %v", c.Name, timeout, last)
+	}
+	return nil
+}
+
+// EnsureNodes creates the nodes NodeName(0..n-1) that do not exist yet.
+func (c *Cluster) EnsureNodes(ctx context.Context, n int) error {
+	for i := range n {
+		if err := CreateNode(ctx, c.Client, NodeName(i), nil); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateNode registers a Node that kwok will run as a simulated kubelet:
+// it becomes Ready, accepts pods, runs them and deletes them on eviction.
+func CreateNode(ctx context.Context, client kubernetes.Interface, name string, labels map[string]string) error {
+	l := map[string]string{
+		"kubernetes.io/hostname": name,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     "amd64",
+		"type":                   "kwok",
+	}
+	for k, v := range labels {
+		l[k] = v
+	}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      l,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating node %s: %w", name, err)
+	}
+	return err
+}

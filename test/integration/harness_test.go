@@ -1,0 +1,126 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kustodian/kustodian/test/cluster"
+)
+
+// The harness is real: the scheduler places pods, the disruption controller
+// keeps PDB status, the Eviction API refuses with 429 what the PDB forbids,
+// and the ReplicaSet controller replaces evicted pods.
+func TestHarnessEvictionHonoursPDB(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(3)
+	e.Deployment("web", 6)
+	e.PDB("web", "web", 5)
+	pods := e.RunningPods("web", 6)
+	for _, p := range pods {
+		if !slices.Contains(nodes, p.Spec.NodeName) {
+			t.Fatalf("pod %s runs on %q, not on one of this test's nodes %v", p.Name, p.Spec.NodeName, nodes)
+		}
+	}
+	e.Eventually("PDB web to allow exactly one disruption", cluster.DefaultTimeout, func(ctx context.Context) error {
+		pdb, err := e.Client.PolicyV1().PodDisruptionBudgets(e.Namespace).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pdb.Status.ObservedGeneration != pdb.Generation || pdb.Status.CurrentHealthy != 6 || pdb.Status.DisruptionsAllowed != 1 {
+			return fmt.Errorf("PDB status: observedGeneration %d of %d, currentHealthy %d, disruptionsAllowed %d",
+				pdb.Status.ObservedGeneration, pdb.Generation, pdb.Status.CurrentHealthy, pdb.Status.DisruptionsAllowed)
+		}
+		return nil
+	})
+
+	first, second := pods[0].Name, pods[1].Name
+	if err := e.Evict(e.Ctx, first); err != nil {
+		t.Fatalf("evicting %s with one disruption allowed: %v", first, err)
+	}
+	err := e.Evict(e.Ctx, second)
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("evicting %s right after %s: got %v, want 429 TooManyRequests from the PDB", second, first, err)
+	}
+
+	// Retry the second eviction until it is allowed; when it is, the
+	// ReplicaSet's replacement for the first pod must be Running.
+	original := map[string]bool{}
+	for _, p := range pods {
+		original[p.Name] = true
+	}
+	refusals := 1
+	e.Eventually("the second eviction to be allowed", cluster.DefaultTimeout, func(ctx context.Context) error {
+		err := e.Evict(ctx, second)
+		if apierrors.IsTooManyRequests(err) {
+			refusals++
+			return err
+		}
+		if err != nil {
+			t.Fatalf("evicting %s: %v", second, err)
+		}
+		return nil
+	})
+	current, err := e.Pods(e.Ctx, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replacements []string
+	for _, p := range current {
+		if !original[p.Name] && p.DeletionTimestamp == nil && cluster.PodReady(&p) {
+			replacements = append(replacements, p.Name)
+		}
+	}
+	if len(replacements) == 0 {
+		t.Fatalf("eviction of %s was allowed while no replacement for %s was Running (pods: %s)", second, first, podSummary(current))
+	}
+	t.Logf("second eviction refused %d time(s), allowed once %v ran", refusals, replacements)
+
+	// Both evictions end with six running pods again.
+	for _, p := range e.RunningPods("web", 6) {
+		if p.Name == first || p.Name == second {
+			t.Errorf("evicted pod %s is still there", p.Name)
+		}
+	}
+}
+
+// A cordoned node receives no new pods, while uncordoned nodes do get spread across.
+func TestHarnessCordonedNodeGetsNoNewPods(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(3)
+
+	e.Deployment("before", 6)
+	used := map[string]bool{}
+	for _, p := range e.RunningPods("before", 6) {
+		used[p.Spec.NodeName] = true
+	}
+	if len(used) < 2 {
+		t.Fatalf("with no node cordoned the scheduler put all 6 pods on %v; the cordon check below would prove nothing", used)
+	}
+
+	e.Cordon(nodes[0])
+	e.Cordon(nodes[1])
+	e.Deployment("after", 6)
+	for _, p := range e.RunningPods("after", 6) {
+		if p.Spec.NodeName != nodes[2] {
+			t.Errorf("pod %s was scheduled to %s, which is cordoned", p.Name, p.Spec.NodeName)
+		}
+	}
+}
+
+func podSummary(pods []corev1.Pod) string {
+	s := ""
+	for _, p := range pods {
+		state := string(p.Status.Phase)
+		if p.DeletionTimestamp != nil {
+			state = "Terminating"
+		}
+		s += fmt.Sprintf("%s=%s@%s ", p.Name, state, p.Spec.NodeName)
+	}
+	return s
+}
