@@ -143,13 +143,14 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	fmt.Fprintf(opts.Log, "starting cluster %s (kube %s) in %s\n", opts.Name, KubeVersion, opts.clusterDir())
 	start := time.Now()
+	if err := os.MkdirAll(opts.Workdir, 0o755); err != nil {
+		return nil, err
+	}
 	if out, err := kwokctl(ctx, opts, args...); err != nil {
-		logPath := filepath.Join(opts.Workdir, opts.Name+"-create.log")
-		_ = os.WriteFile(logPath, out, 0o644)
 		// Do not leave a half-started cluster behind.
 		_ = Down(context.WithoutCancel(ctx), opts)
 		return nil, fmt.Errorf("kwokctl create cluster %s failed (%s): %s; full output in %s",
-			opts.Name, err, lastLine(out), logPath)
+			opts.Name, err, lastLine(out), filepath.Join(opts.Workdir, "kwokctl.log"))
 	}
 	c, err := connect(opts)
 	if err != nil {
@@ -245,10 +246,17 @@ func kwokctl(ctx context.Context, opts Options, args ...string) ([]byte, error) 
 		"KWOK_WORKDIR="+opts.Workdir,
 		"KWOK_KUBE_VERSION="+KubeVersion,
 	)
+	// kwokctl logs a JSON line per step; keep them in a file beside the
+	// clusters rather than in the caller's output.
 	var out bytes.Buffer
-	cmd.Stdout = io.MultiWriter(&out, opts.Log)
-	cmd.Stderr = cmd.Stdout
+	cmd.Stdout = &out
+	cmd.Stderr = &out
 	err := cmd.Run()
+	if f, ferr := os.OpenFile(filepath.Join(opts.Workdir, "kwokctl.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); ferr == nil {
+		fmt.Fprintf(f, "# kwokctl %s\n", strings.Join(args, " "))
+		_, _ = f.Write(out.Bytes())
+		_ = f.Close()
+	}
 	return out.Bytes(), err
 }
 

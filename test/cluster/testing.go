@@ -68,6 +68,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "FAIL: cannot start the control plane: %v\n", err)
 		return 1
 	}
+	setShared(c)
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "control-plane logs: %s\n", filepath.Join(c.Workdir, "clusters", c.Name, "logs"))

@@ -22,6 +22,14 @@ fi
 fail() { echo "build.sh: $*" >&2; exit 1; }
 command -v go >/dev/null || fail "go is not on PATH; install Go 1.26 or newer"
 mkdir -p "$bin"
+# One build at a time (two test packages may ask at once).
+exec 9>"$bin/.lock"
+flock 9
+rm -rf "$bin"/.build.*   # left by an interrupted run
+# Binaries are built here and moved into place whole, so an interrupted build
+# never leaves a half-written binary that looks ready.
+tmp=$(mktemp -d "$bin/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
 
 # One go build for every missing control-plane binary: they share most packages.
 declare -A pkgs=(
@@ -44,27 +52,23 @@ if ((${#missing[@]})); then
     ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean"
   done
-  tmp=$(mktemp -d "$bin/.build.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
   for name in "${missing[@]}"; do
     echo "build.sh: building $name ${K8S_VERSION} (first time only, takes minutes)" >&2
     # Built one by one so a failure names the binary; the build cache makes the
     # later ones cheap.
     (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/$name" "${pkgs[$name]}") \
       || fail "building $name (${pkgs[$name]}) failed; see the go output above"
-    mv "$tmp/$name" "$bin/$name"   # atomic: a crash never leaves a half-written binary
+    mv "$tmp/$name" "$bin/$name"
   done
 fi
 
 for name in kwok kwokctl; do
   [[ -x $bin/$name ]] && continue
   echo "build.sh: installing $name $KWOK_VERSION" >&2
-  tmp=$(mktemp -d "$bin/.build.XXXXXX")
   CGO_ENABLED=0 GOBIN=$tmp go install -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
     "sigs.k8s.io/kwok/cmd/$name@$KWOK_VERSION" \
-    || { rm -rf "$tmp"; fail "go install sigs.k8s.io/kwok/cmd/$name@$KWOK_VERSION failed; see the go output above"; }
+    || fail "go install sigs.k8s.io/kwok/cmd/$name@$KWOK_VERSION failed; see the go output above"
   mv "$tmp/$name" "$bin/$name"
-  rm -rf "$tmp"
 done
 
 echo "$bin"
