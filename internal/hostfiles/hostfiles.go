@@ -1,0 +1,217 @@
+// Package hostfiles owns the host side of the maintenance protocol: the
+// request file a maintenance script creates, the in-progress file the agent
+// creates once the node is drained, and the reboot sentinel. It reads them,
+// writes the in-progress file atomically, and watches their directories.
+package hostfiles
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// Default paths, compatible with the original Kustodian README.
+const (
+	DefaultRequest        = "/var/maintenance-required"
+	DefaultInProgress     = "/var/maintenance-in-progress"
+	DefaultRebootSentinel = "/var/run/reboot-required"
+)
+
+// maxReason bounds the reason read from the request file's first line.
+const maxReason = 200
+
+// Files are the protocol's paths on this host.
+type Files struct {
+	Request        string
+	InProgress     string
+	RebootSentinel string
+}
+
+// Request is what the request file says.
+type Request struct {
+	// ID identifies this request: the same file keeps its ID, a file removed
+	// and created again gets a new one.
+	ID string
+	// Reason is the first line of the file, if any (trimmed, bounded).
+	Reason string
+}
+
+// Observation is the state of the files at one moment.
+type Observation struct {
+	Request       *Request // nil when there is no request
+	InProgress    bool
+	RebootPending bool
+}
+
+// Observe reads the files. A request file that exists but cannot be read is
+// an error naming the file: the agent must not guess whether it was asked.
+func (f Files) Observe() (Observation, error) {
+	var o Observation
+	req, err := readRequest(f.Request)
+	if err != nil {
+		return o, err
+	}
+	o.Request = req
+	if o.InProgress, err = exists(f.InProgress); err != nil {
+		return o, err
+	}
+	if f.RebootSentinel != "" {
+		if o.RebootPending, err = exists(f.RebootSentinel); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func readRequest(path string) (*Request, error) {
+	file, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("request file %s cannot be read: %w", path, err)
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("request file %s cannot be read: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("request file %s is not a regular file (%s); remove it and create it with touch", path, st.Mode().Type())
+	}
+	line, err := bufio.NewReader(io.LimitReader(file, 4096)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("request file %s cannot be read: %w", path, err)
+	}
+	return &Request{ID: requestID(st), Reason: cleanReason(line)}, nil
+}
+
+// requestID names one request: it is derived from the file's inode and
+// modification time, so it stays the same while the file stays, and changes
+// when the file is removed and created again or touched again (a new request).
+func requestID(st os.FileInfo) string {
+	var ino uint64
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		ino = sys.Ino
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d/%d", ino, st.ModTime().UnixNano()))
+	return hex.EncodeToString(sum[:6])
+}
+
+func cleanReason(line string) string {
+	line = strings.TrimSpace(line)
+	line = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, line)
+	if len(line) > maxReason {
+		line = line[:maxReason]
+	}
+	return line
+}
+
+func exists(path string) (bool, error) {
+	_, err := os.Lstat(path)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return false, fmt.Errorf("checking %s: %w", path, err)
+}
+
+// CreateInProgress creates the in-progress file atomically (a temporary file
+// renamed into place and the directory synced), so a script never sees it
+// half-written and a crash never loses it once this returns.
+func (f Files) CreateInProgress(content string) error {
+	dir := filepath.Dir(f.InProgress)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(f.InProgress)+".*")
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", f.InProgress, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	if _, err := tmp.WriteString(content); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", f.InProgress, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", f.InProgress, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", f.InProgress, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", f.InProgress, err)
+	}
+	if err := os.Rename(tmp.Name(), f.InProgress); err != nil {
+		return fmt.Errorf("creating %s: %w", f.InProgress, err)
+	}
+	return syncDir(dir)
+}
+
+// RemoveInProgress removes the in-progress file; a file already gone is fine.
+func (f Files) RemoveInProgress() error {
+	err := os.Remove(f.InProgress)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", f.InProgress, err)
+	}
+	return syncDir(filepath.Dir(f.InProgress))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Validate checks that each file's directory exists, so that a typo in a path
+// is refused at start rather than waited on forever.
+func (f Files) Validate() error {
+	for _, p := range []struct{ key, path string }{
+		{"request-file", f.Request},
+		{"in-progress-file", f.InProgress},
+		{"reboot-sentinel", f.RebootSentinel},
+	} {
+		if p.path == "" {
+			if p.key == "reboot-sentinel" {
+				continue
+			}
+			return fmt.Errorf("%s is empty", p.key)
+		}
+		if !filepath.IsAbs(p.path) {
+			return fmt.Errorf("%s %q is not an absolute path", p.key, p.path)
+		}
+		if p.key == "reboot-sentinel" {
+			continue // /var/run may be created late in boot; only its absence is read
+		}
+		st, err := os.Stat(filepath.Dir(p.path))
+		if err != nil {
+			return fmt.Errorf("%s %s: its directory cannot be used: %w", p.key, p.path, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s %s: %s is not a directory", p.key, p.path, filepath.Dir(p.path))
+		}
+	}
+	if f.Request == f.InProgress {
+		return fmt.Errorf("request-file and in-progress-file are both %s", f.Request)
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package hostfiles
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testFiles(t *testing.T) Files {
+	dir := t.TempDir()
+	return Files{
+		Request:        filepath.Join(dir, "maintenance-required"),
+		InProgress:     filepath.Join(dir, "maintenance-in-progress"),
+		RebootSentinel: filepath.Join(dir, "reboot-required"),
+	}
+}
+
+func TestObserve(t *testing.T) {
+	f := testFiles(t)
+	o, err := f.Observe()
+	if err != nil || o.Request != nil || o.InProgress || o.RebootPending {
+		t.Fatalf("empty dir: %+v, %v", o, err)
+	}
+
+	if err := os.WriteFile(f.Request, []byte("  kernel 6.1.99 \x1b[31m\nsecond line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err = f.Observe()
+	if err != nil || o.Request == nil {
+		t.Fatalf("with request: %+v, %v", o, err)
+	}
+	if o.Request.Reason != "kernel 6.1.99 [31m" {
+		t.Errorf("reason %q: want the first line, trimmed, without control characters", o.Request.Reason)
+	}
+	id := o.Request.ID
+	if again, _ := f.Observe(); again.Request.ID != id {
+		t.Errorf("the same file changed ID: %s then %s", id, again.Request.ID)
+	}
+
+	// Removed and created again: a new request.
+	os.Remove(f.Request)
+	other := f.Request + ".other" // hold the old inode so it is not reused at once
+	os.WriteFile(other, nil, 0o644)
+	os.WriteFile(f.Request, nil, 0o644)
+	os.Chtimes(f.Request, time.Now().Add(time.Second), time.Now().Add(time.Second))
+	if o, _ := f.Observe(); o.Request == nil || o.Request.ID == id || o.Request.Reason != "" {
+		t.Errorf("re-created request: %+v, want a new ID (old %s) and no reason", o.Request, id)
+	}
+
+	os.WriteFile(f.RebootSentinel, nil, 0o644)
+	if err := f.CreateInProgress("node-a\n"); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := f.Observe(); !o.InProgress || !o.RebootPending {
+		t.Errorf("in-progress and sentinel not seen: %+v", o)
+	}
+	if b, _ := os.ReadFile(f.InProgress); string(b) != "node-a\n" {
+		t.Errorf("in-progress content %q", b)
+	}
+	if err := f.RemoveInProgress(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.RemoveInProgress(); err != nil {
+		t.Errorf("removing a missing in-progress file: %v", err)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(f.InProgress), ".maintenance-in-progress.*"))
+	if len(leftovers) != 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+}
+
+func TestObserveUnreadableRequest(t *testing.T) {
+	f := testFiles(t)
+	if err := os.Mkdir(f.Request, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.Observe()
+	if err == nil || !strings.Contains(err.Error(), f.Request) {
+		t.Fatalf("request is a directory: got %v, want an error naming %s", err, f.Request)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := testFiles(t)
+	if err := good.Validate(); err != nil {
+		t.Fatalf("valid files: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*Files)
+		want   string
+	}{
+		"relative":         {func(f *Files) { f.Request = "maintenance-required" }, "request-file \"maintenance-required\" is not an absolute path"},
+		"missing dir":      {func(f *Files) { f.InProgress = "/nonexistent/x" }, "in-progress-file /nonexistent/x: its directory cannot be used"},
+		"same path":        {func(f *Files) { f.InProgress = f.Request }, "are both"},
+		"empty request":    {func(f *Files) { f.Request = "" }, "request-file is empty"},
+		"sentinel missing": {func(f *Files) { f.RebootSentinel = "/nonexistent/reboot-required" }, ""},
+	} {
+		f := good
+		tc.mutate(&f)
+		err := f.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+func TestWatch(t *testing.T) {
+	f := testFiles(t)
+	changed, err := f.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := func(what string) {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no change reported after %s", what)
+		}
+	}
+	os.WriteFile(filepath.Join(filepath.Dir(f.Request), "unrelated"), nil, 0o644)
+	os.WriteFile(f.Request, nil, 0o644)
+	expect("creating the request")
+	os.Remove(f.Request)
+	expect("removing the request")
+}
