@@ -1,0 +1,102 @@
+// Package lock owns Kustodian's cluster-side protocol: the lock Leases
+// lock-<group>-<slot>, the node records node-<node> and the FIFO queue they
+// form. Locks are taken with optimistic concurrency (an Update carrying the
+// resourceVersion just read) and have no expiry by default, so a lock
+// survives its holder's reboot. client-go's leaderelection is deliberately
+// not used: its lease must be renewed continuously.
+package lock
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+)
+
+const (
+	lockPrefix   = "lock-"
+	recordPrefix = "node-"
+)
+
+// LockName is the Lease name of a group's slot.
+func LockName(group string, slot int) string { return fmt.Sprintf("%s%s-%d", lockPrefix, group, slot) }
+
+// RecordName is the Lease name of a node's record.
+func RecordName(node string) string { return recordPrefix + node }
+
+// IsLockName and IsRecordName tell the two kinds of Lease apart.
+func IsLockName(name string) bool   { return strings.HasPrefix(name, lockPrefix) }
+func IsRecordName(name string) bool { return strings.HasPrefix(name, recordPrefix) }
+
+// NodeOfRecord is the node a record's name stands for.
+func NodeOfRecord(name string) string { return strings.TrimPrefix(name, recordPrefix) }
+
+// GroupOfLock parses lock-<group>-<slot>; ok is false for other names.
+func GroupOfLock(name string) (group string, ok bool) {
+	if !IsLockName(name) {
+		return "", false
+	}
+	rest := strings.TrimPrefix(name, lockPrefix)
+	i := strings.LastIndexByte(rest, '-')
+	if i <= 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+// Holder is the node named in a lock Lease, or "".
+func Holder(l *coordv1.Lease) string {
+	if l == nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// HolderFacts are what decides whether a held lock may be taken over.
+type HolderFacts struct {
+	// NodeExists: the holder's Node object exists.
+	NodeExists bool
+	// Record is the holder's node record; nil when it has none.
+	Record *Record
+}
+
+// Verdict explains a decision about a lock, for messages and logs.
+type Verdict struct {
+	Free bool
+	// Why, when not free: "held by node-a"; when free over a holder: why it
+	// no longer counts.
+	Why string
+}
+
+// Decide says whether node may take lock l now (DESIGN section 5): a lock is
+// free when nobody holds it, when node already holds it, when its holder's
+// Node is gone and the holder's record heartbeat is stale, or when a TTL is
+// set and the holder has not renewed it within the TTL.
+func Decide(l *coordv1.Lease, node string, holder HolderFacts, now time.Time, staleAfter, ttl time.Duration) Verdict {
+	h := Holder(l)
+	switch {
+	case h == "":
+		return Verdict{Free: true}
+	case h == node:
+		return Verdict{Free: true, Why: "already held by this node"}
+	}
+	if ttl > 0 {
+		renewed := time.Time{}
+		if l.Spec.RenewTime != nil {
+			renewed = l.Spec.RenewTime.Time
+		} else if l.Spec.AcquireTime != nil {
+			renewed = l.Spec.AcquireTime.Time
+		}
+		if now.Sub(renewed) > ttl {
+			return Verdict{Free: true, Why: fmt.Sprintf("holder %s did not renew it within the TTL %s", h, ttl)}
+		}
+	}
+	if !holder.NodeExists {
+		if holder.Record == nil || !holder.Record.Live(now, staleAfter) {
+			return Verdict{Free: true, Why: fmt.Sprintf("holder %s has no Node object and no live agent", h)}
+		}
+		return Verdict{Why: fmt.Sprintf("held by %s (its Node object is gone but its agent is alive)", h)}
+	}
+	return Verdict{Why: "held by " + h}
+}

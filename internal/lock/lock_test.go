@@ -1,0 +1,145 @@
+package lock
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func lease(holder string, renewed time.Time) *coordv1.Lease {
+	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-default-0"}}
+	l.Spec.HolderIdentity = &holder
+	if !renewed.IsZero() {
+		m := metav1.NewMicroTime(renewed)
+		l.Spec.RenewTime = &m
+		l.Spec.AcquireTime = &m
+	}
+	return l
+}
+
+func TestDecide(t *testing.T) {
+	const stale = 40 * time.Second
+	live := &Record{Node: "a", Heartbeat: t0.Add(-10 * time.Second)}
+	dead := &Record{Node: "a", Heartbeat: t0.Add(-41 * time.Second)}
+	for _, tc := range []struct {
+		name   string
+		lease  *coordv1.Lease
+		facts  HolderFacts
+		ttl    time.Duration
+		free   bool
+		reason string
+	}{
+		{"nobody holds it", lease("", time.Time{}), HolderFacts{}, 0, true, ""},
+		{"nil holder", &coordv1.Lease{}, HolderFacts{}, 0, true, ""},
+		{"I hold it", lease("me", t0.Add(-time.Hour)), HolderFacts{}, 0, true, "already held"},
+		{"held by a live node", lease("a", t0.Add(-time.Hour)), HolderFacts{NodeExists: true, Record: live}, 0, false, "held by a"},
+		{"held by a node whose agent is dead, Node still there", lease("a", t0.Add(-time.Hour)), HolderFacts{NodeExists: true, Record: dead}, 0, false, "held by a"},
+		{"held by a node that rebooted: no record, Node there", lease("a", t0.Add(-time.Hour)), HolderFacts{NodeExists: true}, 0, false, "held by a"},
+		{"Node gone, agent alive", lease("a", t0.Add(-time.Hour)), HolderFacts{Record: live}, 0, false, "agent is alive"},
+		{"Node gone, heartbeat stale", lease("a", t0.Add(-time.Hour)), HolderFacts{Record: dead}, 0, true, "no Node object"},
+		{"Node gone, no record", lease("a", t0.Add(-time.Hour)), HolderFacts{}, 0, true, "no Node object"},
+		{"TTL not expired", lease("a", t0.Add(-time.Minute)), HolderFacts{NodeExists: true, Record: live}, 2 * time.Minute, false, "held by a"},
+		{"TTL expired", lease("a", t0.Add(-3*time.Minute)), HolderFacts{NodeExists: true, Record: live}, 2 * time.Minute, true, "TTL"},
+		{"no expiry by default, however old", lease("a", t0.Add(-24*time.Hour)), HolderFacts{NodeExists: true}, 0, false, "held by a"},
+	} {
+		v := Decide(tc.lease, "me", tc.facts, t0, stale, tc.ttl)
+		if v.Free != tc.free || !strings.Contains(v.Why, tc.reason) {
+			t.Errorf("%s: got %+v, want free=%v with %q", tc.name, v, tc.free, tc.reason)
+		}
+	}
+}
+
+func rec(node string, prio int, requested time.Duration, heartbeatAge time.Duration) Record {
+	return Record{Node: node, State: Waiting, Group: "default", Priority: prio,
+		Requested: t0.Add(requested), Heartbeat: t0.Add(-heartbeatAge)}
+}
+
+func nodes(q []Record) []string {
+	var n []string
+	for _, r := range q {
+		n = append(n, r.Node)
+	}
+	return n
+}
+
+func TestQueueOrder(t *testing.T) {
+	records := []Record{
+		rec("c", 0, -1*time.Minute, time.Second),
+		rec("a", 0, -2*time.Minute, time.Second),
+		rec("b", 0, -2*time.Minute, time.Second), // same time as a: by name
+		rec("urgent", 10, 0, time.Second),        // priority first
+		rec("dead", 0, -time.Hour, time.Hour),    // stale heartbeat: out
+		{Node: "draining", State: Draining, Group: "default", Heartbeat: t0},
+		{Node: "other-group", State: Waiting, Group: "gpu", Heartbeat: t0},
+	}
+	q := Queue(records, "default", t0, 40*time.Second)
+	if got, want := nodes(q), []string{"urgent", "a", "b", "c"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("queue %v, want %v", got, want)
+	}
+	if pos, total := Position(q, "b"); pos != 3 || total != 4 {
+		t.Errorf("position of b: %d of %d", pos, total)
+	}
+	if pos, _ := Position(q, "dead"); pos != 0 {
+		t.Errorf("a dead record is at position %d", pos)
+	}
+}
+
+func TestMayTry(t *testing.T) {
+	q := []Record{rec("a", 0, 0, 0), rec("b", 0, 1, 0), rec("c", 0, 2, 0)}
+	blocked := []Record{q[0], q[1], q[2]}
+	blocked[0].Blocked = "outside its maintenance window"
+	for _, tc := range []struct {
+		queue []Record
+		node  string
+		free  int
+		want  bool
+	}{
+		{q, "a", 1, true},
+		{q, "b", 1, false},
+		{q, "b", 2, true},
+		{q, "c", 2, false},
+		{q, "a", 0, false},
+		{q, "zzz", 5, false},
+		{blocked, "a", 1, false}, // its own gates are closed
+		{blocked, "b", 1, true},  // and it does not hold b back
+	} {
+		if got := MayTry(tc.queue, tc.node, tc.free); got != tc.want {
+			t.Errorf("MayTry(%v, %s, %d) = %v, want %v", nodes(tc.queue), tc.node, tc.free, got, tc.want)
+		}
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	r := Record{Node: "n1", State: Draining, Since: t0, Reason: "kernel", Message: "draining: 2 pods left",
+		RequestID: "abc", Group: "default", Priority: 3, Requested: t0.Add(-time.Minute), Heartbeat: t0}
+	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: RecordName("n1"), Annotations: map[string]string{"other": "kept"}}}
+	r.ApplyTo(l)
+	if got := RecordFromLease(l); !reflect.DeepEqual(got, r) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, r)
+	}
+	if l.Annotations["other"] != "kept" || l.Labels[LabelManagedBy] != ManagedBy {
+		t.Errorf("annotations/labels: %v %v", l.Annotations, l.Labels)
+	}
+	r.Reason, r.Priority = "", 0
+	r.ApplyTo(l)
+	if _, ok := l.Annotations[AnnotationReason]; ok {
+		t.Error("an empty reason left its annotation behind")
+	}
+}
+
+func TestNames(t *testing.T) {
+	if LockName("default", 0) != "lock-default-0" || RecordName("n") != "node-n" || NodeOfRecord("node-n") != "n" {
+		t.Error("names")
+	}
+	for name, want := range map[string]string{"lock-default-0": "default", "lock-gpu-pool-3": "gpu-pool", "node-x": "", "lock-": ""} {
+		if g, _ := GroupOfLock(name); g != want {
+			t.Errorf("GroupOfLock(%s) = %q, want %q", name, g, want)
+		}
+	}
+}

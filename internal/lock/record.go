@@ -1,0 +1,142 @@
+package lock
+
+import (
+	"strconv"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// State is a node's maintenance state (DESIGN section 4).
+type State string
+
+// The states of the agent's state machine.
+const (
+	Idle          State = "Idle"
+	Waiting       State = "Waiting"
+	Draining      State = "Draining"
+	InMaintenance State = "InMaintenance"
+	Rebooting     State = "Rebooting"
+	Completing    State = "Completing"
+	Failed        State = "Failed"
+)
+
+// Annotations and labels of the protocol (DESIGN section 3).
+const (
+	AnnotationState     = "kustodian.io/state"
+	AnnotationSince     = "kustodian.io/state-since"
+	AnnotationReason    = "kustodian.io/reason"
+	AnnotationRequestID = "kustodian.io/request-id"
+	AnnotationMessage   = "kustodian.io/message"
+	AnnotationGroup     = "kustodian.io/group"
+	AnnotationPriority  = "kustodian.io/priority"
+	// AnnotationBlocked, when set on a Waiting record, says why this node's
+	// own gates are closed: it stays listed but is not eligible for a grant.
+	AnnotationBlocked = "kustodian.io/blocked"
+
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "kustodian"
+)
+
+// Record is a node's published maintenance state, stored as the Lease
+// node-<node>: holderIdentity is the node, acquireTime when the request was
+// first seen (the queue's FIFO key), renewTime the agent's heartbeat.
+type Record struct {
+	Node      string
+	State     State
+	Since     time.Time
+	Reason    string
+	Message   string
+	RequestID string
+	Group     string
+	Priority  int
+	Blocked   string
+	Requested time.Time
+	Heartbeat time.Time
+}
+
+// RecordFromLease reads a node record.
+func RecordFromLease(l *coordv1.Lease) Record {
+	a := l.Annotations
+	r := Record{
+		State:     State(a[AnnotationState]),
+		Reason:    a[AnnotationReason],
+		Message:   a[AnnotationMessage],
+		RequestID: a[AnnotationRequestID],
+		Group:     a[AnnotationGroup],
+		Blocked:   a[AnnotationBlocked],
+	}
+	if l.Spec.HolderIdentity != nil {
+		r.Node = *l.Spec.HolderIdentity
+	}
+	if r.Node == "" {
+		r.Node = NodeOfRecord(l.Name)
+	}
+	if t, err := time.Parse(time.RFC3339, a[AnnotationSince]); err == nil {
+		r.Since = t
+	}
+	if p, err := strconv.Atoi(a[AnnotationPriority]); err == nil {
+		r.Priority = p
+	}
+	if l.Spec.AcquireTime != nil {
+		r.Requested = l.Spec.AcquireTime.Time
+	}
+	if l.Spec.RenewTime != nil {
+		r.Heartbeat = l.Spec.RenewTime.Time
+	}
+	return r
+}
+
+// ApplyTo writes the record into a Lease (its name and namespace are the
+// caller's), keeping the Lease's other annotations.
+func (r Record) ApplyTo(l *coordv1.Lease) {
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[LabelManagedBy] = ManagedBy
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	set := func(k, v string) {
+		if v == "" {
+			delete(l.Annotations, k)
+			return
+		}
+		l.Annotations[k] = v
+	}
+	set(AnnotationState, string(r.State))
+	since := ""
+	if !r.Since.IsZero() {
+		since = r.Since.UTC().Format(time.RFC3339)
+	}
+	set(AnnotationSince, since)
+	set(AnnotationReason, r.Reason)
+	set(AnnotationMessage, r.Message)
+	set(AnnotationRequestID, r.RequestID)
+	set(AnnotationGroup, r.Group)
+	set(AnnotationBlocked, r.Blocked)
+	prio := ""
+	if r.Priority != 0 {
+		prio = strconv.Itoa(r.Priority)
+	}
+	set(AnnotationPriority, prio)
+	node := r.Node
+	l.Spec.HolderIdentity = &node
+	l.Spec.AcquireTime = microTime(r.Requested)
+	l.Spec.RenewTime = microTime(r.Heartbeat)
+}
+
+func microTime(t time.Time) *metav1.MicroTime {
+	if t.IsZero() {
+		return nil
+	}
+	m := metav1.NewMicroTime(t)
+	return &m
+}
+
+// Live reports whether the record's agent has sent a heartbeat recently
+// enough: within staleAfter (four heartbeats by default).
+func (r Record) Live(now time.Time, staleAfter time.Duration) bool {
+	return !r.Heartbeat.IsZero() && now.Sub(r.Heartbeat) <= staleAfter
+}
