@@ -181,37 +181,3 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
-
-// Validate checks that each file's directory exists, so that a typo in a path
-// is refused at start rather than waited on forever.
-func (f Files) Validate() error {
-	for _, p := range []struct{ key, path string }{
-		{"request-file", f.Request},
-		{"in-progress-file", f.InProgress},
-		{"reboot-sentinel", f.RebootSentinel},
-	} {
-		if p.path == "" {
-			if p.key == "reboot-sentinel" {
-				continue
-			}
-			return fmt.Errorf("%s is empty", p.key)
-		}
-		if !filepath.IsAbs(p.path) {
-			return fmt.Errorf("%s %q is not an absolute path", p.key, p.path)
-		}
-		if p.key == "reboot-sentinel" {
-			continue // /var/run may be created late in boot; only its absence is read
-		}
-		st, err := os.Stat(filepath.Dir(p.path))
-		if err != nil {
-			return fmt.Errorf("%s %s: its directory cannot be used: %w", p.key, p.path, err)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("%s %s: %s is not a directory", p.key, p.path, filepath.Dir(p.path))
-		}
-	}
-	if f.Request == f.InProgress {
-		return fmt.Errorf("request-file and in-progress-file are both %s", f.Request)
-	}
-	return nil
-}

@@ -82,36 +82,6 @@ func TestObserveUnreadableRequest(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
-	good := testFiles(t)
-	if err := good.Validate(); err != nil {
-		t.Fatalf("valid files: %v", err)
-	}
-	for name, tc := range map[string]struct {
-		mutate func(*Files)
-		want   string
-	}{
-		"relative":         {func(f *Files) { f.Request = "maintenance-required" }, "request-file \"maintenance-required\" is not an absolute path"},
-		"missing dir":      {func(f *Files) { f.InProgress = "/nonexistent/x" }, "in-progress-file /nonexistent/x: its directory cannot be used"},
-		"same path":        {func(f *Files) { f.InProgress = f.Request }, "are both"},
-		"empty request":    {func(f *Files) { f.Request = "" }, "request-file is empty"},
-		"sentinel missing": {func(f *Files) { f.RebootSentinel = "/nonexistent/reboot-required" }, ""},
-	} {
-		f := good
-		tc.mutate(&f)
-		err := f.Validate()
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want %q", name, err, tc.want)
-		}
-	}
-}
-
 func TestWatch(t *testing.T) {
 	f := testFiles(t)
 	changed, err := f.Watch(t.Context())

@@ -1,0 +1,202 @@
+// Package config is the agent's configuration: one typed struct with its
+// defaults and its validation. Reading it from the file, the environment and
+// the flags is the command layer's job (internal/nodecmd).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kustodian/kustodian/internal/hostfiles"
+)
+
+// DefaultFile is the configuration file read when --config is not given.
+const DefaultFile = "/etc/kustodian/config.yaml"
+
+// Agent configures `kustodian agent` and the host-side subcommands.
+type Agent struct {
+	Kubeconfig     string
+	NodeName       string // empty: from the token, else the hostname
+	Namespace      string
+	RequestFile    string
+	InProgressFile string
+	RebootSentinel string
+	StateDir       string
+	Stay           bool
+	Resync         time.Duration
+	LogFormat      string // auto, text or json
+
+	Lock  Lock
+	Queue Queue
+	Drain Drain
+}
+
+// Lock configures the lock Leases.
+type Lock struct {
+	Group string
+	Slots int
+	TTL   time.Duration // 0: the lock never expires
+}
+
+// Queue configures the agent's place in the queue.
+type Queue struct {
+	Heartbeat time.Duration
+	Priority  int
+}
+
+// StaleAfter is how long a record may go without a heartbeat before its agent
+// counts as gone: four beats.
+func (q Queue) StaleAfter() time.Duration { return 4 * q.Heartbeat }
+
+// Drain configures k8s.io/kubectl/pkg/drain.
+type Drain struct {
+	Timeout                  time.Duration // 0: none
+	OnTimeout                string        // hold or release
+	DeleteEmptyDirData       bool
+	Force                    bool
+	EvictErrorRetryDelay     time.Duration
+	PodSelector              string
+	SkipWaitForDeleteTimeout time.Duration
+}
+
+// Drain timeout policies.
+const (
+	OnTimeoutHold    = "hold"
+	OnTimeoutRelease = "release"
+)
+
+// Defaults returns the built-in configuration.
+func Defaults() Agent {
+	return Agent{
+		Kubeconfig:     "/etc/kustodian/kubeconfig",
+		Namespace:      "kustodian",
+		RequestFile:    hostfiles.DefaultRequest,
+		InProgressFile: hostfiles.DefaultInProgress,
+		RebootSentinel: hostfiles.DefaultRebootSentinel,
+		StateDir:       "/var/lib/kustodian",
+		Resync:         30 * time.Second,
+		LogFormat:      "auto",
+		Lock:           Lock{Group: "default", Slots: 1},
+		Queue:          Queue{Heartbeat: 10 * time.Second},
+		Drain: Drain{
+			OnTimeout:            OnTimeoutHold,
+			DeleteEmptyDirData:   true,
+			EvictErrorRetryDelay: 5 * time.Second,
+		},
+	}
+}
+
+// Files are the host protocol's paths.
+func (a Agent) Files() hostfiles.Files {
+	return hostfiles.Files{Request: a.RequestFile, InProgress: a.InProgressFile, RebootSentinel: a.RebootSentinel}
+}
+
+// A DNS-1123 label: what Kubernetes accepts in the names Kustodian builds
+// (namespace, lock-<group>-<slot>).
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// FieldError names the configuration key that is wrong.
+type FieldError struct {
+	Key string
+	Err error
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate checks everything that can be checked without the cluster.
+func (a Agent) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return &FieldError{Key: key, Err: fmt.Errorf(format, args...)}
+	}
+	if a.Kubeconfig == "" {
+		return bad("kubeconfig", "is empty; give the path of the node's kubeconfig")
+	}
+	if !dnsLabel.MatchString(a.Namespace) || len(a.Namespace) > 63 {
+		return bad("namespace", "%q is not a valid namespace name", a.Namespace)
+	}
+	for _, f := range []struct {
+		key, path    string
+		dirMustExist bool
+	}{
+		{"requestFile", a.RequestFile, true},
+		{"inProgressFile", a.InProgressFile, true},
+		// /var/run may appear late in boot; the sentinel's absence is just read.
+		{"rebootSentinel", a.RebootSentinel, false},
+		{"stateDir", a.StateDir, false},
+	} {
+		if err := checkPath(f.path, f.dirMustExist); err != nil {
+			return &FieldError{Key: f.key, Err: err}
+		}
+	}
+	if a.RequestFile == a.InProgressFile {
+		return bad("inProgressFile", "is the same file as requestFile (%s)", a.RequestFile)
+	}
+	if a.Resync <= 0 {
+		return bad("resync", "must be positive, got %s", a.Resync)
+	}
+	switch a.LogFormat {
+	case "auto", "text", "json":
+	default:
+		return bad("logFormat", "%q is not one of auto, text, json", a.LogFormat)
+	}
+	if !dnsLabel.MatchString(a.Lock.Group) || len(a.Lock.Group) > 40 {
+		return bad("lock.group", "%q is not a valid group name (lower-case letters, digits and '-')", a.Lock.Group)
+	}
+	if a.Lock.Slots < 1 || a.Lock.Slots > 1000 {
+		return bad("lock.slots", "must be between 1 and 1000, got %d", a.Lock.Slots)
+	}
+	if a.Lock.TTL < 0 {
+		return bad("lock.ttl", "must not be negative, got %s", a.Lock.TTL)
+	}
+	if a.Lock.TTL > 0 && a.Lock.TTL < 2*a.Queue.Heartbeat {
+		return bad("lock.ttl", "%s is shorter than two heartbeats (%s): the holder could not renew it in time", a.Lock.TTL, 2*a.Queue.Heartbeat)
+	}
+	if a.Queue.Heartbeat < 100*time.Millisecond {
+		return bad("queue.heartbeat", "must be at least 100ms, got %s", a.Queue.Heartbeat)
+	}
+	if a.Drain.Timeout < 0 {
+		return bad("drain.timeout", "must not be negative, got %s", a.Drain.Timeout)
+	}
+	if a.Drain.OnTimeout != OnTimeoutHold && a.Drain.OnTimeout != OnTimeoutRelease {
+		return bad("drain.onTimeout", "%q is not one of hold, release", a.Drain.OnTimeout)
+	}
+	if a.Drain.EvictErrorRetryDelay < 100*time.Millisecond {
+		// Zero would make the drain retry a PDB's 429 in a busy loop.
+		return bad("drain.evictErrorRetryDelay", "must be at least 100ms, got %s", a.Drain.EvictErrorRetryDelay)
+	}
+	if a.Drain.SkipWaitForDeleteTimeout < 0 {
+		return bad("drain.skipWaitForDeleteTimeout", "must not be negative, got %s", a.Drain.SkipWaitForDeleteTimeout)
+	}
+	if _, err := labels.Parse(a.Drain.PodSelector); err != nil {
+		return bad("drain.podSelector", "%q is not a label selector: %v", a.Drain.PodSelector, err)
+	}
+	return nil
+}
+
+func checkPath(path string, dirMustExist bool) error {
+	if path == "" {
+		return errors.New("is empty")
+	}
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("%q is not an absolute path", path)
+	}
+	if !dirMustExist {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("the directory of %s cannot be used: %w", path, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package nodecmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/kustodian/kustodian/internal/config"
+)
+
+// envPrefix prefixes the environment variable of every option:
+// --drain-timeout is KUSTODIAN_DRAIN_TIMEOUT.
+const envPrefix = "KUSTODIAN_"
+
+// option ties one field of config.Agent to its config key, flag and
+// environment variable.
+type option struct {
+	key   string // in the config file: "drain.onTimeout"
+	flag  string // "drain-on-timeout"
+	usage string
+	field func(*config.Agent) any // a *string, *bool, *int or *time.Duration
+}
+
+func (o option) env() string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(o.flag, "-", "_"))
+}
+
+// agentOptions are the options of `kustodian agent` and of the host-side
+// subcommands; their names are a contract (DESIGN section 9).
+var agentOptions = []option{
+	{"kubeconfig", "kubeconfig", "path of the node's kubeconfig", func(a *config.Agent) any { return &a.Kubeconfig }},
+	{"nodeName", "node-name", "this node's name (default: the node name in the kubeconfig's token, else the hostname)", func(a *config.Agent) any { return &a.NodeName }},
+	{"namespace", "namespace", "namespace of Kustodian's Leases and control ConfigMap", func(a *config.Agent) any { return &a.Namespace }},
+	{"requestFile", "request-file", "file whose presence requests maintenance", func(a *config.Agent) any { return &a.RequestFile }},
+	{"inProgressFile", "in-progress-file", "file the agent creates once the node is drained", func(a *config.Agent) any { return &a.InProgressFile }},
+	{"rebootSentinel", "reboot-sentinel", "file whose presence means a reboot is pending", func(a *config.Agent) any { return &a.RebootSentinel }},
+	{"stateDir", "state-dir", "directory of the agent's own state (managed jobs)", func(a *config.Agent) any { return &a.StateDir }},
+	{"stay", "stay", "keep running when the node is back to Idle (default: exit 0, for the systemd path unit)", func(a *config.Agent) any { return &a.Stay }},
+	{"resync", "resync", "re-read everything at least this often, besides reacting to events", func(a *config.Agent) any { return &a.Resync }},
+	{"logFormat", "log-format", "log format: auto (text on a terminal, else JSON), text or json", func(a *config.Agent) any { return &a.LogFormat }},
+	{"lock.group", "lock-group", "group of nodes sharing the lock", func(a *config.Agent) any { return &a.Lock.Group }},
+	{"lock.slots", "lock-slots", "how many nodes of the group may be in maintenance at once", func(a *config.Agent) any { return &a.Lock.Slots }},
+	{"lock.ttl", "lock-ttl", "let a lock expire when its holder stops renewing it (0: never; the lock survives reboots)", func(a *config.Agent) any { return &a.Lock.TTL }},
+	{"queue.heartbeat", "queue-heartbeat", "how often the agent renews its node record; 4 missed beats make it stale", func(a *config.Agent) any { return &a.Queue.Heartbeat }},
+	{"queue.priority", "queue-priority", "higher priorities are granted first", func(a *config.Agent) any { return &a.Queue.Priority }},
+	{"drain.timeout", "drain-timeout", "give up draining after this long (0: never)", func(a *config.Agent) any { return &a.Drain.Timeout }},
+	{"drain.onTimeout", "drain-on-timeout", "after a drain timeout: hold (keep lock and cordon, state Failed) or release (give the node back, retry later)", func(a *config.Agent) any { return &a.Drain.OnTimeout }},
+	{"drain.deleteEmptyDirData", "drain-delete-emptydir-data", "evict pods using emptyDir volumes (their data is lost)", func(a *config.Agent) any { return &a.Drain.DeleteEmptyDirData }},
+	{"drain.force", "drain-force", "delete pods that no controller manages (they are not re-created)", func(a *config.Agent) any { return &a.Drain.Force }},
+	{"drain.evictErrorRetryDelay", "drain-evict-error-retry-delay", "wait between eviction attempts a PodDisruptionBudget refused", func(a *config.Agent) any { return &a.Drain.EvictErrorRetryDelay }},
+	{"drain.podSelector", "drain-pod-selector", "evict only pods matching this label selector", func(a *config.Agent) any { return &a.Drain.PodSelector }},
+	{"drain.skipWaitForDeleteTimeout", "drain-skip-wait-for-delete-timeout", "do not wait for pods deleted longer ago than this (0: always wait)", func(a *config.Agent) any { return &a.Drain.SkipWaitForDeleteTimeout }},
+}
+
+// configFlags holds the flags of a command whose options are agentOptions.
+type configFlags struct {
+	configFile string
+	values     config.Agent // what the flags parsed into
+	flags      *pflag.FlagSet
+}
+
+// addConfigFlags registers --config and every option's flag.
+func addConfigFlags(fs *pflag.FlagSet) *configFlags {
+	cf := &configFlags{values: config.Defaults(), flags: fs}
+	fs.StringVar(&cf.configFile, "config", config.DefaultFile, "configuration file (YAML); a missing default file is fine ("+envPrefix+"CONFIG)")
+	for _, o := range agentOptions {
+		usage := fmt.Sprintf("%s (%s, key %s)", o.usage, o.env(), o.key)
+		switch p := o.field(&cf.values).(type) {
+		case *string:
+			fs.StringVar(p, o.flag, *p, usage)
+		case *bool:
+			fs.BoolVar(p, o.flag, *p, usage)
+		case *int:
+			fs.IntVar(p, o.flag, *p, usage)
+		case *time.Duration:
+			fs.DurationVar(p, o.flag, *p, usage)
+		default:
+			panic("option " + o.key + " has an unsupported type") // a programming error, caught by the tests
+		}
+	}
+	return cf
+}
+
+// load builds the configuration: flag > environment > file > default. A bad
+// value is refused with one line naming where it came from.
+func (cf *configFlags) load() (config.Agent, error) {
+	cfg := config.Defaults()
+	path, explicit := cf.configFile, cf.flags.Changed("config")
+	if v, ok := os.LookupEnv(envPrefix + "CONFIG"); ok && !explicit {
+		path, explicit = v, true
+	}
+	file, err := readFile(path, explicit)
+	if err != nil {
+		return cfg, err
+	}
+	sources := map[string]string{}
+	for _, o := range agentOptions {
+		dst := o.field(&cfg)
+		var raw, source string
+		switch {
+		case cf.flags.Changed(o.flag):
+			// pflag parsed and checked it already.
+			copyValue(dst, o.field(&cf.values))
+			sources[o.key] = "--" + o.flag
+			continue
+		case lookupEnv(o.env(), &raw):
+			source = o.env()
+		case file != nil && file.IsSet(o.key):
+			raw, source = fmt.Sprint(file.Get(o.key)), path+": "+o.key
+		default:
+			sources[o.key] = "default"
+			continue
+		}
+		sources[o.key] = source
+		if err := parseInto(dst, raw); err != nil {
+			return cfg, fmt.Errorf("%s: %w", source, err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		var fe *config.FieldError
+		if errors.As(err, &fe) {
+			if src := sources[fe.Key]; src != "" && src != "default" {
+				return cfg, fmt.Errorf("%s: %w", src, fe.Err)
+			}
+		}
+		return cfg, fmt.Errorf("configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+func lookupEnv(name string, into *string) bool {
+	v, ok := os.LookupEnv(name)
+	if ok {
+		*into = v
+	}
+	return ok
+}
+
+// readFile reads the YAML file and refuses unknown keys. nil, nil when the
+// default file does not exist.
+func readFile(path string, explicit bool) (*viper.Viper, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && !explicit {
+		return nil, nil
+	}
+	v := viper.New()
+	v.SetConfigFile(path)
+	v.SetConfigType("yaml")
+	if err := v.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("configuration file %s: %w", path, err)
+	}
+	known := map[string]bool{}
+	for _, o := range agentOptions {
+		known[strings.ToLower(o.key)] = true
+	}
+	var unknown []string
+	for _, k := range v.AllKeys() {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("%s: unknown key %q; known keys are listed by kustodian agent --help", path, unknown[0])
+	}
+	return v, nil
+}
+
+func copyValue(dst, src any) {
+	switch d := dst.(type) {
+	case *string:
+		*d = *src.(*string)
+	case *bool:
+		*d = *src.(*bool)
+	case *int:
+		*d = *src.(*int)
+	case *time.Duration:
+		*d = *src.(*time.Duration)
+	}
+}
+
+func parseInto(dst any, raw string) error {
+	raw = strings.TrimSpace(raw)
+	switch d := dst.(type) {
+	case *string:
+		*d = raw
+	case *bool:
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", raw)
+		}
+		*d = b
+	case *int:
+		n, err := strconv.Atoi(raw)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", raw)
+		}
+		*d = n
+	case *time.Duration:
+		t, err := time.ParseDuration(raw)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration; use a number with a unit, like 30s, 5m or 1h", raw)
+		}
+		*d = t
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package nodecmd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kustodian/kustodian/internal/config"
+)
+
+func load(t *testing.T, file string, env map[string]string, args ...string) (config.Agent, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	cf := addConfigFlags(fs)
+	if file != "" {
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", path)
+	} else {
+		// Stands for the default path, on a host without a config file.
+		cf.configFile = filepath.Join(t.TempDir(), "absent-default.yaml")
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return cf.load()
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	file := "namespace: from-file\nqueue:\n  heartbeat: 7s\ndrain:\n  timeout: 5m\n  onTimeout: release\n  force: true\nlock:\n  slots: 2\n"
+	cfg, err := load(t, file,
+		map[string]string{"KUSTODIAN_NAMESPACE": "from-env", "KUSTODIAN_QUEUE_HEARTBEAT": "3s"},
+		"--namespace", "from-flag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Namespace != "from-flag" {
+		t.Errorf("namespace %q: a flag beats the environment and the file", cfg.Namespace)
+	}
+	if cfg.Queue.Heartbeat != 3*time.Second {
+		t.Errorf("heartbeat %s: the environment beats the file", cfg.Queue.Heartbeat)
+	}
+	if cfg.Drain.Timeout != 5*time.Minute || cfg.Drain.OnTimeout != "release" || !cfg.Drain.Force || cfg.Lock.Slots != 2 {
+		t.Errorf("file values not applied: %+v %+v", cfg.Drain, cfg.Lock)
+	}
+	if cfg.Drain.EvictErrorRetryDelay != 5*time.Second || cfg.Lock.Group != "default" {
+		t.Errorf("defaults lost: %+v", cfg)
+	}
+}
+
+func TestLoadFlagBeatsEnvEvenWhenEqualToDefault(t *testing.T) {
+	cfg, err := load(t, "", map[string]string{"KUSTODIAN_STAY": "true"}, "--stay=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Stay {
+		t.Error("the environment overrode an explicit flag")
+	}
+}
+
+func TestLoadErrorsNameTheSource(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		"unknown key":               {file: "drain:\n  timout: 5m\n", want: `config.yaml: unknown key "drain.timout"`},
+		"bad duration in file":      {file: "drain:\n  timeout: 5 minutes\n", want: `config.yaml: drain.timeout: "5 minutes" is not a duration`},
+		"duration without unit":     {file: "queue:\n  heartbeat: 10\n", want: `queue.heartbeat: "10" is not a duration`},
+		"bad duration in env":       {env: map[string]string{"KUSTODIAN_RESYNC": "soon"}, want: `KUSTODIAN_RESYNC: "soon" is not a duration`},
+		"bad bool in env":           {env: map[string]string{"KUSTODIAN_DRAIN_FORCE": "maybe"}, want: `KUSTODIAN_DRAIN_FORCE: "maybe" is not true or false`},
+		"invalid value in file":     {file: "drain:\n  onTimeout: panic\n", want: `config.yaml: drain.onTimeout: "panic" is not one of hold, release`},
+		"invalid value from flag":   {args: []string{"--lock-slots", "0"}, want: `--lock-slots: must be between 1 and 1000`},
+		"relative path from env":    {env: map[string]string{"KUSTODIAN_REQUEST_FILE": "req"}, want: `KUSTODIAN_REQUEST_FILE: "req" is not an absolute path`},
+		"missing directory in flag": {args: []string{"--in-progress-file", "/nonexistent/x"}, want: `--in-progress-file: the directory of /nonexistent/x cannot be used`},
+		"not YAML":                  {file: "drain: [\n", want: "configuration file"},
+		"zero retry delay":          {args: []string{"--drain-evict-error-retry-delay", "0s"}, want: "--drain-evict-error-retry-delay: must be at least 100ms"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := load(t, tc.file, tc.env, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("the error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestLoadMissingExplicitFile(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	cf := addConfigFlags(fs)
+	if err := fs.Parse([]string{"--config", "/nonexistent/config.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cf.load(); err == nil || !strings.Contains(err.Error(), "/nonexistent/config.yaml") {
+		t.Fatalf("got %v, want an error naming the missing file", err)
+	}
+}
+
+func TestEveryOptionHasAFlagAndAKnownType(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	addConfigFlags(fs) // panics on an unsupported type
+	for _, flag := range []string{"config", "kubeconfig", "node-name", "namespace", "request-file", "in-progress-file", "reboot-sentinel", "state-dir", "stay"} {
+		if fs.Lookup(flag) == nil {
+			t.Errorf("flag --%s of the command-line contract is missing", flag)
+		}
+	}
+}
