@@ -1,0 +1,311 @@
+// Package drain cordons, drains and uncordons a node with
+// k8s.io/kubectl/pkg/drain, with every setting explicit (DESIGN section 6).
+// kubectl's Helper chooses which pods must leave and evicts them; this
+// package drives the evictions itself so that it can say, at every moment,
+// which pods are left and what blocks them, and so that it reacts to pod
+// deletions through a watch instead of polling each pod every second.
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	kdrain "k8s.io/kubectl/pkg/drain"
+
+	"github.com/kustodian/kustodian/internal/config"
+)
+
+// Progress is the drain's state after each change.
+type Progress struct {
+	Left    int    // pods that must still leave the node
+	Message string // one line: "draining: 3 pods left, shop/web-1 blocked by PDB web"
+}
+
+// Drainer drains one node.
+type Drainer struct {
+	Client   kubernetes.Interface
+	Settings config.Drain
+	Log      *slog.Logger
+}
+
+// ErrTimeout is returned when drain.timeout elapses.
+var ErrTimeout = errors.New("drain timed out")
+
+func (d *Drainer) helper(ctx context.Context) *kdrain.Helper {
+	out := slogWriter{d.Log, slog.LevelInfo}
+	errOut := slogWriter{d.Log, slog.LevelWarn}
+	return &kdrain.Helper{
+		Ctx:                             ctx,
+		Client:                          d.Client,
+		Force:                           d.Settings.Force,
+		GracePeriodSeconds:              -1, // each pod's own grace period; 0 would kill at once
+		IgnoreAllDaemonSets:             true,
+		DeleteEmptyDirData:              d.Settings.DeleteEmptyDirData,
+		Timeout:                         d.Settings.Timeout,
+		PodSelector:                     d.Settings.PodSelector,
+		SkipWaitForDeleteTimeoutSeconds: int(d.Settings.SkipWaitForDeleteTimeout.Seconds()),
+		EvictErrorRetryDelay:            d.Settings.EvictErrorRetryDelay,
+		Out:                             out,
+		ErrOut:                          errOut,
+	}
+}
+
+// podState is what the drain knows of one pod that must leave.
+type podState struct {
+	key     string // namespace/name
+	evicted bool   // the Eviction API accepted it; now waiting for it to go
+	blocked string // why the last eviction was refused
+}
+
+// Drain evicts every pod that must leave node and returns once they are
+// gone. PDB refusals (429) are retried after EvictErrorRetryDelay; pods that
+// can never be evicted (no controller without drain.force, for example) are
+// reported in the progress message and retried, until ctx ends or
+// drain.timeout elapses (ErrTimeout). progress is called on every change of
+// the message.
+func (d *Drainer) Drain(ctx context.Context, node string, progress func(Progress)) error {
+	if d.Settings.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d.Settings.Timeout, ErrTimeout)
+		defer cancel()
+	}
+	h := d.helper(ctx)
+	pods := map[types.UID]*podState{}
+	var last string
+	report := func(p Progress) {
+		if p.Message != last {
+			last = p.Message
+			progress(p)
+		}
+	}
+
+	for {
+		// A watch first, then the list: a deletion between the two is not missed.
+		w, err := d.Client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+		})
+		if err != nil {
+			return d.ctxErr(ctx, fmt.Errorf("watching the pods of node %s: %w", node, err))
+		}
+		done, retryIn, err := d.step(ctx, h, node, pods, report)
+		if err != nil || done {
+			w.Stop()
+			return d.ctxErr(ctx, err)
+		}
+		// Wait for a pod of the node to change, or for the retry delay of a
+		// refused eviction.
+		var retry <-chan time.Time
+		var timer *time.Timer
+		if retryIn > 0 {
+			timer = time.NewTimer(retryIn)
+			retry = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-w.ResultChan():
+		case <-retry:
+		}
+		w.Stop()
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return d.ctxErr(ctx, ctx.Err())
+		}
+	}
+}
+
+func (d *Drainer) ctxErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, ErrTimeout) {
+		return fmt.Errorf("%w after %s", ErrTimeout, d.Settings.Timeout)
+	}
+	return err
+}
+
+// step lists the pods that must leave, evicts those not yet evicted, and
+// reports. It returns done when none is left, and when to retry refused
+// evictions.
+func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods map[types.UID]*podState, report func(Progress)) (done bool, retryIn time.Duration, err error) {
+	list, errs := h.GetPodsForDeletion(node)
+	if list == nil {
+		return false, 0, fmt.Errorf("listing the pods of node %s: %w", node, errors.Join(errs...))
+	}
+	// Pods that kubectl's filters refuse to delete (no controller, local
+	// storage) block the drain until an admin acts or the settings change.
+	var refused []string
+	for _, e := range errs {
+		refused = append(refused, refusedPods(e)...)
+	}
+
+	current := map[types.UID]bool{}
+	evictable := list.Pods()
+	for i := range evictable {
+		pod := evictable[i]
+		current[pod.UID] = true
+		st := pods[pod.UID]
+		if st == nil {
+			st = &podState{key: pod.Namespace + "/" + pod.Name}
+			pods[pod.UID] = st
+		}
+		if st.evicted {
+			continue // accepted; waiting for it to go
+		}
+		err := h.EvictPod(pod, policyv1.SchemeGroupVersion)
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			st.evicted, st.blocked = true, ""
+			d.Log.Info("evicted pod", "pod", st.key)
+		case apierrors.IsTooManyRequests(err):
+			st.blocked = "blocked by " + pdbOf(err)
+			retryIn = d.Settings.EvictErrorRetryDelay
+		case ctx.Err() != nil:
+			return false, 0, ctx.Err()
+		default:
+			// Forbidden (a PDB with negative budget), several PDBs, a
+			// transient server error: say so and try again after the delay.
+			st.blocked = "eviction failed: " + firstLine(err.Error())
+			retryIn = d.Settings.EvictErrorRetryDelay
+		}
+	}
+	for uid := range pods {
+		if !current[uid] {
+			delete(pods, uid) // gone (or replaced by a pod with a new UID)
+		}
+	}
+	if len(refused) > 0 && retryIn == 0 {
+		retryIn = d.Settings.EvictErrorRetryDelay
+	}
+	left := len(pods) + len(refused)
+	if left == 0 {
+		report(Progress{Left: 0, Message: "drained"})
+		return true, 0, nil
+	}
+	report(Progress{Left: left, Message: summary(pods, refused)})
+	return false, retryIn, nil
+}
+
+// summary is the one line an operator needs while a drain runs.
+func summary(pods map[types.UID]*podState, refused []string) string {
+	left := len(pods) + len(refused)
+	var blocked, terminating []string
+	for _, st := range pods {
+		if st.blocked != "" {
+			blocked = append(blocked, st.key+" "+st.blocked)
+		} else {
+			terminating = append(terminating, st.key)
+		}
+	}
+	sort.Strings(blocked)
+	sort.Strings(terminating)
+	msg := fmt.Sprintf("draining: %d %s left", left, plural(left, "pod", "pods"))
+	switch {
+	case len(refused) > 0:
+		msg += ", " + refused[0]
+		if len(refused) > 1 {
+			msg += fmt.Sprintf(" (+%d more refused)", len(refused)-1)
+		}
+	case len(blocked) > 0:
+		msg += ", " + blocked[0]
+		if len(blocked) > 1 {
+			msg += fmt.Sprintf(" (+%d more blocked)", len(blocked)-1)
+		}
+	case len(terminating) > 0:
+		msg += ", waiting for " + terminating[0]
+		if len(terminating) > 1 {
+			msg += fmt.Sprintf(" and %d more to terminate", len(terminating)-1)
+		} else {
+			msg += " to terminate"
+		}
+	}
+	return msg
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// pdbOf names the PodDisruptionBudget of a 429 from the Eviction API, whose
+// cause reads "The disruption budget NAME needs 5 healthy pods...".
+func pdbOf(err error) string {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		if details := se.Status().Details; details != nil {
+			for _, c := range details.Causes {
+				if c.Type != policyv1.DisruptionBudgetCause {
+					continue
+				}
+				if name, ok := strings.CutPrefix(c.Message, "The disruption budget "); ok {
+					if i := strings.IndexByte(name, ' '); i > 0 {
+						return "PDB " + name[:i]
+					}
+				}
+			}
+		}
+	}
+	return "a PodDisruptionBudget"
+}
+
+// kubectl's filters name their remedy as kubectl flags; ours are settings.
+var remedies = strings.NewReplacer(
+	"use --force to override", "set drain.force to override",
+	"use --delete-emptydir-data to override", "set drain.deleteEmptyDirData to override",
+	"use --ignore-daemonsets to ignore", "DaemonSet pods are ignored",
+)
+
+// refusedPods turns an error of kubectl's filters, "cannot delete WHY: ns/a,
+// ns/b", into one entry per pod: "ns/a refused: WHY".
+func refusedPods(err error) []string {
+	msg := remedies.Replace(strings.TrimSpace(err.Error()))
+	why, pods, ok := strings.Cut(strings.TrimPrefix(msg, "cannot delete "), "): ")
+	if !ok {
+		return []string{msg}
+	}
+	why += ")"
+	var out []string
+	for _, p := range strings.Split(pods, ",") {
+		out = append(out, strings.TrimSpace(p)+" refused: cannot delete "+why)
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// slogWriter turns kubectl's Out/ErrOut lines into log records.
+type slogWriter struct {
+	log   *slog.Logger
+	level slog.Level
+}
+
+var _ io.Writer = slogWriter{}
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if line != "" {
+			w.log.Log(context.Background(), w.level, line, "component", "kubectl-drain")
+		}
+	}
+	return len(p), nil
+}

@@ -1,0 +1,84 @@
+package drain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Marks Kustodian puts on the Node object (DESIGN section 3).
+const (
+	// LabelState is the node's maintenance state while it is not Idle.
+	LabelState = "kustodian.io/state"
+	// AnnotationCordoned says Kustodian cordoned the node, so Kustodian
+	// uncordons it afterwards. A node cordoned without it was cordoned by an
+	// admin and stays cordoned.
+	AnnotationCordoned = "kustodian.io/cordoned"
+)
+
+// CordonedByKustodian reports whether Kustodian's cordon is on the node.
+func CordonedByKustodian(n *corev1.Node) bool {
+	return n.Spec.Unschedulable && n.Annotations[AnnotationCordoned] == "true"
+}
+
+// Cordon makes the node unschedulable and marks that Kustodian did it, in one
+// patch, so that a crash can never leave a cordon whose author is unknown. A
+// node that is already unschedulable without the mark was cordoned by an
+// admin: it is left as it is (and stays cordoned after maintenance).
+// It returns whether an admin's cordon was found.
+func (d *Drainer) Cordon(ctx context.Context, n *corev1.Node) (byAdmin bool, err error) {
+	if n.Spec.Unschedulable {
+		return n.Annotations[AnnotationCordoned] != "true", nil
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: "true"}},
+		"spec":     map[string]any{"unschedulable": true},
+	}
+	return false, d.patch(ctx, n.Name, patch, "cordoning")
+}
+
+// Uncordon undoes Kustodian's cordon. An admin's cordon is left in place.
+func (d *Drainer) Uncordon(ctx context.Context, n *corev1.Node) error {
+	if _, ours := n.Annotations[AnnotationCordoned]; !ours {
+		return nil
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: nil}},
+	}
+	if n.Annotations[AnnotationCordoned] == "true" {
+		patch["spec"] = map[string]any{"unschedulable": false}
+	}
+	return d.patch(ctx, n.Name, patch, "uncordoning")
+}
+
+// SetStateLabel sets kustodian.io/state on the node, or removes it for Idle
+// (state "").
+func (d *Drainer) SetStateLabel(ctx context.Context, n *corev1.Node, state string) error {
+	if n.Labels[LabelState] == state {
+		return nil
+	}
+	var value any = state
+	if state == "" {
+		if _, ok := n.Labels[LabelState]; !ok {
+			return nil
+		}
+		value = nil
+	}
+	patch := map[string]any{"metadata": map[string]any{"labels": map[string]any{LabelState: value}}}
+	return d.patch(ctx, n.Name, patch, "labelling")
+}
+
+func (d *Drainer) patch(ctx context.Context, node string, patch map[string]any, doing string) error {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	if _, err := d.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "kustodian"}); err != nil {
+		return fmt.Errorf("%s node %s: %w", doing, node, err)
+	}
+	return nil
+}
