@@ -46,50 +46,61 @@ type Params struct {
 	TTL        time.Duration // 0: locks never expire
 }
 
-// Acquire takes the lock for node if Decide says it is free: it reads the
-// Lease, decides, and writes it back with the resourceVersion it read, so of
-// two agents racing exactly one wins. A lost race (409) or a lock that is
-// not free returns false with the verdict and no error: re-read and re-decide.
-func (c *Client) Acquire(ctx context.Context, name, node string, p Params, facts FactsFunc) (bool, Verdict, error) {
+// Acquire takes the lock for node if Decide says it is free. It decides on
+// current (the caller's cached copy) or, when current is nil, on a fresh
+// read, and writes the Lease back with that resourceVersion, so of two
+// agents racing exactly one wins. A lost race (409) or a lock that is not
+// free returns a nil Lease with the verdict and no error: re-read and
+// re-decide. On success it returns the Lease as written.
+func (c *Client) Acquire(ctx context.Context, name, node string, current *coordv1.Lease, p Params, facts FactsFunc) (*coordv1.Lease, Verdict, error) {
 	now := c.now()
-	l, err := c.leases().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	l := current
+	if l == nil {
+		var err error
+		l, err = c.leases().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			l = nil
+		} else if err != nil {
+			return nil, Verdict{}, fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
+		}
+	}
+	if l == nil {
 		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
 		setHolder(l, node, now, p.TTL)
-		_, err := c.leases().Create(ctx, l, metav1.CreateOptions{})
+		created, err := c.leases().Create(ctx, l, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return false, Verdict{Why: "lost the race to create " + name}, nil
+			return nil, Verdict{Why: "lost the race to create " + name}, nil
 		}
 		if err != nil {
-			return false, Verdict{}, fmt.Errorf("creating lock %s/%s: %w", c.Namespace, name, err)
+			return nil, Verdict{}, fmt.Errorf("creating lock %s/%s: %w", c.Namespace, name, err)
 		}
-		return true, Verdict{Free: true}, nil
-	}
-	if err != nil {
-		return false, Verdict{}, fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
+		return created, Verdict{Free: true}, nil
 	}
 	holder := Holder(l)
 	if holder == node {
-		return true, Verdict{Free: true, Why: "already held by this node"}, nil
+		return l, Verdict{Free: true, Why: "already held by this node"}, nil
 	}
 	var hf HolderFacts
 	if holder != "" {
+		var err error
 		if hf, err = facts(ctx, holder); err != nil {
-			return false, Verdict{}, err
+			return nil, Verdict{}, err
 		}
 	}
 	v := Decide(l, node, hf, now, p.StaleAfter, p.TTL)
 	if !v.Free {
-		return false, v, nil
+		return nil, v, nil
 	}
+	l = l.DeepCopy()
 	setHolder(l, node, now, p.TTL)
-	if _, err := c.leases().Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		if apierrors.IsConflict(err) {
-			return false, Verdict{Why: "lost the race for " + name}, nil
+	updated, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil, Verdict{Why: "lost the race for " + name}, nil
 		}
-		return false, Verdict{}, fmt.Errorf("taking lock %s/%s: %w", c.Namespace, name, err)
+		return nil, Verdict{}, fmt.Errorf("taking lock %s/%s: %w", c.Namespace, name, err)
 	}
-	return true, v, nil
+	return updated, v, nil
 }
 
 func setHolder(l *coordv1.Lease, node string, now time.Time, ttl time.Duration) {
@@ -111,10 +122,13 @@ func setHolder(l *coordv1.Lease, node string, now time.Time, ttl time.Duration) 
 // ErrNotHeld is returned by Renew when node does not hold the lock.
 var ErrNotHeld = errors.New("lock not held")
 
-// Release clears the lock if node holds it. A lock held by someone else, or
-// absent, is not an error: releasing is idempotent.
-func (c *Client) Release(ctx context.Context, name, node string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// Release clears the lock if node holds it and returns the Lease as written.
+// A lock held by someone else, or absent, is not an error (nil Lease):
+// releasing is idempotent.
+func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease, error) {
+	var written *coordv1.Lease
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		written = nil
 		l, err := c.leases().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -130,9 +144,13 @@ func (c *Client) Release(ctx context.Context, name, node string) error {
 		l.Spec.AcquireTime = nil
 		l.Spec.RenewTime = nil
 		l.Spec.LeaseDurationSeconds = nil
-		_, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
+		written, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("releasing lock %s/%s: %w", c.Namespace, name, err)
+	}
+	return written, nil
 }
 
 // Renew refreshes renewTime of a lock node holds (needed only with a TTL).
@@ -152,28 +170,50 @@ func (c *Client) Renew(ctx context.Context, name, node string) error {
 	})
 }
 
-// PutRecord creates or updates node's record. Fields of the record replace
-// those stored; the agent is the only regular writer of its own record.
-func (c *Client) PutRecord(ctx context.Context, r Record) error {
+// PutRecord creates or updates node's record and returns it as written. It
+// updates base (the caller's cached copy) when given, and reads the record
+// afresh after a conflict. The agent is the only regular writer of its own
+// record.
+func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r Record) (*coordv1.Lease, error) {
 	name := RecordName(r.Node)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		l, err := c.leases().Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+	var written *coordv1.Lease
+	first := true
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l := base
+		if !first || l == nil {
+			var err error
+			l, err = c.leases().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				l = nil
+			} else if err != nil {
+				return err
+			}
+		}
+		first = false
+		if l == nil {
 			l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
 			r.ApplyTo(l)
-			_, err = c.leases().Create(ctx, l, metav1.CreateOptions{})
+			created, err := c.leases().Create(ctx, l, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(coordv1.Resource("leases"), name, err)
 			}
+			written = created
 			return err
 		}
-		if err != nil {
-			return err
-		}
+		l = l.DeepCopy()
 		r.ApplyTo(l)
-		_, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
+		updated, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			// Deleted since it was read (an admin cleaning up): create it.
+			return apierrors.NewConflict(coordv1.Resource("leases"), name, err)
+		}
+		written = updated
 		return err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("writing record %s/%s: %w", c.Namespace, name, err)
+	}
+	return written, nil
 }
 
 // GetRecord reads node's record; nil when there is none.

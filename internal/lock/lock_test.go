@@ -60,6 +60,21 @@ func rec(node string, prio int, requested time.Duration, heartbeatAge time.Durat
 		Requested: t0.Add(requested), Heartbeat: t0.Add(-heartbeatAge)}
 }
 
+func TestQueueOrdersByArrivalNotClocks(t *testing.T) {
+	// b's host clock is behind: it claims an earlier request time, but its
+	// record reached the API server after a's.
+	a := rec("a", 0, 0, 0)
+	a.QueueKey = "100"
+	b := rec("b", 0, -time.Minute, 0)
+	b.QueueKey = "99999" // resource versions compare as numbers, not strings
+	c := rec("c", 0, 0, 0)
+	c.QueueKey = "1000"
+	q := Queue([]Record{b, c, a}, "default", t0, time.Minute)
+	if got, want := nodes(q), []string{"a", "c", "b"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("queue %v, want %v", got, want)
+	}
+}
+
 func nodes(q []Record) []string {
 	var n []string
 	for _, r := range q {
@@ -117,7 +132,7 @@ func TestMayTry(t *testing.T) {
 
 func TestRecordRoundTrip(t *testing.T) {
 	r := Record{Node: "n1", State: Draining, Since: t0, Reason: "kernel", Message: "draining: 2 pods left",
-		RequestID: "abc", Group: "default", Priority: 3, Requested: t0.Add(-time.Minute), Heartbeat: t0}
+		RequestID: "abc", Group: "default", Priority: 3, QueueKey: "42", Requested: t0.Add(-time.Minute), Heartbeat: t0}
 	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: RecordName("n1"), Annotations: map[string]string{"other": "kept"}}}
 	r.ApplyTo(l)
 	if got := RecordFromLease(l); !reflect.DeepEqual(got, r) {

@@ -3,11 +3,15 @@ package lock
 import (
 	"sort"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // Queue is the live Waiting records of a group in grant order: priority
-// descending, then request time ascending, then node name. A record whose
-// heartbeat is stale (its agent is gone) drops out.
+// descending, then arrival order, then node name. Arrival order is the order
+// in which the records reached the API server (their QueueKey, compared as
+// resource versions); clocks of different hosts never decide it. A record
+// whose heartbeat is stale (its agent is gone) drops out.
 func Queue(records []Record, group string, now time.Time, staleAfter time.Duration) []Record {
 	var q []Record
 	for _, r := range records {
@@ -19,6 +23,9 @@ func Queue(records []Record, group string, now time.Time, staleAfter time.Durati
 		a, b := q[i], q[j]
 		if a.Priority != b.Priority {
 			return a.Priority > b.Priority
+		}
+		if cmp, err := resourceversion.CompareResourceVersion(a.QueueKey, b.QueueKey); err == nil && cmp != 0 {
+			return cmp < 0
 		}
 		if !a.Requested.Equal(b.Requested) {
 			return a.Requested.Before(b.Requested)

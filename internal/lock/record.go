@@ -31,6 +31,10 @@ const (
 	AnnotationMessage   = "kustodian.io/message"
 	AnnotationGroup     = "kustodian.io/group"
 	AnnotationPriority  = "kustodian.io/priority"
+	// AnnotationQueueKey keeps the resourceVersion at which the record was
+	// created: the order in which requests reached the API server, which is
+	// the queue's FIFO order (see Queue).
+	AnnotationQueueKey = "kustodian.io/queue-key"
 	// AnnotationBlocked, when set on a Waiting record, says why this node's
 	// own gates are closed: it stays listed but is not eligible for a grant.
 	AnnotationBlocked = "kustodian.io/blocked"
@@ -52,6 +56,10 @@ type Record struct {
 	Group     string
 	Priority  int
 	Blocked   string
+	// QueueKey orders the queue: the resourceVersion of the record's
+	// creation. Until the agent's first update stores it in
+	// AnnotationQueueKey, the record's own resourceVersion is that version.
+	QueueKey  string
 	Requested time.Time
 	Heartbeat time.Time
 }
@@ -66,6 +74,10 @@ func RecordFromLease(l *coordv1.Lease) Record {
 		RequestID: a[AnnotationRequestID],
 		Group:     a[AnnotationGroup],
 		Blocked:   a[AnnotationBlocked],
+		QueueKey:  a[AnnotationQueueKey],
+	}
+	if r.QueueKey == "" {
+		r.QueueKey = l.ResourceVersion
 	}
 	if l.Spec.HolderIdentity != nil {
 		r.Node = *l.Spec.HolderIdentity
@@ -116,6 +128,7 @@ func (r Record) ApplyTo(l *coordv1.Lease) {
 	set(AnnotationRequestID, r.RequestID)
 	set(AnnotationGroup, r.Group)
 	set(AnnotationBlocked, r.Blocked)
+	set(AnnotationQueueKey, r.QueueKey)
 	prio := ""
 	if r.Priority != 0 {
 		prio = strconv.Itoa(r.Priority)

@@ -1,0 +1,37 @@
+package agent
+
+import (
+	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/lock"
+)
+
+// Observed is everything the state is derived from (DESIGN section 4). The
+// agent keeps no other state that matters across a restart.
+type Observed struct {
+	Request      *hostfiles.Request // nil: no request
+	InProgress   bool
+	HeldLocks    []string // lock Leases of this node's group that name this node
+	CordonedByUs bool
+	// FailedRequest is the request whose drain failed in this run of the
+	// agent with drain.onTimeout=hold; a restart drains again.
+	FailedRequest string
+}
+
+// Derive maps an observation to the state the agent must be in.
+func Derive(o Observed) lock.State {
+	held := len(o.HeldLocks) > 0
+	switch {
+	case o.Request == nil && (o.InProgress || held || o.CordonedByUs):
+		return lock.Completing
+	case o.Request == nil:
+		return lock.Idle
+	case !held:
+		return lock.Waiting
+	case o.InProgress:
+		return lock.InMaintenance
+	case o.FailedRequest != "" && o.FailedRequest == o.Request.ID:
+		return lock.Failed
+	default:
+		return lock.Draining
+	}
+}

@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Event reasons (DESIGN section 3).
+const (
+	ReasonMaintenanceRequested = "MaintenanceRequested"
+	ReasonLockAcquired         = "LockAcquired"
+	ReasonDrained              = "Drained"
+	ReasonMaintenanceStarted   = "MaintenanceStarted"
+	ReasonRebooting            = "Rebooting"
+	ReasonMaintenanceCompleted = "MaintenanceCompleted"
+	ReasonMaintenanceFailed    = "MaintenanceFailed"
+	ReasonLockReleased         = "LockReleased"
+)
+
+// Component is the Events' reporting component.
+const Component = "kustodian"
+
+// event records an Event on the node, in Kustodian's namespace (the agent
+// may write Events only there; `kubectl describe node` finds them anyway).
+// It is written synchronously, so an Event sent before a reboot is not lost
+// in a buffer. Failing to write one is logged, not fatal.
+func (a *Agent) event(ctx context.Context, uid types.UID, eventType, reason, message string) {
+	now := metav1.NewTime(a.now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s.%x", a.node, a.now().UnixNano()),
+			Namespace: a.cfg.Namespace,
+		},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: a.node, UID: uid},
+		Reason:         reason,
+		Message:        message,
+		Type:           eventType,
+		Source:         corev1.EventSource{Component: Component, Host: a.node},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := a.kube.CoreV1().Events(a.cfg.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		a.log.Warn("could not record event", "reason", reason, "err", err)
+	}
+}

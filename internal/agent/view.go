@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"sync"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/client-go/tools/cache"
+)
+
+// leaseView reads the Leases of the namespace from the informer's cache,
+// overlaid with what this agent itself wrote: right after a write the cache
+// may still hold the version before it, and deciding on that would undo the
+// write (a lock just taken would look free again). An own write counts until
+// the cache holds the same or a newer resourceVersion.
+type leaseView struct {
+	store     cache.Store
+	namespace string
+
+	mu   sync.Mutex
+	mine map[string]ownWrite
+}
+
+type ownWrite struct {
+	lease   *coordv1.Lease
+	deleted bool
+	rv      string // the version written, or the last version before the deletion
+}
+
+func newLeaseView(store cache.Store, namespace string) *leaseView {
+	return &leaseView{store: store, namespace: namespace, mine: map[string]ownWrite{}}
+}
+
+func (v *leaseView) cached(name string) *coordv1.Lease {
+	obj, ok, err := v.store.GetByKey(v.namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	l, _ := obj.(*coordv1.Lease)
+	return l
+}
+
+// Get returns the newest known version of the Lease, or nil.
+func (v *leaseView) Get(name string) *coordv1.Lease {
+	c := v.cached(name)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	w, ok := v.mine[name]
+	if !ok {
+		return c
+	}
+	if w.deleted {
+		if c == nil {
+			delete(v.mine, name) // the cache caught up
+			return nil
+		}
+		if compare(c.ResourceVersion, w.rv) > 0 {
+			delete(v.mine, name) // re-created since
+			return c
+		}
+		return nil
+	}
+	if c != nil && compare(c.ResourceVersion, w.rv) >= 0 {
+		delete(v.mine, name) // the cache caught up, or someone wrote after us
+		return c
+	}
+	return w.lease
+}
+
+// compare orders resource versions; versions it cannot compare count as
+// newer, so that the cache wins.
+func compare(a, b string) int {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	if err != nil {
+		return 1
+	}
+	return cmp
+}
+
+// Wrote records a Lease this agent has just written.
+func (v *leaseView) Wrote(l *coordv1.Lease) {
+	if l == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.mine[l.Name] = ownWrite{lease: l.DeepCopy(), rv: l.ResourceVersion}
+}
+
+// Deleted records that this agent has just deleted the Lease whose last
+// known version was lastRV.
+func (v *leaseView) Deleted(name, lastRV string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.mine[name] = ownWrite{deleted: true, rv: lastRV}
+}
+
+// List returns every Lease of the namespace, overlaid with own writes.
+func (v *leaseView) List() []*coordv1.Lease {
+	seen := map[string]bool{}
+	var out []*coordv1.Lease
+	for _, obj := range v.store.List() {
+		l, ok := obj.(*coordv1.Lease)
+		if !ok {
+			continue
+		}
+		seen[l.Name] = true
+		if got := v.Get(l.Name); got != nil {
+			out = append(out, got)
+		}
+	}
+	v.mu.Lock()
+	var extra []string
+	for name := range v.mine {
+		if !seen[name] {
+			extra = append(extra, name)
+		}
+	}
+	v.mu.Unlock()
+	for _, name := range extra {
+		if got := v.Get(name); got != nil {
+			out = append(out, got)
+		}
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+package nodecmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kustodian/kustodian/internal/agent"
+	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/logging"
+	"github.com/kustodian/kustodian/internal/systemd"
+	"github.com/kustodian/kustodian/internal/version"
+)
+
+func newAgentCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the maintenance protocol for this node (started by kustodian.service)",
+		Long: `The agent waits for a maintenance request (the request file), takes the
+cluster-wide lock when this node's turn comes, cordons and drains the node,
+creates the in-progress file, and once the request file is removed, uncordons
+the node and releases the lock. Without --stay it exits 0 when the node is back
+to Idle, as the systemd path unit expects.
+
+Every option is also a key of the configuration file and an environment
+variable; a flag beats the environment, which beats the file.`,
+		Args: cobra.NoArgs,
+	}
+	cf := addConfigFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := cf.load()
+		if err != nil {
+			return err
+		}
+		log := logging.New(os.Stderr, cfg.LogFormat)
+		restConfig, err := loadKubeconfig(cfg.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		node, err := nodeName(cfg)
+		if err != nil {
+			return err
+		}
+		kube, err := kubernetes.NewForConfig(restConfig)
+		if err != nil {
+			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+		}
+		log.Info("starting", "version", version.String("kustodian"), "node", node, "server", restConfig.Host)
+		return agent.New(agent.Options{
+			Config:   cfg,
+			NodeName: node,
+			Kube:     kube,
+			Log:      log,
+			Notifier: systemd.SdNotifier{Log: log},
+		}).Run(cmd.Context())
+	}
+	return cmd
+}
+
+// loadKubeconfig reads the node's kubeconfig, with errors that say what to do.
+func loadKubeconfig(path string) (*rest.Config, error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("kubeconfig %s does not exist; create it with kustodian-ctl kubeconfig NODE, or set --kubeconfig", path)
+		}
+		return nil, fmt.Errorf("kubeconfig %s cannot be read: %w", path, err)
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	c.UserAgent = "kustodian-agent/" + version.Version
+	c.QPS, c.Burst = 20, 50
+	return c, nil
+}
+
+// nodeName is --node-name, else the hostname.
+func nodeName(cfg config.Agent) (string, error) {
+	if cfg.NodeName != "" {
+		return cfg.NodeName, nil
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "", fmt.Errorf("no node name: the hostname is unknown (%v); set --node-name", err)
+	}
+	return strings.ToLower(h), nil
+}
