@@ -25,8 +25,9 @@ const (
 // Component is the Events' reporting component.
 const Component = "kustodian"
 
-// event records an Event on the node, in Kustodian's namespace (the agent
-// may write Events only there; `kubectl describe node` finds them anyway).
+// event records an Event on the node. The API server accepts Events about a
+// cluster-scoped object such as a Node only in the namespace "default"
+// (where the kubelet writes its own); `kubectl describe node` shows them.
 // It is written synchronously, so an Event sent before a reboot is not lost
 // in a buffer. Failing to write one is logged, not fatal.
 func (a *Agent) event(ctx context.Context, uid types.UID, eventType, reason, message string) {
@@ -34,7 +35,7 @@ func (a *Agent) event(ctx context.Context, uid types.UID, eventType, reason, mes
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      fmt.Sprintf("%s.%x", a.node, a.now().UnixNano()),
-			Namespace: a.cfg.Namespace,
+			Namespace: metav1.NamespaceDefault,
 		},
 		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: a.node, UID: uid},
 		Reason:         reason,
@@ -47,7 +48,7 @@ func (a *Agent) event(ctx context.Context, uid types.UID, eventType, reason, mes
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := a.kube.CoreV1().Events(a.cfg.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	if _, err := a.kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		a.log.Warn("could not record event", "reason", reason, "err", err)
 	}
 }
