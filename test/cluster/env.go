@@ -36,7 +36,10 @@ type Env struct {
 	Namespace string
 	Client    kubernetes.Interface
 	Config    *rest.Config
-	Ctx       context.Context
+	// Kubeconfig is the path of an admin kubeconfig for the cluster, for
+	// processes the test starts.
+	Kubeconfig string
+	Ctx        context.Context
 }
 
 // New gives the test its own namespace in the cluster started by Main. It
@@ -44,12 +47,12 @@ type Env struct {
 func New(t testing.TB) *Env {
 	t.Helper()
 	shared.Lock()
-	cfg, client := shared.config, shared.client
+	cfg, client, kubeconfig := shared.config, shared.client, shared.kubeconfig
 	shared.Unlock()
 	if client == nil {
 		t.Fatal("no control plane: call cluster.Main(m) from TestMain")
 	}
-	e := &Env{T: t, ID: shortID(t), Client: client, Config: rest.CopyConfig(cfg), Ctx: t.Context()}
+	e := &Env{T: t, ID: shortID(t), Client: client, Config: rest.CopyConfig(cfg), Kubeconfig: kubeconfig, Ctx: t.Context()}
 	e.Namespace = e.ID
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace, Labels: map[string]string{LabelTestEnv: e.ID}}}
 	if _, err := client.CoreV1().Namespaces().Create(e.Ctx, ns, metav1.CreateOptions{}); err != nil {

@@ -27,8 +27,9 @@ const testClusterPrefix = "kustodian-test-"
 
 var shared struct {
 	sync.Mutex
-	config *rest.Config
-	client kubernetes.Interface
+	config     *rest.Config
+	client     kubernetes.Interface
+	kubeconfig string
 }
 
 // Main is TestMain for packages of integration tests: it starts (or reuses)
@@ -113,6 +114,7 @@ func setShared(c *Cluster) {
 	defer shared.Unlock()
 	shared.config = c.Config
 	shared.client = c.Client
+	shared.kubeconfig = c.Kubeconfig
 }
 
 // shortID names a test's objects: short, stable for one test, distinct

@@ -1,0 +1,380 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/cluster"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// kustodianBinary builds cmd/kustodian once per test process.
+func kustodianBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kustodian-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "kustodian")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/kustodian/kustodian/cmd/kustodian").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build cmd/kustodian: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// agentProc is one `kustodian agent` process playing the agent of one node,
+// with its own directory for the host files.
+type agentProc struct {
+	t       *testing.T
+	env     *cluster.Env
+	node    string
+	dir     string
+	args    []string
+	logPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// newAgent prepares an agent for node; start it with start().
+func newAgent(t *testing.T, e *cluster.Env, node string, extra ...string) *agentProc {
+	t.Helper()
+	dir := t.TempDir()
+	p := &agentProc{t: t, env: e, node: node, dir: dir, logPath: filepath.Join(dir, "agent.log")}
+	p.args = append([]string{"agent",
+		"--config", "/dev/null",
+		"--kubeconfig", e.Kubeconfig,
+		"--node-name", node,
+		"--namespace", e.Namespace,
+		"--request-file", p.requestFile(),
+		"--in-progress-file", p.inProgressFile(),
+		"--reboot-sentinel", filepath.Join(dir, "reboot-required"),
+		"--state-dir", filepath.Join(dir, "state"),
+		"--queue-heartbeat", "1s",
+		"--drain-evict-error-retry-delay", "300ms",
+		"--log-format", "json",
+	}, extra...)
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			if b, err := os.ReadFile(p.logPath); err == nil {
+				t.Logf("log of the agent of %s:\n%s", node, b)
+			}
+		}
+	})
+	return p
+}
+
+func (p *agentProc) requestFile() string    { return filepath.Join(p.dir, "maintenance-required") }
+func (p *agentProc) inProgressFile() string { return filepath.Join(p.dir, "maintenance-in-progress") }
+
+// start starts the agent process (again, after a kill).
+func (p *agentProc) start() {
+	p.t.Helper()
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command(kustodianBinary(p.t), p.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=") // not under systemd
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done, p.err = cmd, done, nil
+	p.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
+	}()
+}
+
+// kill sends SIGKILL to the agent (by its PID) and waits for it to be gone.
+func (p *agentProc) kill() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// waitExit waits for the agent to exit and returns its exit code.
+func (p *agentProc) waitExit(timeout time.Duration) int {
+	p.t.Helper()
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		p.t.Fatalf("the agent of %s did not exit within %s", p.node, timeout)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		p.t.Fatalf("agent of %s: %v", p.node, p.err)
+	}
+	return 0
+}
+
+func (p *agentProc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// request creates the request file, as a maintenance script does.
+func (p *agentProc) request(reason string) {
+	p.t.Helper()
+	if err := os.WriteFile(p.requestFile(), []byte(reason+"\n"), 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// finish removes the request file: the script is done.
+func (p *agentProc) finish() {
+	p.t.Helper()
+	if err := os.Remove(p.requestFile()); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *agentProc) inProgress() bool {
+	_, err := os.Stat(p.inProgressFile())
+	return err == nil
+}
+
+func (p *agentProc) logText() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// waitInProgress waits for the agent to create the in-progress file.
+func (p *agentProc) waitInProgress(timeout time.Duration) {
+	p.t.Helper()
+	p.env.Eventually(p.node+" to be in maintenance (in-progress file)", timeout, func(ctx context.Context) error {
+		if !p.inProgress() {
+			return fmt.Errorf("no %s; agent running: %v", p.inProgressFile(), p.running())
+		}
+		return nil
+	})
+}
+
+// record reads a node's record; nil when it has none.
+func record(e *cluster.Env, node string) *lock.Record {
+	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.RecordName(node), metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	r := lock.RecordFromLease(l)
+	return &r
+}
+
+func lockHolder(e *cluster.Env) string {
+	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.LockName("default", 0), metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return lock.Holder(l)
+}
+
+// waitRecord waits until node's record satisfies cond.
+func waitRecord(e *cluster.Env, node, what string, cond func(r *lock.Record) error) {
+	e.T.Helper()
+	e.Eventually(node+" "+what, cluster.DefaultTimeout, func(ctx context.Context) error {
+		return cond(record(e, node))
+	})
+}
+
+func inState(state lock.State) func(r *lock.Record) error {
+	return func(r *lock.Record) error {
+		if r == nil {
+			return errors.New("no record")
+		}
+		if r.State != state {
+			return fmt.Errorf("state %s (%s), want %s", r.State, r.Message, state)
+		}
+		return nil
+	}
+}
+
+func nodeObject(e *cluster.Env, name string) *corev1.Node {
+	e.T.Helper()
+	n, err := e.Client.CoreV1().Nodes().Get(e.Ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.T.Fatalf("reading node %s: %v", name, err)
+	}
+	return n
+}
+
+// transition is one change of a node's published state.
+type transition struct {
+	at      time.Time
+	node    string
+	state   lock.State // "" when the record was deleted (back to Idle)
+	message string
+	key     string // the record's queue key
+}
+
+// timeline records every state change of every node record in the test's
+// namespace, from one watch: the order of the API server.
+type timeline struct {
+	mu     sync.Mutex
+	events []transition
+	last   map[string]lock.State
+}
+
+func recordTimeline(e *cluster.Env) *timeline {
+	e.T.Helper()
+	tl := &timeline{last: map[string]lock.State{}}
+	w, err := e.Client.CoordinationV1().Leases(e.Namespace).Watch(e.Ctx, metav1.ListOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordv1.Lease)
+			if !ok || !lock.IsRecordName(l.Name) {
+				continue
+			}
+			r := lock.RecordFromLease(l)
+			node := lock.NodeOfRecord(l.Name)
+			state := r.State
+			if ev.Type == watch.Deleted {
+				state = ""
+			}
+			tl.mu.Lock()
+			if tl.last[node] != state || ev.Type == watch.Deleted {
+				tl.last[node] = state
+				tl.events = append(tl.events, transition{at: time.Now(), node: node, state: state, message: r.Message, key: r.QueueKey})
+			}
+			tl.mu.Unlock()
+		}
+	}()
+	return tl
+}
+
+func (tl *timeline) snapshot() []transition {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return append([]transition(nil), tl.events...)
+}
+
+func (tl *timeline) String() string {
+	var b strings.Builder
+	for _, ev := range tl.snapshot() {
+		state := string(ev.state)
+		if state == "" {
+			state = "(deleted)"
+		}
+		fmt.Fprintf(&b, "%s %-24s %-14s %s\n", ev.at.Format("15:04:05.000"), ev.node, state, ev.message)
+	}
+	return b.String()
+}
+
+// checkExclusive fails the test if two nodes were ever Draining or
+// InMaintenance (or Rebooting) at once.
+func (tl *timeline) checkExclusive(t *testing.T, slots int) {
+	t.Helper()
+	active := map[string]bool{}
+	for _, ev := range tl.snapshot() {
+		switch ev.state {
+		case lock.Draining, lock.InMaintenance, lock.Rebooting:
+			active[ev.node] = true
+		default:
+			delete(active, ev.node)
+		}
+		if len(active) > slots {
+			var nodes []string
+			for n := range active {
+				nodes = append(nodes, n)
+			}
+			sort.Strings(nodes)
+			t.Fatalf("%d nodes active at once (%v) at %s; timeline:\n%s", len(active), nodes, ev.at.Format("15:04:05.000"), tl)
+		}
+	}
+}
+
+// grants are the nodes in the order they started Draining.
+func (tl *timeline) grants() []string {
+	var out []string
+	for _, ev := range tl.snapshot() {
+		if ev.state == lock.Draining {
+			out = append(out, ev.node)
+		}
+	}
+	return out
+}
+
+// lines reads the agent's JSON log lines' messages, for assertions on what it said.
+func (p *agentProc) logMessages() []string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
