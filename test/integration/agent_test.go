@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -11,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -279,4 +284,349 @@ func finishInTurn(t *testing.T, e *cluster.Env, agents []*agentProc) {
 		}
 		left = append(left[:next], left[next+1:]...)
 	}
+}
+
+// uncordon makes a node schedulable again.
+func uncordon(e *cluster.Env, node string) {
+	e.T.Helper()
+	patch := []byte(`{"spec":{"unschedulable":false}}`)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, node, "application/strategic-merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		e.T.Fatalf("uncordoning %s: %v", node, err)
+	}
+}
+
+// blockedDrain sets up a node whose drain a PDB blocks: two pods of "db" on
+// nodes[0], PDB minAvailable 1, and the only other node cordoned, so that
+// the first eviction's replacement cannot run and the second eviction is
+// refused until spare is uncordoned.
+func blockedDrain(t *testing.T, e *cluster.Env) (target, spare string) {
+	t.Helper()
+	nodes := e.Nodes(2)
+	target, spare = nodes[0], nodes[1]
+	e.Cordon(spare)
+	e.Deployment("db", 2)
+	e.PDB("db", "db", 1)
+	for _, p := range e.RunningPods("db", 2) {
+		if p.Spec.NodeName != target {
+			t.Fatalf("pod %s runs on %s, want %s", p.Name, p.Spec.NodeName, target)
+		}
+	}
+	return target, spare
+}
+
+// 4. A PDB blocks the drain until the ReplicaSet's replacement runs
+// elsewhere; meanwhile the message names the pod and the PDB.
+func TestAgentDrainWaitsForPDB(t *testing.T) {
+	e := cluster.New(t)
+	target, spare := blockedDrain(t, e)
+	a := newAgent(t, e, target)
+	a.request("firmware")
+	a.start()
+
+	var blocked string
+	waitRecord(e, target, "to report the PDB that blocks it", func(r *lock.Record) error {
+		if err := inState(lock.Draining)(r); err != nil {
+			return err
+		}
+		if !strings.Contains(r.Message, "blocked by PDB db") || !strings.Contains(r.Message, e.Namespace+"/db-") {
+			return fmt.Errorf("message %q names no pod and PDB", r.Message)
+		}
+		blocked = r.Message
+		return nil
+	})
+	t.Logf("while blocked: %s", blocked)
+	if a.inProgress() {
+		t.Fatal("in-progress file created while a pod could not be evicted")
+	}
+
+	uncordon(e, spare) // the replacement can run: the PDB allows the next eviction
+	a.waitInProgress(cluster.DefaultTimeout)
+	for _, p := range e.RunningPods("db", 2) {
+		if p.Spec.NodeName != spare {
+			t.Errorf("pod %s runs on %s, want %s", p.Name, p.Spec.NodeName, spare)
+		}
+	}
+	a.finish()
+	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
+		t.Fatalf("agent exited %d", code)
+	}
+}
+
+// 5. kill -9 of an agent in each state, and a restart: the cycle completes,
+// and no other node is granted meanwhile.
+func TestAgentSurvivesKill9InEveryState(t *testing.T) {
+	e := cluster.New(t)
+	target, spare := blockedDrain(t, e)
+	tl := recordTimeline(e)
+	a := newAgent(t, e, target)
+	b := newAgent(t, e, spare)
+
+	a.request("upgrade")
+	a.start()
+	waitRecord(e, target, "Draining, blocked by the PDB", func(r *lock.Record) error {
+		if err := inState(lock.Draining)(r); err != nil {
+			return err
+		}
+		if !strings.Contains(r.Message, "blocked by PDB") {
+			return fmt.Errorf("message %q", r.Message)
+		}
+		return nil
+	})
+	b.request("upgrade")
+	b.start()
+	waitRecord(e, spare, "waiting behind "+target, func(r *lock.Record) error {
+		if err := inState(lock.Waiting)(r); err != nil {
+			return err
+		}
+		if !strings.Contains(r.Message, "lock held by "+target) {
+			return fmt.Errorf("message %q", r.Message)
+		}
+		return nil
+	})
+
+	// Draining.
+	a.kill()
+	if h := lockHolder(e); h != target {
+		t.Fatalf("after kill -9 while Draining the lock is held by %q", h)
+	}
+	a.start()
+	waitRecord(e, target, "Draining again after the restart", inState(lock.Draining))
+
+	// Waiting.
+	b.kill()
+	b.start()
+	waitRecord(e, spare, "Waiting again after the restart", inState(lock.Waiting))
+
+	uncordon(e, spare)
+	a.waitInProgress(cluster.DefaultTimeout)
+
+	// InMaintenance, down for longer than its heartbeat takes to go stale:
+	// its Node exists, so the lock stays.
+	a.kill()
+	e.Eventually(target+"'s heartbeat to go stale", cluster.DefaultTimeout, func(context.Context) error {
+		r := record(e, target)
+		if r == nil {
+			return fmt.Errorf("no record")
+		}
+		if age := time.Since(r.Heartbeat); age < 5*time.Second {
+			return fmt.Errorf("heartbeat %s old", age.Round(time.Millisecond))
+		}
+		return nil
+	})
+	waitRecord(e, spare, "to have looked at the lock since", func(r *lock.Record) error {
+		if r == nil || time.Since(r.Heartbeat) > time.Second {
+			return fmt.Errorf("no recent heartbeat")
+		}
+		return nil
+	})
+	if h := lockHolder(e); h != target {
+		t.Fatalf("a stale holder whose Node exists lost the lock to %q", h)
+	}
+	if b.inProgress() {
+		t.Fatal("the waiting node got the go-ahead while the holder was down")
+	}
+	a.start()
+	waitRecord(e, target, "InMaintenance again after the restart", inState(lock.InMaintenance))
+	if !a.inProgress() {
+		t.Fatal("the in-progress file is gone after the restart")
+	}
+
+	// Completing: the script finished while the agent was down.
+	a.kill()
+	a.finish()
+	a.start()
+	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
+		t.Fatalf("agent of %s exited %d", target, code)
+	}
+	if nodeObject(e, target).Spec.Unschedulable {
+		t.Error("target still cordoned after completing")
+	}
+	finishInTurn(t, e, []*agentProc{b})
+	tl.checkExclusive(t, 1)
+}
+
+// 6. A holder whose host is gone (agent dead) and whose Node is deleted
+// frees the lock once its heartbeat is stale; deleting only the Node of a
+// live holder does not.
+func TestAgentLockOfDeletedNode(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a := newAgent(t, e, nodes[0], "--stay")
+	b := newAgent(t, e, nodes[1])
+	a.request("upgrade")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	b.request("upgrade")
+	b.start()
+	waitRecord(e, nodes[1], "Waiting", inState(lock.Waiting))
+
+	if err := e.Client.CoreV1().Nodes().Delete(e.Ctx, nodes[0], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	// Long enough for a dead holder's record to be stale, seen by b's heartbeats.
+	waitRecord(e, nodes[1], "to keep looking at the lock", func(r *lock.Record) error {
+		if r == nil || r.Heartbeat.Before(deleted.Add(6*time.Second)) {
+			return fmt.Errorf("waiting for a heartbeat later than 6s after the deletion")
+		}
+		return nil
+	})
+	if h := lockHolder(e); h != nodes[0] {
+		t.Fatalf("deleting the Node of a live holder gave the lock to %q", h)
+	}
+
+	a.kill() // the host is gone too
+	b.waitInProgress(cluster.DefaultTimeout)
+	if h := lockHolder(e); h != nodes[1] {
+		t.Fatalf("lock holder %q, want %s", h, nodes[1])
+	}
+	b.finish()
+	if code := b.waitExit(cluster.DefaultTimeout); code != 0 {
+		t.Fatalf("agent exited %d", code)
+	}
+}
+
+// 7. A node an admin cordoned before maintenance stays cordoned after it.
+func TestAgentKeepsAnAdminCordon(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(1)
+	e.Cordon(nodes[0])
+	a := newAgent(t, e, nodes[0])
+	a.request("upgrade")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	if _, ours := nodeObject(e, nodes[0]).Annotations[drain.AnnotationCordoned]; ours {
+		t.Error("Kustodian claimed an admin's cordon")
+	}
+	a.finish()
+	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
+		t.Fatalf("agent exited %d", code)
+	}
+	if !nodeObject(e, nodes[0]).Spec.Unschedulable {
+		t.Error("the admin's cordon was lifted")
+	}
+}
+
+// setPaused writes the control ConfigMap.
+func setPaused(e *cluster.Env, paused bool, reason string) {
+	e.T.Helper()
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "control", Namespace: e.Namespace},
+		Data:       map[string]string{"paused": fmt.Sprint(paused), "reason": reason},
+	}
+	_, err := e.Client.CoreV1().ConfigMaps(e.Namespace).Update(e.Ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = e.Client.CoreV1().ConfigMaps(e.Namespace).Create(e.Ctx, cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		e.T.Fatal(err)
+	}
+}
+
+// 8. Pause during a rollout: the holder finishes, nobody else starts until
+// the rollout is resumed.
+func TestAgentPause(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(3)
+	tl := recordTimeline(e)
+	agents := []*agentProc{newAgent(t, e, nodes[0]), newAgent(t, e, nodes[1]), newAgent(t, e, nodes[2])}
+	agents[0].request("upgrade")
+	agents[0].start()
+	agents[0].waitInProgress(cluster.DefaultTimeout)
+	for _, a := range agents[1:] {
+		a.request("upgrade")
+		a.start()
+		waitRecord(e, a.node, "Waiting", inState(lock.Waiting))
+	}
+
+	setPaused(e, true, "incident 42")
+	agents[0].finish()
+	if code := agents[0].waitExit(cluster.DefaultTimeout); code != 0 {
+		t.Fatalf("the holder exited %d", code)
+	}
+	for _, a := range agents[1:] {
+		waitRecord(e, a.node, "to say the rollout is paused", func(r *lock.Record) error {
+			if err := inState(lock.Waiting)(r); err != nil {
+				return err
+			}
+			if r.Message != "waiting: maintenance is paused: incident 42" {
+				return fmt.Errorf("message %q", r.Message)
+			}
+			return nil
+		})
+	}
+	if h := lockHolder(e); h != "" {
+		t.Fatalf("%s took the lock while paused", h)
+	}
+
+	setPaused(e, false, "")
+	finishInTurn(t, e, agents[1:])
+	tl.checkExclusive(t, 1)
+}
+
+// 9. Bad input: a clear one-line error, a non-zero exit, nothing changed in
+// the cluster.
+func TestAgentRefusesBadInput(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(1)
+	dir := t.TempDir()
+	badConfig := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(badConfig, []byte("drain:\n  timout: 5m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(a *agentProc)
+		args  []string
+		env   []string
+		want  string
+	}{
+		{name: "unknown config key", args: []string{"--config", badConfig}, want: badConfig + `: unknown key "drain.timout"`},
+		{name: "bad duration", env: []string{"KUSTODIAN_DRAIN_TIMEOUT=5 minutes"}, want: `KUSTODIAN_DRAIN_TIMEOUT: "5 minutes" is not a duration`},
+		{name: "missing kubeconfig", args: []string{"--kubeconfig", filepath.Join(dir, "nope")}, want: "kubeconfig " + filepath.Join(dir, "nope") + " does not exist"},
+		{name: "unreadable request file", setup: func(a *agentProc) {
+			if err := os.Mkdir(a.requestFile(), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, want: "is not a regular file"},
+		{name: "missing namespace", args: []string{"--namespace", "nowhere"}, want: `namespace "nowhere" does not exist`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAgent(t, e, nodes[0], tc.args...)
+			if tc.setup != nil {
+				tc.setup(a)
+			} else {
+				a.request("upgrade")
+			}
+			out, err := runOnce(a, tc.env)
+			if err == nil {
+				t.Fatalf("the agent accepted it; output:\n%s", out)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if !strings.Contains(lines[len(lines)-1], tc.want) {
+				t.Errorf("last line %q, want it to contain %q", lines[len(lines)-1], tc.want)
+			}
+		})
+	}
+	// Nothing changed in the cluster.
+	leases, err := e.Client.CoordinationV1().Leases(e.Namespace).List(e.Ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Items) != 0 {
+		t.Errorf("bad input left %d Leases behind", len(leases.Items))
+	}
+	if n := nodeObject(e, nodes[0]); n.Spec.Unschedulable || len(n.Labels[drain.LabelState]) > 0 {
+		t.Errorf("bad input changed the node: unschedulable=%v labels=%v", n.Spec.Unschedulable, n.Labels)
+	}
+}
+
+// runOnce runs the agent in the foreground and returns its output.
+func runOnce(a *agentProc, env []string) (string, error) {
+	ctx, cancel := context.WithTimeout(a.env.Ctx, cluster.DefaultTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kustodianBinary(a.t), a.args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
