@@ -1,0 +1,121 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/cluster"
+)
+
+// repoFile is a path in the repository, from this test's directory.
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(self), "..", "..", rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The bash example of the original Kustodian README works unchanged against
+// the agent, with its hard-coded paths under /var. The test gives the script
+// and the agent a private /var (a bind mount in a mount namespace of their
+// own) and starts the agent once the request exists, as the path unit does.
+func TestReadmeScriptUnchanged(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	e.Deployment("web", 4)
+	e.RunningPods("web", 4)
+	script := repoFile(t, "examples/readme-maintenance.sh")
+	varDir := t.TempDir()
+	logDir := t.TempDir()
+	logPath := filepath.Join(logDir, "agent.log")
+
+	driver := `set -eu
+mount --bind "$VARDIR" /var
+bash "$SCRIPT" > "$SCRIPTLOG" 2>&1 &
+script=$!
+until [ -e /var/maintenance-required ]; do sleep 0.05; done
+"$KUSTODIAN" agent --config /dev/null --kubeconfig "$KUBECONFIG" --node-name "$NODE" --namespace "$NAMESPACE" \
+  --queue-heartbeat 1s --log-format json > "$LOG" 2>&1
+wait "$script"
+`
+	ctx, cancel := context.WithTimeout(e.Ctx, 2*cluster.DefaultTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "bash", "-c", driver)
+	cmd.Env = append(os.Environ(),
+		"VARDIR="+varDir, "SCRIPT="+script, "SCRIPTLOG="+filepath.Join(logDir, "script.log"), "KUSTODIAN="+kustodianBinary(t), "LOG="+logPath,
+		"KUBECONFIG="+e.Kubeconfig, "NODE="+nodes[0], "NAMESPACE="+e.Namespace)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		agentLog, _ := os.ReadFile(logPath)
+		t.Fatalf("README script with the agent: %v\n%s\nagent log:\n%s", err, out, agentLog)
+	}
+	entries, _ := os.ReadDir(varDir)
+	for _, en := range entries {
+		if strings.HasPrefix(en.Name(), "maintenance-") {
+			t.Errorf("%s left in /var", en.Name())
+		}
+	}
+	agentLog, _ := os.ReadFile(logPath)
+	for _, want := range []string{`"to":"InMaintenance"`, `"to":"Completing"`, `node is Idle; exiting`} {
+		if !strings.Contains(string(agentLog), want) {
+			t.Errorf("agent log lacks %s:\n%s", want, agentLog)
+		}
+	}
+	if nodeObject(e, nodes[0]).Spec.Unschedulable {
+		t.Error("node still cordoned")
+	}
+	if h := lockHolder(e); h != "" {
+		t.Errorf("lock still held by %s", h)
+	}
+}
+
+// The example script that fails keeps the request: the node stays in
+// maintenance, cordoned, with the lock.
+func TestFlakyScriptFailureKeepsTheLock(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(1)
+	a := newAgent(t, e, nodes[0], "--stay")
+	a.start()
+	run := func(failPercent string) error {
+		cmd := exec.CommandContext(e.Ctx, repoFile(t, "examples/flaky-maintenance.sh"))
+		cmd.Env = append(os.Environ(), "REQUEST="+a.requestFile(), "IN_PROGRESS="+a.inProgressFile(),
+			"WORK_MS=100", "FAIL_PERCENT="+failPercent)
+		out, err := cmd.CombinedOutput()
+		t.Logf("flaky-maintenance.sh FAIL_PERCENT=%s: %s", failPercent, out)
+		return err
+	}
+	if err := run("100"); err == nil {
+		t.Fatal("the script did not fail with FAIL_PERCENT=100")
+	}
+	waitRecord(e, nodes[0], "to stay in maintenance", inState(lock.InMaintenance))
+	if h := lockHolder(e); h != nodes[0] || !nodeObject(e, nodes[0]).Spec.Unschedulable {
+		t.Fatalf("after a failed script: holder %q, cordoned %v", h, nodeObject(e, nodes[0]).Spec.Unschedulable)
+	}
+	// The operator's fix: remove the request (the next run of the script
+	// would wait for the in-progress file to go first).
+	a.finish()
+	waitRecord(e, nodes[0], "back to Idle", func(r *lock.Record) error {
+		if r != nil {
+			return os.ErrExist
+		}
+		return nil
+	})
+	if err := run("0"); err != nil {
+		t.Fatalf("the script failed with FAIL_PERCENT=0: %v", err)
+	}
+	waitRecord(e, nodes[0], "back to Idle", func(r *lock.Record) error {
+		if r != nil {
+			return os.ErrExist
+		}
+		return nil
+	})
+}
