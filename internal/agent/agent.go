@@ -163,7 +163,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			delay := backoff.Next()
-			a.setStatus(fmt.Sprintf("error, retrying in %s: %s", delay.Round(time.Second), err))
+			a.setStatus(fmt.Sprintf("error, retrying in %s: %s", delay.Round(100*time.Millisecond), err))
 			a.log.Error("step failed; retrying", "err", err, "retry_in", delay)
 			select {
 			case <-ctx.Done():
@@ -207,7 +207,7 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 			break
 		}
 		delay := backoff.Next()
-		a.setStatus(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(time.Second), err))
+		a.setStatus(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(100*time.Millisecond), err))
 		a.log.Warn("API server unreachable", "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():

@@ -187,6 +187,35 @@ func Down(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// Stop stops the cluster's processes and keeps its data; Start brings it
+// back on the same ports. Tests use them to take the API server away.
+func Stop(ctx context.Context, opts Options) error {
+	opts.defaults()
+	pids := recordedPIDs(opts.clusterDir())
+	if out, err := kwokctl(ctx, opts, "--name", opts.Name, "stop", "cluster"); err != nil {
+		return fmt.Errorf("kwokctl stop cluster %s: %v: %s", opts.Name, err, lastLine(out))
+	}
+	for _, pid := range pids {
+		if err := stopPID(ctx, pid); err != nil {
+			return fmt.Errorf("cluster %s: %w", opts.Name, err)
+		}
+	}
+	return nil
+}
+
+// Start starts a stopped cluster and waits until it is healthy.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	opts.defaults()
+	if out, err := kwokctl(ctx, opts, "--name", opts.Name, "start", "cluster"); err != nil {
+		return nil, fmt.Errorf("kwokctl start cluster %s: %v: %s", opts.Name, err, lastLine(out))
+	}
+	c, err := connect(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c, c.waitHealthy(ctx, 2*time.Minute)
+}
+
 // recordedPIDs reads the pid files kwokctl's binary runtime keeps for each
 // component under <cluster>/pids.
 func recordedPIDs(dir string) []int {

@@ -630,3 +630,78 @@ func runOnce(a *agentProc, env []string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// The API server away at start and mid-cycle: the agent retries with
+// backoff, says so in STATUS, and completes the cycle once it is back. The
+// test runs its own control plane, which it stops and starts.
+func TestAgentRidesOutAPIServerOutages(t *testing.T) {
+	ctx := t.Context()
+	opts := cluster.Options{Name: fmt.Sprintf("outage-%d", os.Getpid()), Log: testWriter{t}}
+	c, err := cluster.Up(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cluster.Down(context.Background(), opts); err != nil {
+			t.Error(err)
+		}
+	})
+	e := &cluster.Env{T: t, ID: "outage", Namespace: "kustodian", Client: c.Client, Config: c.Config, Kubeconfig: c.Kubeconfig, Ctx: ctx}
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const node = "outage-node"
+	if err := cluster.CreateNode(ctx, c.Client, node, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	a := newAgent(t, e, node)
+	a.notify = listenNotify(t)
+	if err := cluster.Stop(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	a.request("upgrade")
+	a.start()
+	a.notify.waitStatus(e, "waiting for the API server")
+	if _, err := cluster.Start(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	a.waitInProgress(cluster.DefaultTimeout)
+	if !a.notify.sent("READY=1") {
+		t.Error("no READY=1 sent")
+	}
+	a.notify.waitStatus(e, "in maintenance for")
+
+	if err := cluster.Stop(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	a.finish() // the script is done while the API server is away
+	a.notify.waitStatus(e, "error, retrying in")
+	if !a.running() {
+		t.Fatal("the agent gave up while the API server was away")
+	}
+	if _, err := cluster.Start(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.waitExit(2 * cluster.DefaultTimeout); code != 0 {
+		t.Fatalf("agent exited %d", code)
+	}
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Spec.Unschedulable {
+		t.Error("node still cordoned")
+	}
+	if h := lockHolder(e); h != "" {
+		t.Errorf("lock still held by %s", h)
+	}
+	t.Logf("STATUS lines: %q", a.notify.statuses())
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

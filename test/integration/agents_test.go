@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,6 +62,7 @@ type agentProc struct {
 	dir     string
 	args    []string
 	logPath string
+	notify  *notifySocket // nil: the agent runs as if not under systemd
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -108,7 +111,11 @@ func (p *agentProc) start() {
 	}
 	cmd := exec.Command(kustodianBinary(p.t), p.args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=") // not under systemd
+	notifyPath := "" // not under systemd
+	if p.notify != nil {
+		notifyPath = p.notify.path
+	}
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notifyPath)
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
@@ -377,4 +384,77 @@ func (p *agentProc) logMessages() []string {
 		out = append(out, sc.Text())
 	}
 	return out
+}
+
+// notifySocket receives what the agent sends to systemd (sd_notify), as
+// systemd would: READY=1, STATUS=..., STOPPING=1.
+type notifySocket struct {
+	path string
+	mu   sync.Mutex
+	msgs []string
+}
+
+func listenNotify(t *testing.T) *notifySocket {
+	t.Helper()
+	n := &notifySocket{path: filepath.Join(t.TempDir(), "notify.sock")}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: n.path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			n.msgs = append(n.msgs, string(buf[:k]))
+			n.mu.Unlock()
+		}
+	}()
+	return n
+}
+
+// statuses are the STATUS= lines received so far.
+func (n *notifySocket) statuses() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for _, m := range n.msgs {
+		for _, line := range strings.Split(m, "\n") {
+			if s, ok := strings.CutPrefix(line, "STATUS="); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// sent reports whether a message with this prefix was received.
+func (n *notifySocket) sent(prefix string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range n.msgs {
+		for _, line := range strings.Split(m, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitStatus waits for a STATUS line containing want.
+func (n *notifySocket) waitStatus(e *cluster.Env, want string) {
+	e.T.Helper()
+	e.Eventually("STATUS containing "+strconv.Quote(want), cluster.DefaultTimeout, func(context.Context) error {
+		for _, s := range n.statuses() {
+			if strings.Contains(s, want) {
+				return nil
+			}
+		}
+		return fmt.Errorf("STATUS lines so far: %q", n.statuses())
+	})
 }
