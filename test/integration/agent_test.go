@@ -164,39 +164,18 @@ func TestAgentFiveNodesOneAtATime(t *testing.T) {
 			t.Errorf("agent of %s exited %d", a.node, code)
 		}
 	}
-	e.Eventually("every record to be gone from the timeline", cluster.DefaultTimeout, func(context.Context) error {
-		tl.mu.Lock()
-		defer tl.mu.Unlock()
-		for _, n := range nodes {
-			if tl.last[n] != "" {
-				return fmt.Errorf("%s is %s", n, tl.last[n])
-			}
-		}
-		return nil
+	e.Eventually("every node to be Idle in the timeline", cluster.DefaultTimeout, func(context.Context) error {
+		return tl.AllIdle(nodes)
 	})
 	t.Logf("timeline:\n%s", tl)
-	tl.checkExclusive(t, 1)
+	checkExclusive(t, tl, 1)
 
 	// Grants follow the order in which the requests reached the cluster.
-	grants := tl.grants()
+	grants := tl.Grants()
 	if len(grants) != len(nodes) {
 		t.Fatalf("%d grants (%v), want %d", len(grants), grants, len(nodes))
 	}
-	keys := map[string]string{}
-	for _, ev := range tl.snapshot() {
-		if ev.state == lock.Waiting && keys[ev.node] == "" {
-			keys[ev.node] = ev.key
-		}
-	}
-	var queue []lock.Record
-	for n, k := range keys {
-		queue = append(queue, lock.Record{Node: n, State: lock.Waiting, Group: "default", QueueKey: k, Heartbeat: time.Now()})
-	}
-	var order []string
-	for _, r := range lock.Queue(queue, "default", time.Now(), time.Hour) {
-		order = append(order, r.Node)
-	}
-	if !reflect.DeepEqual(grants, order) {
+	if order := tl.RequestOrder(); !reflect.DeepEqual(grants, order) {
 		t.Errorf("grant order %v, request order %v", grants, order)
 	}
 	for _, n := range nodes {
@@ -258,7 +237,7 @@ func TestAgentFailedScriptStopsTheRollout(t *testing.T) {
 	if !first.running() {
 		t.Error("the --stay agent exited")
 	}
-	tl.checkExclusive(t, 1)
+	checkExclusive(t, tl, 1)
 }
 
 // finishInTurn plays the scripts of agents that wait in a queue: whichever
@@ -442,7 +421,7 @@ func TestAgentSurvivesKill9InEveryState(t *testing.T) {
 		t.Error("target still cordoned after completing")
 	}
 	finishInTurn(t, e, []*agentProc{b})
-	tl.checkExclusive(t, 1)
+	checkExclusive(t, tl, 1)
 }
 
 // 6. A holder whose host is gone (agent dead) and whose Node is deleted
@@ -561,7 +540,7 @@ func TestAgentPause(t *testing.T) {
 
 	setPaused(e, false, "")
 	finishInTurn(t, e, agents[1:])
-	tl.checkExclusive(t, 1)
+	checkExclusive(t, tl, 1)
 }
 
 // 9. Bad input: a clear one-line error, a non-zero exit, nothing changed in

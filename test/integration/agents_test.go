@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,13 +15,12 @@ import (
 	"testing"
 	"time"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/timeline"
 )
 
 var (
@@ -271,119 +268,23 @@ func nodeObject(e *cluster.Env, name string) *corev1.Node {
 	return n
 }
 
-// transition is one change of a node's published state.
-type transition struct {
-	at      time.Time
-	node    string
-	state   lock.State // "" when the record was deleted (back to Idle)
-	message string
-	key     string // the record's queue key
-}
-
-// timeline records every state change of every node record in the test's
-// namespace, from one watch: the order of the API server.
-type timeline struct {
-	mu     sync.Mutex
-	events []transition
-	last   map[string]lock.State
-}
-
-func recordTimeline(e *cluster.Env) *timeline {
+// recordTimeline records the node records of the test's namespace.
+func recordTimeline(e *cluster.Env) *timeline.Timeline {
 	e.T.Helper()
-	tl := &timeline{last: map[string]lock.State{}}
-	w, err := e.Client.CoordinationV1().Leases(e.Namespace).Watch(e.Ctx, metav1.ListOptions{})
+	tl, err := timeline.Record(e.Ctx, e.Client, e.Namespace, nil)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	e.T.Cleanup(w.Stop)
-	go func() {
-		for ev := range w.ResultChan() {
-			l, ok := ev.Object.(*coordv1.Lease)
-			if !ok || !lock.IsRecordName(l.Name) {
-				continue
-			}
-			r := lock.RecordFromLease(l)
-			node := lock.NodeOfRecord(l.Name)
-			state := r.State
-			if ev.Type == watch.Deleted {
-				state = ""
-			}
-			tl.mu.Lock()
-			if tl.last[node] != state || ev.Type == watch.Deleted {
-				tl.last[node] = state
-				tl.events = append(tl.events, transition{at: time.Now(), node: node, state: state, message: r.Message, key: r.QueueKey})
-			}
-			tl.mu.Unlock()
-		}
-	}()
 	return tl
 }
 
-func (tl *timeline) snapshot() []transition {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	return append([]transition(nil), tl.events...)
-}
-
-func (tl *timeline) String() string {
-	var b strings.Builder
-	for _, ev := range tl.snapshot() {
-		state := string(ev.state)
-		if state == "" {
-			state = "(deleted)"
-		}
-		fmt.Fprintf(&b, "%s %-24s %-14s %s\n", ev.at.Format("15:04:05.000"), ev.node, state, ev.message)
-	}
-	return b.String()
-}
-
-// checkExclusive fails the test if two nodes were ever Draining or
-// InMaintenance (or Rebooting) at once.
-func (tl *timeline) checkExclusive(t *testing.T, slots int) {
+// checkExclusive fails the test if more than slots nodes were ever in
+// maintenance at once.
+func checkExclusive(t *testing.T, tl *timeline.Timeline, slots int) {
 	t.Helper()
-	active := map[string]bool{}
-	for _, ev := range tl.snapshot() {
-		switch ev.state {
-		case lock.Draining, lock.InMaintenance, lock.Rebooting:
-			active[ev.node] = true
-		default:
-			delete(active, ev.node)
-		}
-		if len(active) > slots {
-			var nodes []string
-			for n := range active {
-				nodes = append(nodes, n)
-			}
-			sort.Strings(nodes)
-			t.Fatalf("%d nodes active at once (%v) at %s; timeline:\n%s", len(active), nodes, ev.at.Format("15:04:05.000"), tl)
-		}
+	if err := tl.CheckExclusive(slots); err != nil {
+		t.Fatalf("%v; timeline:\n%s", err, tl)
 	}
-}
-
-// grants are the nodes in the order they started Draining.
-func (tl *timeline) grants() []string {
-	var out []string
-	for _, ev := range tl.snapshot() {
-		if ev.state == lock.Draining {
-			out = append(out, ev.node)
-		}
-	}
-	return out
-}
-
-// lines reads the agent's JSON log lines' messages, for assertions on what it said.
-func (p *agentProc) logMessages() []string {
-	f, err := os.Open(p.logPath)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
 }
 
 // notifySocket receives what the agent sends to systemd (sd_notify), as

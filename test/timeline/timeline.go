@@ -1,0 +1,264 @@
+// Package timeline records the published states of Kustodian's node records,
+// as the API server orders them, for tests, the demo and the benchmarks:
+// who was in which state when, whether two nodes were ever in maintenance at
+// once, in which order the lock was granted, and how long each step took.
+package timeline
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kustodian/kustodian/internal/lock"
+)
+
+// Idle stands for a deleted record: the node is back to Idle.
+const Idle = lock.Idle
+
+// Transition is one change of a node's published state.
+type Transition struct {
+	At      time.Time
+	Node    string
+	State   lock.State
+	Message string
+	Key     string // the record's queue key
+}
+
+// Timeline is the recorded transitions, in the order of the API server.
+type Timeline struct {
+	mu     sync.Mutex
+	events []Transition
+	last   map[string]lock.State
+	notify func(Transition)
+}
+
+// Record starts recording the node records of namespace until ctx ends.
+// onChange, if not nil, is called for each transition as it happens.
+func Record(ctx context.Context, client kubernetes.Interface, namespace string, onChange func(Transition)) (*Timeline, error) {
+	w, err := client.CoordinationV1().Leases(namespace).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("watching the Leases of %s: %w", namespace, err)
+	}
+	tl := &Timeline{last: map[string]lock.State{}, notify: onChange}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordv1.Lease)
+			if !ok || !lock.IsRecordName(l.Name) {
+				continue
+			}
+			r := lock.RecordFromLease(l)
+			t := Transition{At: time.Now(), Node: lock.NodeOfRecord(l.Name), State: r.State, Message: r.Message, Key: r.QueueKey}
+			if ev.Type == watch.Deleted {
+				t.State = Idle
+			}
+			tl.add(t)
+		}
+	}()
+	return tl, nil
+}
+
+func (tl *Timeline) add(t Transition) {
+	tl.mu.Lock()
+	changed := tl.last[t.Node] != t.State
+	if changed {
+		tl.last[t.Node] = t.State
+		tl.events = append(tl.events, t)
+	}
+	tl.mu.Unlock()
+	if changed && tl.notify != nil {
+		tl.notify(t)
+	}
+}
+
+// Transitions returns the transitions so far.
+func (tl *Timeline) Transitions() []Transition {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return append([]Transition(nil), tl.events...)
+}
+
+// State is a node's latest recorded state ("" when never seen).
+func (tl *Timeline) State(node string) lock.State {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.last[node]
+}
+
+// AllIdle reports whether every given node has been seen and is Idle now.
+func (tl *Timeline) AllIdle(nodes []string) error {
+	for _, n := range nodes {
+		if s := tl.State(n); s != Idle {
+			return fmt.Errorf("%s is %s", n, orNone(s))
+		}
+	}
+	return nil
+}
+
+func orNone(s lock.State) string {
+	if s == "" {
+		return "not seen yet"
+	}
+	return string(s)
+}
+
+// Line formats one transition, relative to start when it is not zero.
+func Line(t Transition, start time.Time) string {
+	at := t.At.Format("15:04:05.000")
+	if !start.IsZero() {
+		at = fmt.Sprintf("%8.3fs", t.At.Sub(start).Seconds())
+	}
+	return fmt.Sprintf("%s  %-22s %-14s %s", at, t.Node, t.State, t.Message)
+}
+
+func (tl *Timeline) String() string {
+	var b strings.Builder
+	for _, t := range tl.Transitions() {
+		b.WriteString(Line(t, time.Time{}))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func active(s lock.State) bool {
+	return s == lock.Draining || s == lock.InMaintenance || s == lock.Rebooting
+}
+
+// CheckExclusive returns an error if more than slots nodes were ever
+// Draining, InMaintenance or Rebooting at once.
+func (tl *Timeline) CheckExclusive(slots int) error {
+	now := map[string]bool{}
+	for _, t := range tl.Transitions() {
+		if active(t.State) {
+			now[t.Node] = true
+		} else {
+			delete(now, t.Node)
+		}
+		if len(now) > slots {
+			var nodes []string
+			for n := range now {
+				nodes = append(nodes, n)
+			}
+			sort.Strings(nodes)
+			return fmt.Errorf("%d nodes active at once (%v) at %s", len(now), nodes, t.At.Format("15:04:05.000"))
+		}
+	}
+	return nil
+}
+
+// Grants are the nodes in the order they started Draining.
+func (tl *Timeline) Grants() []string {
+	var out []string
+	for _, t := range tl.Transitions() {
+		if t.State == lock.Draining {
+			out = append(out, t.Node)
+		}
+	}
+	return out
+}
+
+// RequestOrder is the order the queue owed the nodes: by the queue keys of
+// their first Waiting records (all at priority 0).
+func (tl *Timeline) RequestOrder() []string {
+	keys := map[string]string{}
+	for _, t := range tl.Transitions() {
+		if t.State == lock.Waiting && keys[t.Node] == "" {
+			keys[t.Node] = t.Key
+		}
+	}
+	var records []lock.Record
+	now := time.Now()
+	for n, k := range keys {
+		records = append(records, lock.Record{Node: n, State: lock.Waiting, Group: "default", QueueKey: k, Heartbeat: now})
+	}
+	var out []string
+	for _, r := range lock.Queue(records, "default", now, time.Hour) {
+		out = append(out, r.Node)
+	}
+	return out
+}
+
+// NodeSummary is what one node's cycle took.
+type NodeSummary struct {
+	Node        string
+	Requested   time.Time // first Waiting
+	Granted     time.Time // Draining
+	Drained     time.Time // InMaintenance
+	Completing  time.Time
+	Idle        time.Time
+	Drain       time.Duration // Draining to InMaintenance
+	Maintenance time.Duration // InMaintenance to Completing
+}
+
+// Summary is a whole rollout.
+type Summary struct {
+	Nodes    []NodeSummary // in grant order
+	Makespan time.Duration // first request to last Idle
+	// Handoffs are the gaps between one node starting to complete (its
+	// script finished) and the next node being granted the lock.
+	Handoffs []time.Duration
+}
+
+// Summarize computes the summary of complete cycles.
+func (tl *Timeline) Summarize() Summary {
+	byNode := map[string]*NodeSummary{}
+	var order []string
+	for _, t := range tl.Transitions() {
+		s := byNode[t.Node]
+		if s == nil {
+			s = &NodeSummary{Node: t.Node}
+			byNode[t.Node] = s
+		}
+		switch t.State {
+		case lock.Waiting:
+			if s.Requested.IsZero() {
+				s.Requested = t.At
+			}
+		case lock.Draining:
+			s.Granted = t.At
+			order = append(order, t.Node)
+		case lock.InMaintenance:
+			s.Drained = t.At
+		case lock.Completing:
+			s.Completing = t.At
+		case Idle:
+			s.Idle = t.At
+		}
+	}
+	var sum Summary
+	var first, last time.Time
+	for _, n := range order {
+		s := byNode[n]
+		if !s.Drained.IsZero() {
+			s.Drain = s.Drained.Sub(s.Granted)
+		}
+		if !s.Completing.IsZero() && !s.Drained.IsZero() {
+			s.Maintenance = s.Completing.Sub(s.Drained)
+		}
+		sum.Nodes = append(sum.Nodes, *s)
+		if !s.Requested.IsZero() && (first.IsZero() || s.Requested.Before(first)) {
+			first = s.Requested
+		}
+		if s.Idle.After(last) {
+			last = s.Idle
+		}
+	}
+	if !first.IsZero() && last.After(first) {
+		sum.Makespan = last.Sub(first)
+	}
+	for i := 1; i < len(sum.Nodes); i++ {
+		prev, next := sum.Nodes[i-1], sum.Nodes[i]
+		if !prev.Completing.IsZero() && next.Granted.After(prev.Completing) {
+			sum.Handoffs = append(sum.Handoffs, next.Granted.Sub(prev.Completing))
+		}
+	}
+	return sum
+}
