@@ -53,10 +53,9 @@ cluster-up: tools ## start (or reuse) the local cluster; prints its kubeconfig p
 cluster-down:
 	go run ./test/cmd/devcluster down --name $(CLUSTER_NAME)
 
-demo: tools ## for now: a local control plane with $(NODES) nodes, shown
-	kubeconfig=$$(go run ./test/cmd/devcluster up --name $(CLUSTER_NAME) --nodes $(NODES) --port $(PORT)); \
-	"$$(test/tools/build.sh --print)/kubectl" --kubeconfig "$$kubeconfig" get nodes -o wide; \
-	echo "stop it with: make cluster-down"
+DEMO_FLAGS ?=
+demo: tools build ## a rolling maintenance of $(NODES) nodes on the local control plane, live
+	go run ./test/cmd/demo --name $(CLUSTER_NAME) --nodes $(NODES) --kustodian bin/kustodian $(DEMO_FLAGS)
 
 clean:
 	rm -rf bin/ dist/

@@ -163,6 +163,13 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, c.EnsureNodes(ctx, opts.Nodes)
 }
 
+// Running reports whether the named cluster is up and healthy.
+func Running(ctx context.Context, opts Options) bool {
+	opts.defaults()
+	c, err := connect(opts)
+	return err == nil && c.healthy(ctx) == nil
+}
+
 // Down stops the named cluster and deletes its files. It then makes sure that
 // every process the cluster started is gone, stopping leftovers by the PIDs
 // kwokctl recorded (never by name). A cluster that does not exist is not an error.

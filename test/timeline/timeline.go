@@ -58,7 +58,7 @@ func Record(ctx context.Context, client kubernetes.Interface, namespace string, 
 			r := lock.RecordFromLease(l)
 			t := Transition{At: time.Now(), Node: lock.NodeOfRecord(l.Name), State: r.State, Message: r.Message, Key: r.QueueKey}
 			if ev.Type == watch.Deleted {
-				t.State = Idle
+				t.State, t.Message = Idle, "record deleted: back in the cluster"
 			}
 			tl.add(t)
 		}
