@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/timeline"
 )
@@ -59,6 +60,7 @@ type agentProc struct {
 	dir     string
 	args    []string
 	logPath string
+	spec    agentproc.Spec
 	notify  *notifySocket // nil: the agent runs as if not under systemd
 
 	mu   sync.Mutex
@@ -70,21 +72,9 @@ type agentProc struct {
 // newAgent prepares an agent for node; start it with start().
 func newAgent(t *testing.T, e *cluster.Env, node string, extra ...string) *agentProc {
 	t.Helper()
-	dir := t.TempDir()
-	p := &agentProc{t: t, env: e, node: node, dir: dir, logPath: filepath.Join(dir, "agent.log")}
-	p.args = append([]string{"agent",
-		"--config", "/dev/null",
-		"--kubeconfig", e.Kubeconfig,
-		"--node-name", node,
-		"--namespace", e.Namespace,
-		"--request-file", p.requestFile(),
-		"--in-progress-file", p.inProgressFile(),
-		"--reboot-sentinel", filepath.Join(dir, "reboot-required"),
-		"--state-dir", filepath.Join(dir, "state"),
-		"--queue-heartbeat", "1s",
-		"--drain-evict-error-retry-delay", "300ms",
-		"--log-format", "json",
-	}, extra...)
+	spec := agentproc.Spec{Binary: kustodianBinary(t), Kubeconfig: e.Kubeconfig, Namespace: e.Namespace,
+		Node: node, Dir: t.TempDir(), Extra: extra}
+	p := &agentProc{t: t, env: e, node: node, dir: spec.Dir, args: spec.Args(), logPath: spec.LogFile(), spec: spec}
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
@@ -96,24 +86,18 @@ func newAgent(t *testing.T, e *cluster.Env, node string, extra ...string) *agent
 	return p
 }
 
-func (p *agentProc) requestFile() string    { return filepath.Join(p.dir, "maintenance-required") }
-func (p *agentProc) inProgressFile() string { return filepath.Join(p.dir, "maintenance-in-progress") }
+func (p *agentProc) requestFile() string    { return p.spec.RequestFile() }
+func (p *agentProc) inProgressFile() string { return p.spec.InProgressFile() }
 
 // start starts the agent process (again, after a kill).
 func (p *agentProc) start() {
 	p.t.Helper()
-	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	cmd := exec.Command(kustodianBinary(p.t), p.args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	notifyPath := "" // not under systemd
+	spec := p.spec
 	if p.notify != nil {
-		notifyPath = p.notify.path
+		spec.Env = []string{"NOTIFY_SOCKET=" + p.notify.path}
 	}
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notifyPath)
-	if err := cmd.Start(); err != nil {
+	cmd, err := agentproc.Start(spec)
+	if err != nil {
 		p.t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -122,7 +106,6 @@ func (p *agentProc) start() {
 	p.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
-		logFile.Close()
 		p.mu.Lock()
 		p.err = err
 		p.mu.Unlock()

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/timeline"
 )
@@ -115,13 +116,8 @@ func run(ctx context.Context, o options) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		p, err := startLogged(filepath.Join(dir, "agent.log"), nil, o.kustodian, "agent", "--stay", "--config", "/dev/null",
-			"--kubeconfig", c.Kubeconfig, "--node-name", n, "--namespace", o.namespace,
-			"--request-file", filepath.Join(dir, "maintenance-required"),
-			"--in-progress-file", filepath.Join(dir, "maintenance-in-progress"),
-			"--reboot-sentinel", filepath.Join(dir, "reboot-required"),
-			"--state-dir", filepath.Join(dir, "state"),
-			"--queue-heartbeat", "2s", "--drain-evict-error-retry-delay", "1s", "--log-format", "json")
+		p, err := agentproc.Start(agentproc.Spec{Binary: o.kustodian, Kubeconfig: c.Kubeconfig, Namespace: o.namespace,
+			Node: n, Dir: dir, Extra: []string{"--stay", "--queue-heartbeat", "2s", "--drain-evict-error-retry-delay", "1s"}})
 		if err != nil {
 			return err
 		}
