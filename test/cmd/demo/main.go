@@ -33,8 +33,8 @@ import (
 
 type options struct {
 	name, namespace, kustodian, script, workdir string
-	nodes, workMS, failPercent                int
-	keep                                      bool
+	nodes, workMS, failPercent                  int
+	keep                                        bool
 }
 
 func main() {
