@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: build test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench build test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl
@@ -56,6 +56,10 @@ cluster-down:
 DEMO_FLAGS ?=
 demo: tools build ## a rolling maintenance of $(NODES) nodes on the local control plane, live
 	go run ./test/cmd/demo --name $(CLUSTER_NAME) --nodes $(NODES) --kustodian bin/kustodian $(DEMO_FLAGS)
+
+BENCH_FLAGS ?=
+bench: tools build ## latency, rollout makespan, API requests and memory of the agents (DESIGN section 11)
+	go run ./test/cmd/bench --kustodian bin/kustodian $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin/ dist/

@@ -440,9 +440,11 @@ func (a *Agent) waiting(ctx context.Context, o Observed, node *corev1.Node) erro
 		}
 		return a.publish(ctx, lock.Waiting, o, node, msg)
 	}
-	// Publish first, so that this node is in the queue it reads.
-	if err := a.publish(ctx, lock.Waiting, o, node, a.waitingMessage(0, 0, "")); err != nil {
-		return err
+	// Join the queue first: this node must be in the queue it reads.
+	if r := a.myRecord(); r == nil || r.State != lock.Waiting {
+		if err := a.publish(ctx, lock.Waiting, o, node, a.waitingMessage(0, 0, "")); err != nil {
+			return err
+		}
 	}
 	now := a.now()
 	var records []lock.Record
@@ -576,6 +578,9 @@ func (a *Agent) draining(ctx context.Context, o Observed, node *corev1.Node) err
 		run = nil
 	}
 	if run == nil {
+		if err := a.publish(ctx, lock.Draining, o, node, "cordoned; draining"); err != nil {
+			return err
+		}
 		run = a.startDrain(ctx, o.Request.ID)
 	}
 	select {

@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
@@ -39,6 +41,9 @@ type Drainer struct {
 	Settings config.Drain
 	Log      *slog.Logger
 }
+
+// maxParallelEvictions bounds the controllers whose pods are evicted at once.
+const maxParallelEvictions = 16
 
 // ErrTimeout is returned when drain.timeout elapses.
 var ErrTimeout = errors.New("drain timed out")
@@ -154,18 +159,58 @@ func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods 
 
 	current := map[types.UID]bool{}
 	evictable := list.Pods()
+	var todo []int // indexes into evictable of pods to evict now
 	for i := range evictable {
-		pod := evictable[i]
+		pod := &evictable[i]
 		current[pod.UID] = true
 		st := pods[pod.UID]
 		if st == nil {
 			st = &podState{key: pod.Namespace + "/" + pod.Name}
 			pods[pod.UID] = st
 		}
-		if st.evicted {
-			continue // accepted; waiting for it to go
+		if !st.evicted { // evicted ones are accepted; waiting for them to go
+			todo = append(todo, i)
 		}
-		err := h.EvictPod(pod, policyv1.SchemeGroupVersion)
+	}
+	// Pods of one controller are evicted one after the other: they usually
+	// share a PodDisruptionBudget, and concurrent evictions under one budget
+	// conflict on its status and make the API server back off for 500 ms.
+	// Pods of different controllers go side by side.
+	evictErrs := make([]error, len(todo))
+	groups := map[string][]int{} // controller UID -> positions in todo
+	for j, i := range todo {
+		key := string(evictable[i].UID)
+		if ref := metav1.GetControllerOf(&evictable[i]); ref != nil {
+			key = string(ref.UID)
+		}
+		groups[key] = append(groups[key], j)
+	}
+	sem := make(chan struct{}, maxParallelEvictions)
+	var wg sync.WaitGroup
+	for _, group := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			for _, j := range group {
+				evictErrs[j] = h.EvictPod(evictable[todo[j]], policyv1.SchemeGroupVersion)
+				if apierrors.IsTooManyRequests(evictErrs[j]) {
+					// The budget is spent: the others would be refused too.
+					for _, k := range group[slices.Index(group, j)+1:] {
+						evictErrs[k] = evictErrs[j]
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return false, 0, ctx.Err()
+	}
+	for j, i := range todo {
+		st, err := pods[evictable[i].UID], evictErrs[j]
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 			st.evicted, st.blocked = true, ""
@@ -173,8 +218,6 @@ func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods 
 		case apierrors.IsTooManyRequests(err):
 			st.blocked = "blocked by " + pdbOf(err)
 			retryIn = d.Settings.EvictErrorRetryDelay
-		case ctx.Err() != nil:
-			return false, 0, ctx.Err()
 		default:
 			// Forbidden (a PDB with negative budget), several PDBs, a
 			// transient server error: say so and try again after the delay.

@@ -49,8 +49,17 @@ type Options struct {
 	Nodes int
 	// APIServerPort pins the API server's port on 127.0.0.1; 0 picks a free one.
 	APIServerPort int
+	// AuditPolicy, when set, is the path of an audit policy for the API
+	// server; the audit log is then AuditLog().
+	AuditPolicy string
 	// Log receives progress and the tools' output; nil discards it.
 	Log io.Writer
+}
+
+// AuditLog is where the API server writes its audit log when AuditPolicy is set.
+func (o Options) AuditLog() string {
+	o.defaults()
+	return filepath.Join(o.clusterDir(), "logs", "audit.log")
 }
 
 // Cluster is a running control plane.
@@ -140,6 +149,9 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if opts.APIServerPort != 0 {
 		args = append(args, "--kube-apiserver-port", strconv.Itoa(opts.APIServerPort))
+	}
+	if opts.AuditPolicy != "" {
+		args = append(args, "--kube-audit-policy", opts.AuditPolicy)
 	}
 	fmt.Fprintf(opts.Log, "starting cluster %s (kube %s) in %s\n", opts.Name, KubeVersion, opts.clusterDir())
 	start := time.Now()
