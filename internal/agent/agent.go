@@ -66,7 +66,8 @@ type Agent struct {
 	mu    sync.Mutex // guards drain
 	drain *drainRun
 
-	failedRequest string // the request whose drain failed (drain.onTimeout=hold)
+	lastRenew     time.Time // of the held locks, when they have a TTL
+	failedRequest string    // the request whose drain failed (drain.onTimeout=hold)
 	failure       string
 	status        string
 	holderNodes   map[string]nodeCheck
@@ -374,6 +375,9 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 	if state != lock.Draining && state != lock.Failed {
 		a.stopDrain()
 	}
+	if err := a.renewLocks(ctx, o.HeldLocks); err != nil {
+		return false, err
+	}
 	switch state {
 	case lock.Idle:
 		return !a.cfg.Stay, a.idle(ctx, node)
@@ -389,6 +393,28 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 		return false, a.completing(ctx, o, node)
 	}
 	return false, fmt.Errorf("unknown state %s", state)
+}
+
+// renewLocks keeps locks with a TTL from expiring while this node holds
+// them: once a heartbeat.
+func (a *Agent) renewLocks(ctx context.Context, held []string) error {
+	if a.cfg.Lock.TTL == 0 || len(held) == 0 || a.now().Sub(a.lastRenew) < a.cfg.Queue.Heartbeat*9/10 {
+		return nil
+	}
+	for _, name := range held {
+		l, err := a.locks.Renew(ctx, name, a.node)
+		if errors.Is(err, lock.ErrNotHeld) {
+			a.log.Warn("lost the lock: it expired and another node took it", "lock", name)
+			a.poke()
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		a.leases.Wrote(l)
+	}
+	a.lastRenew = a.now()
+	return nil
 }
 
 func (a *Agent) myRecordLease() *coordv1.Lease { return a.leases.Get(lock.RecordName(a.node)) }

@@ -153,9 +153,11 @@ func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease
 	return written, nil
 }
 
-// Renew refreshes renewTime of a lock node holds (needed only with a TTL).
-func (c *Client) Renew(ctx context.Context, name, node string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// Renew refreshes renewTime of a lock node holds (needed only with a TTL)
+// and returns the Lease as written; ErrNotHeld when node lost it.
+func (c *Client) Renew(ctx context.Context, name, node string) (*coordv1.Lease, error) {
+	var written *coordv1.Lease
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		l, err := c.leases().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
@@ -165,9 +167,10 @@ func (c *Client) Renew(ctx context.Context, name, node string) error {
 		}
 		t := metav1.NewMicroTime(c.now())
 		l.Spec.RenewTime = &t
-		_, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
+		written, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	})
+	return written, err
 }
 
 // PutRecord creates or updates node's record and returns it as written. It

@@ -684,3 +684,40 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// lock.ttl: a live holder renews its lock beyond the TTL; a holder that
+// stops renewing loses it after the TTL, although its Node exists.
+func TestAgentLockTTL(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a := newAgent(t, e, nodes[0], "--lock-ttl", "3s")
+	b := newAgent(t, e, nodes[1], "--lock-ttl", "3s")
+	a.request("upgrade")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	granted := time.Now()
+	b.request("upgrade")
+	b.start()
+	waitRecord(e, nodes[1], "to watch the lock for twice the TTL", func(r *lock.Record) error {
+		if err := inState(lock.Waiting)(r); err != nil {
+			return err
+		}
+		if r.Heartbeat.Before(granted.Add(6 * time.Second)) {
+			return fmt.Errorf("heartbeat %s after the grant", r.Heartbeat.Sub(granted).Round(time.Millisecond))
+		}
+		return nil
+	})
+	if h := lockHolder(e); h != nodes[0] {
+		t.Fatalf("a live holder lost its lock to %q", h)
+	}
+
+	a.kill()
+	b.waitInProgress(cluster.DefaultTimeout)
+	if h := lockHolder(e); h != nodes[1] {
+		t.Fatalf("lock holder %q, want %s", h, nodes[1])
+	}
+	b.finish()
+	if code := b.waitExit(cluster.DefaultTimeout); code != 0 {
+		t.Fatalf("agent exited %d", code)
+	}
+}
