@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -126,6 +127,7 @@ func TestAgentFiveNodesOneAtATime(t *testing.T) {
 	e.PDB("web", "web", 8)
 	e.RunningPods("web", 10)
 	tl := recordTimeline(e)
+	pdbSlack := watchPDB(e, "web")
 
 	agents := make([]*agentProc, len(nodes))
 	for i, n := range nodes {
@@ -182,6 +184,48 @@ func TestAgentFiveNodesOneAtATime(t *testing.T) {
 		if nodeObject(e, n).Spec.Unschedulable {
 			t.Errorf("%s is still cordoned", n)
 		}
+	}
+	if slack := pdbSlack(); slack < 0 {
+		t.Errorf("PDB web was violated: %d healthy pods short", -slack)
+	}
+}
+
+// watchPDB follows a PDB's status and returns a function that tells the
+// smallest margin seen between healthy and desired healthy pods: negative
+// means the budget was violated.
+func watchPDB(e *cluster.Env, name string) func() int32 {
+	e.T.Helper()
+	w, err := e.Client.PolicyV1().PodDisruptionBudgets(e.Namespace).Watch(e.Ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var seen bool
+	var minSlack int32
+	go func() {
+		for ev := range w.ResultChan() {
+			pdb, ok := ev.Object.(*policyv1.PodDisruptionBudget)
+			if !ok || pdb.Status.ObservedGeneration != pdb.Generation {
+				continue
+			}
+			slack := pdb.Status.CurrentHealthy - pdb.Status.DesiredHealthy
+			mu.Lock()
+			if !seen || slack < minSlack {
+				seen, minSlack = true, slack
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() int32 {
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen {
+			e.T.Errorf("no status of PDB %s was seen", name)
+		}
+		return minSlack
 	}
 }
 
