@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -764,4 +765,54 @@ func TestAgentLockTTL(t *testing.T) {
 	if code := b.waitExit(cluster.DefaultTimeout); code != 0 {
 		t.Fatalf("agent exited %d", code)
 	}
+}
+
+// An agent killed half-way through Completing (the request gone, the
+// in-progress file and the lock still there, the node still cordoned by
+// Kustodian) finishes the job at its next start.
+func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a := newAgent(t, e, nodes[0])
+	other := newAgent(t, e, nodes[1])
+	// What a cycle leaves when its agent dies right after the script is done.
+	holder := nodes[0]
+	now := metav1.NewMicroTime(time.Now())
+	if _, err := e.Client.CoordinationV1().Leases(e.Namespace).Create(e.Ctx, &coordv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: lock.LockName("default", 0), Namespace: e.Namespace},
+		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"spec":{"unschedulable":true},"metadata":{"annotations":{"kustodian.io/cordoned":"true"},"labels":{"kustodian.io/state":"InMaintenance"}}}`)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, holder, "application/strategic-merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(a.inProgressFile(), []byte(holder+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other.request("upgrade")
+	other.start()
+	waitRecord(e, nodes[1], "waiting behind the interrupted node", func(r *lock.Record) error {
+		if err := inState(lock.Waiting)(r); err != nil {
+			return err
+		}
+		if !strings.Contains(r.Message, "lock held by "+holder) {
+			return fmt.Errorf("message %q", r.Message)
+		}
+		return nil
+	})
+
+	a.start()
+	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
+		t.Fatalf("agent exited %d", code)
+	}
+	n := nodeObject(e, holder)
+	if n.Spec.Unschedulable || n.Labels[drain.LabelState] != "" || n.Annotations[drain.AnnotationCordoned] != "" {
+		t.Errorf("node after completion: unschedulable=%v labels=%v annotations=%v", n.Spec.Unschedulable, n.Labels, n.Annotations)
+	}
+	if a.inProgress() {
+		t.Error("in-progress file left")
+	}
+	finishInTurn(t, e, []*agentProc{other})
 }
