@@ -57,11 +57,16 @@ func TestAgentHappyPath(t *testing.T) {
 	a.waitInProgress(cluster.DefaultTimeout)
 
 	// The in-progress file exists only once the node is cordoned and empty.
-	if n := nodeObject(e, nodes[0]); !n.Spec.Unschedulable || n.Annotations[drain.AnnotationCordoned] != "true" || n.Labels[drain.LabelState] != string(lock.InMaintenance) {
-		t.Errorf("node in maintenance: unschedulable=%v annotations=%v labels=%v", n.Spec.Unschedulable, n.Annotations, n.Labels)
+	if n := nodeObject(e, nodes[0]); !n.Spec.Unschedulable || n.Annotations[drain.AnnotationCordoned] != "true" {
+		t.Errorf("node when the in-progress file appeared: unschedulable=%v annotations=%v", n.Spec.Unschedulable, n.Annotations)
 	}
 	if pods, err := podsOn(e.Ctx, e, nodes[0]); err != nil || len(pods) != 0 {
 		t.Errorf("pods still on %s when the in-progress file appeared: %v %v", nodes[0], pods, err)
+	}
+	// The record and the label follow the file.
+	waitRecord(e, nodes[0], "InMaintenance", inState(lock.InMaintenance))
+	if n := nodeObject(e, nodes[0]); n.Labels[drain.LabelState] != string(lock.InMaintenance) {
+		t.Errorf("node label %s=%q, want InMaintenance", drain.LabelState, n.Labels[drain.LabelState])
 	}
 	if h := lockHolder(e); h != nodes[0] {
 		t.Errorf("lock holder %q, want %s", h, nodes[0])
@@ -72,10 +77,7 @@ func TestAgentHappyPath(t *testing.T) {
 	}
 	e.RunningPods("web", 6) // the evicted pods were replaced on the other nodes
 
-	a.finish()
-	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
-		t.Fatalf("agent exited %d after completing, want 0", code)
-	}
+	a.completes()
 	if a.inProgress() {
 		t.Error("the in-progress file is still there")
 	}
@@ -115,9 +117,7 @@ func TestAgentHappyPath(t *testing.T) {
 
 	// Path-activated and nothing requested: it exits 0 at once.
 	a.start()
-	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
-		t.Errorf("idle agent exited %d", code)
-	}
+	a.exitsZero()
 }
 
 // 2. Five agents request at once: one node at a time, in request order.
@@ -163,9 +163,7 @@ func TestAgentFiveNodesOneAtATime(t *testing.T) {
 	}
 	wg.Wait()
 	for _, a := range agents {
-		if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
-			t.Errorf("agent of %s exited %d", a.node, code)
-		}
+		a.exitsZero()
 	}
 	e.Eventually("every node to be Idle in the timeline", cluster.DefaultTimeout, func(context.Context) error {
 		return tl.AllIdle(nodes)
@@ -302,10 +300,7 @@ func finishInTurn(t *testing.T, e *cluster.Env, agents []*agentProc) {
 			return fmt.Errorf("%d nodes still waiting", len(left))
 		})
 		a := left[next]
-		a.finish()
-		if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
-			t.Errorf("agent of %s exited %d", a.node, code)
-		}
+		a.completes()
 		left = append(left[:next], left[next+1:]...)
 	}
 }
@@ -370,10 +365,7 @@ func TestAgentDrainWaitsForPDB(t *testing.T) {
 			t.Errorf("pod %s runs on %s, want %s", p.Name, p.Spec.NodeName, spare)
 		}
 	}
-	a.finish()
-	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
-		t.Fatalf("agent exited %d", code)
-	}
+	a.completes()
 }
 
 // 5. kill -9 of an agent in each state, and a restart: the cycle completes,
@@ -459,9 +451,7 @@ func TestAgentSurvivesKill9InEveryState(t *testing.T) {
 	a.kill()
 	a.finish()
 	a.start()
-	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
-		t.Fatalf("agent of %s exited %d", target, code)
-	}
+	a.exitsZero()
 	if nodeObject(e, target).Spec.Unschedulable {
 		t.Error("target still cordoned after completing")
 	}
@@ -504,10 +494,7 @@ func TestAgentLockOfDeletedNode(t *testing.T) {
 	if h := lockHolder(e); h != nodes[1] {
 		t.Fatalf("lock holder %q, want %s", h, nodes[1])
 	}
-	b.finish()
-	if code := b.waitExit(cluster.DefaultTimeout); code != 0 {
-		t.Fatalf("agent exited %d", code)
-	}
+	b.completes()
 }
 
 // 7. A node an admin cordoned before maintenance stays cordoned after it.
@@ -522,10 +509,7 @@ func TestAgentKeepsAnAdminCordon(t *testing.T) {
 	if _, ours := nodeObject(e, nodes[0]).Annotations[drain.AnnotationCordoned]; ours {
 		t.Error("Kustodian claimed an admin's cordon")
 	}
-	a.finish()
-	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
-		t.Fatalf("agent exited %d", code)
-	}
+	a.completes()
 	if !nodeObject(e, nodes[0]).Spec.Unschedulable {
 		t.Error("the admin's cordon was lifted")
 	}
@@ -565,9 +549,7 @@ func TestAgentPause(t *testing.T) {
 
 	setPaused(e, true, "incident 42")
 	agents[0].finish()
-	if code := agents[0].waitExit(cluster.DefaultTimeout); code != 0 {
-		t.Fatalf("the holder exited %d", code)
-	}
+	agents[0].exitsZero()
 	for _, a := range agents[1:] {
 		waitRecord(e, a.node, "to say the rollout is paused", func(r *lock.Record) error {
 			if err := inState(lock.Waiting)(r); err != nil {
@@ -761,10 +743,7 @@ func TestAgentLockTTL(t *testing.T) {
 	if h := lockHolder(e); h != nodes[1] {
 		t.Fatalf("lock holder %q, want %s", h, nodes[1])
 	}
-	b.finish()
-	if code := b.waitExit(cluster.DefaultTimeout); code != 0 {
-		t.Fatalf("agent exited %d", code)
-	}
+	b.completes()
 }
 
 // An agent killed half-way through Completing (the request gone, the
@@ -804,9 +783,7 @@ func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
 	})
 
 	a.start()
-	if code := a.waitExit(cluster.DefaultTimeout); code != 0 {
-		t.Fatalf("agent exited %d", code)
-	}
+	a.exitsZero()
 	n := nodeObject(e, holder)
 	if n.Spec.Unschedulable || n.Labels[drain.LabelState] != "" || n.Annotations[drain.AnnotationCordoned] != "" {
 		t.Errorf("node after completion: unschedulable=%v labels=%v annotations=%v", n.Spec.Unschedulable, n.Labels, n.Annotations)

@@ -153,6 +153,22 @@ func (p *agentProc) waitExit(timeout time.Duration) int {
 	return 0
 }
 
+// exitsZero waits for the agent to exit and fails the test unless it exits 0.
+func (p *agentProc) exitsZero() {
+	p.t.Helper()
+	if code := p.waitExit(cluster.DefaultTimeout); code != 0 {
+		p.t.Fatalf("the agent of %s exited %d, want 0", p.node, code)
+	}
+}
+
+// completes plays the end of a successful script: the request is removed,
+// and the path-activated agent gives the node back and exits 0.
+func (p *agentProc) completes() {
+	p.t.Helper()
+	p.finish()
+	p.exitsZero()
+}
+
 func (p *agentProc) running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

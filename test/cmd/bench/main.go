@@ -151,14 +151,11 @@ func (b *bench) requestToCordon(ctx context.Context) error {
 	}
 	node := cluster.NodeName(0)
 	s := b.spec(ns, node)
-	cmd, err := agentproc.Start(s)
+	cmd, err := startAgent(ctx, s)
 	if err != nil {
 		return err
 	}
 	defer agentproc.Stop(cmd)
-	if err := waitLog(ctx, s.LogFile(), "agent started"); err != nil {
-		return err
-	}
 	var lat []time.Duration
 	for i := 0; i <= b.o.runs; i++ { // run 0 warms up
 		w, err := b.c.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
@@ -218,14 +215,11 @@ func (b *bench) releaseToGrant(ctx context.Context) error {
 	}
 	specs := []agentproc.Spec{b.spec(ns, cluster.NodeName(1)), b.spec(ns, cluster.NodeName(2))}
 	for _, s := range specs {
-		cmd, err := agentproc.Start(s)
+		cmd, err := startAgent(ctx, s)
 		if err != nil {
 			return err
 		}
 		defer agentproc.Stop(cmd)
-		if err := waitLog(ctx, s.LogFile(), "agent started"); err != nil {
-			return err
-		}
 	}
 	var lat []time.Duration
 	for i := 0; i <= b.o.runs; i++ {
@@ -496,6 +490,19 @@ func waitFile(ctx context.Context, path string) error {
 			return err
 		}
 	}
+}
+
+// startAgent starts an agent and waits until it has read the cluster.
+func startAgent(ctx context.Context, s agentproc.Spec) (*exec.Cmd, error) {
+	cmd, err := agentproc.Start(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitLog(ctx, s.LogFile(), "agent started"); err != nil {
+		agentproc.Stop(cmd)
+		return nil, err
+	}
+	return cmd, nil
 }
 
 // waitLog waits until the agent's log contains s.
