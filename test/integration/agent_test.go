@@ -45,10 +45,15 @@ func podsOn(ctx context.Context, e *cluster.Env, node string) ([]string, error) 
 func TestAgentHappyPath(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
+	// All pods on nodes[0], the node to drain; the others take the replacements.
+	e.Cordon(nodes[1])
+	e.Cordon(nodes[2])
 	e.Deployment("web", 6)
 	e.RunningPods("web", 6)
-	if pods, _ := podsOn(e.Ctx, e, nodes[0]); len(pods) == 0 {
-		t.Fatalf("no pod was scheduled to %s; the drain below would prove nothing", nodes[0])
+	uncordon(e, nodes[1])
+	uncordon(e, nodes[2])
+	if pods, _ := podsOn(e.Ctx, e, nodes[0]); len(pods) != 6 {
+		t.Fatalf("%d pods on %s, want 6", len(pods), nodes[0])
 	}
 
 	a := newAgent(t, e, nodes[0])
