@@ -89,7 +89,10 @@ func (e *Env) Nodes(n int) []string {
 			}
 		}
 	})
-	e.Eventually(fmt.Sprintf("%d nodes to be Ready", n), DefaultTimeout, func(ctx context.Context) error {
+	// Ready is not enough: the node lifecycle controller removes the
+	// not-ready taint a moment later, and until then the scheduler skips
+	// the node.
+	e.Eventually(fmt.Sprintf("%d nodes to be Ready and untainted", n), DefaultTimeout, func(ctx context.Context) error {
 		for _, name := range names {
 			node, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -97,6 +100,9 @@ func (e *Env) Nodes(n int) []string {
 			}
 			if !NodeReady(node) {
 				return fmt.Errorf("node %s is not Ready", name)
+			}
+			if len(node.Spec.Taints) > 0 {
+				return fmt.Errorf("node %s has taints %v", name, node.Spec.Taints)
 			}
 		}
 		return nil
