@@ -8,16 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kustodian/kustodian/internal/lock"
 )
 
-// Marks Kustodian puts on the Node object (DESIGN section 3).
+// The marks Kustodian puts on the Node object (DESIGN section 3).
 const (
-	// LabelState is the node's maintenance state while it is not Idle.
-	LabelState = "kustodian.io/state"
-	// AnnotationCordoned says Kustodian cordoned the node, so Kustodian
-	// uncordons it afterwards. A node cordoned without it was cordoned by an
-	// admin and stays cordoned.
-	AnnotationCordoned = "kustodian.io/cordoned"
+	LabelState         = lock.LabelState
+	AnnotationCordoned = lock.AnnotationCordoned
 )
 
 // CordonedByKustodian reports whether Kustodian's cordon is on the node.

@@ -39,6 +39,13 @@ const (
 	// own gates are closed: it stays listed but is not eligible for a grant.
 	AnnotationBlocked = "kustodian.io/blocked"
 
+	// LabelState, on the Node, is its maintenance state while not Idle.
+	LabelState = "kustodian.io/state"
+	// AnnotationCordoned, on the Node, says Kustodian cordoned it, so
+	// Kustodian uncordons it afterwards. A node cordoned without it was
+	// cordoned by someone else and stays cordoned.
+	AnnotationCordoned = "kustodian.io/cordoned"
+
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "kustodian"
 )

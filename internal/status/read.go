@@ -1,0 +1,123 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kustodian/kustodian/internal/kured"
+)
+
+// ControlConfigMap is the ConfigMap whose "paused" key stops new grants.
+const ControlConfigMap = "control"
+
+// ErrNotInstalled is returned when Kustodian's namespace does not exist.
+var ErrNotInstalled = errors.New("not installed")
+
+// Reader fetches what a status is built from.
+type Reader struct {
+	Client     kubernetes.Interface
+	Namespace  string
+	StaleAfter time.Duration // 0: DefaultStaleAfter
+	Now        func() time.Time
+}
+
+func (r Reader) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Read lists the namespace's Leases and the Nodes (one LIST each) and gets
+// the control ConfigMap and Kured's DaemonSet.
+func (r Reader) Read(ctx context.Context) (MaintenanceStatus, error) {
+	in, err := r.Inputs(ctx)
+	if err != nil {
+		return MaintenanceStatus{}, err
+	}
+	return Build(in), nil
+}
+
+// Inputs fetches the objects without building the status.
+func (r Reader) Inputs(ctx context.Context) (Inputs, error) {
+	in := Inputs{Namespace: r.Namespace, StaleAfter: r.StaleAfter}
+	if in.StaleAfter == 0 {
+		in.StaleAfter = DefaultStaleAfter
+	}
+	if _, err := r.Client.CoreV1().Namespaces().Get(ctx, r.Namespace, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return in, fmt.Errorf("Kustodian is not installed in namespace %s; run kustodian-ctl install, or pass -n: %w", r.Namespace, ErrNotInstalled)
+		}
+		if !apierrors.IsForbidden(err) { // reading namespaces is not needed otherwise
+			return in, Explain(err, "get", "namespaces", "")
+		}
+	}
+	leases, err := r.Client.CoordinationV1().Leases(r.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return in, Explain(err, "list", "leases.coordination.k8s.io", r.Namespace)
+	}
+	in.Leases = leases.Items
+	nodes, err := r.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return in, Explain(err, "list", "nodes", "")
+	}
+	in.Nodes = nodes.Items
+	cm, err := r.Client.CoreV1().ConfigMaps(r.Namespace).Get(ctx, ControlConfigMap, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		in.Control = cm
+	case apierrors.IsNotFound(err):
+	default:
+		return in, Explain(err, "get", "configmaps", r.Namespace)
+	}
+	in.Kured, err = r.kuredDaemonSet(ctx)
+	if err != nil {
+		return in, err
+	}
+	in.Now = r.now()
+	return in, nil
+}
+
+func (r Reader) kuredDaemonSet(ctx context.Context) (*appsv1.DaemonSet, error) {
+	ds, err := r.Client.AppsV1().DaemonSets(kured.Namespace).Get(ctx, kured.DaemonSet, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return ds, nil
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		// Not installed, or not ours to see: the status goes without it.
+		return nil, nil
+	default:
+		return nil, Explain(err, "get", "daemonsets", kured.Namespace)
+	}
+}
+
+// Explain turns an API error into one line that says what to do.
+func Explain(err error, verb, resource, namespace string) error {
+	where := ""
+	if namespace != "" {
+		where = " in namespace " + namespace
+	}
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("forbidden: your credentials may not %s %s%s; ask for that RBAC permission (%w)", verb, resource, where, err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("unauthorized: the API server rejected your credentials; check --kubeconfig and --context (%w)", err)
+	case isUnreachable(err):
+		return fmt.Errorf("cannot reach the API server: %w", err)
+	default:
+		return fmt.Errorf("%s %s%s: %w", verb, resource, where, err)
+	}
+}
+
+func isUnreachable(err error) bool {
+	var status apierrors.APIStatus
+	return !errors.As(err, &status) // no answer from the server at all
+}
+

@@ -1,0 +1,253 @@
+// Package status reads the state of maintenance in a cluster, for
+// kustodian-ctl: who holds which lock, who waits in which order, what each
+// node is doing. Build is a pure function of the objects; Read fetches them
+// with one LIST each.
+package status
+
+import (
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/lock"
+)
+
+// APIVersion and Kind of the documented output of `status -o json|yaml`.
+// Fields are added, never renamed.
+const (
+	APIVersion = "kustodian.io/v1alpha1"
+	Kind       = "MaintenanceStatus"
+)
+
+// MaintenanceStatus is the state of maintenance in one namespace.
+type MaintenanceStatus struct {
+	APIVersion   string    `json:"apiVersion"`
+	Kind         string    `json:"kind"`
+	Namespace    string    `json:"namespace"`
+	Time         time.Time `json:"time"`
+	Paused       bool      `json:"paused"`
+	PausedReason string    `json:"pausedReason,omitempty"`
+	Locks        []Lock    `json:"locks"`
+	// Kured is Kured's lock when Kured is installed.
+	Kured *KuredLock `json:"kured,omitempty"`
+	Nodes []Node     `json:"nodes"`
+}
+
+// Lock is one lock Lease.
+type Lock struct {
+	Name   string     `json:"name"`
+	Group  string     `json:"group"`
+	Holder string     `json:"holder"` // "" when free
+	Since  *time.Time `json:"since,omitempty"`
+}
+
+// KuredLock is Kured's lock.
+type KuredLock struct {
+	Holders   []string `json:"holders"`
+	MaxOwners int      `json:"maxOwners,omitempty"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// Node is one node's maintenance state.
+type Node struct {
+	Name  string     `json:"name"`
+	State lock.State `json:"state"`
+	Since *time.Time `json:"since,omitempty"`
+	// QueuePosition is the 1-based place among the live waiting nodes of
+	// the node's group; 0 when not waiting.
+	QueuePosition int    `json:"queuePosition"`
+	Reason        string `json:"reason,omitempty"`
+	Message       string `json:"message,omitempty"`
+	RequestID     string `json:"requestID,omitempty"`
+	Group         string `json:"group,omitempty"`
+	// HeartbeatAge is the seconds since the agent last renewed its record;
+	// absent for nodes without a record.
+	HeartbeatAge *float64 `json:"heartbeatAge,omitempty"`
+	// Live: the agent's heartbeat is recent.
+	Live bool `json:"live"`
+	// Requested is when the agent first saw the request.
+	Requested *time.Time `json:"requested,omitempty"`
+	// CordonedBy is "kustodian", "other" (an admin, another tool) or "".
+	CordonedBy string `json:"cordonedBy,omitempty"`
+	// HasNode is false for a record whose Node object is gone.
+	HasNode bool `json:"hasNode"`
+}
+
+// Inputs are the objects a status is built from.
+type Inputs struct {
+	Namespace  string
+	Leases     []coordv1.Lease
+	Nodes      []corev1.Node
+	Control    *corev1.ConfigMap // nil when absent
+	Kured      *appsv1.DaemonSet // nil when Kured is not installed
+	Now        time.Time
+	StaleAfter time.Duration // a record without heartbeat for this long is not live
+}
+
+// DefaultStaleAfter matches the agents' default: four 10 s heartbeats.
+const DefaultStaleAfter = 40 * time.Second
+
+// Build computes the status. Nodes are sorted: lock holders first, then the
+// queue in grant order, then the rest by name; Idle nodes are included
+// (callers filter them).
+func Build(in Inputs) MaintenanceStatus {
+	s := MaintenanceStatus{APIVersion: APIVersion, Kind: Kind, Namespace: in.Namespace, Time: in.Now, Locks: []Lock{}, Nodes: []Node{}}
+	if in.Control != nil && in.Control.Data["paused"] == "true" {
+		s.Paused, s.PausedReason = true, in.Control.Data["reason"]
+	}
+	var records []lock.Record
+	holding := map[string]bool{}
+	for i := range in.Leases {
+		l := &in.Leases[i]
+		switch {
+		case lock.IsRecordName(l.Name):
+			records = append(records, lock.RecordFromLease(l))
+		case lock.IsLockName(l.Name):
+			group, _ := lock.GroupOfLock(l.Name)
+			lk := Lock{Name: l.Name, Group: group, Holder: lock.Holder(l)}
+			if lk.Holder != "" && l.Spec.AcquireTime != nil {
+				t := l.Spec.AcquireTime.Time
+				lk.Since = &t
+			}
+			if lk.Holder != "" {
+				holding[lk.Holder] = true
+			}
+			s.Locks = append(s.Locks, lk)
+		}
+	}
+	sort.Slice(s.Locks, func(i, j int) bool { return s.Locks[i].Name < s.Locks[j].Name })
+
+	if in.Kured != nil {
+		k := &KuredLock{Holders: []string{}}
+		l, err := kured.ParseLock(in.Kured.Annotations[kured.LockAnnotation])
+		if err != nil {
+			k.Error = err.Error()
+		}
+		k.MaxOwners = l.MaxOwners
+		for _, h := range l.Active(in.Now) {
+			k.Holders = append(k.Holders, h.NodeID)
+		}
+		s.Kured = k
+	}
+
+	// Queue positions per group.
+	position := map[string]int{}
+	groups := map[string]bool{}
+	for _, r := range records {
+		groups[r.Group] = true
+	}
+	for g := range groups {
+		for i, r := range lock.Queue(records, g, in.Now, in.StaleAfter) {
+			position[r.Node] = i + 1
+		}
+	}
+
+	nodeObj := map[string]*corev1.Node{}
+	for i := range in.Nodes {
+		nodeObj[in.Nodes[i].Name] = &in.Nodes[i]
+	}
+	seen := map[string]bool{}
+	for _, r := range records {
+		n := Node{
+			Name: r.Node, State: r.State, QueuePosition: position[r.Node], Reason: r.Reason,
+			Message: r.Message, RequestID: r.RequestID, Group: r.Group, Live: r.Live(in.Now, in.StaleAfter),
+		}
+		if n.State == "" {
+			n.State = lock.Idle
+		}
+		if !r.Since.IsZero() {
+			t := r.Since
+			n.Since = &t
+		}
+		if !r.Requested.IsZero() {
+			t := r.Requested
+			n.Requested = &t
+		}
+		if !r.Heartbeat.IsZero() {
+			age := in.Now.Sub(r.Heartbeat).Round(100 * time.Millisecond).Seconds()
+			n.HeartbeatAge = &age
+		}
+		if obj := nodeObj[r.Node]; obj != nil {
+			n.HasNode = true
+			n.CordonedBy = cordonedBy(obj)
+		}
+		s.Nodes = append(s.Nodes, n)
+		seen[r.Node] = true
+	}
+	// Holders without a record (their agent crashed before writing it, or
+	// the record was deleted) and every other node, as Idle.
+	for h := range holding {
+		if !seen[h] {
+			n := Node{Name: h, State: "HoldsLock", Message: "holds a lock but has no record"}
+			if obj := nodeObj[h]; obj != nil {
+				n.HasNode, n.CordonedBy = true, cordonedBy(obj)
+			}
+			s.Nodes = append(s.Nodes, n)
+			seen[h] = true
+		}
+	}
+	for _, obj := range in.Nodes {
+		if !seen[obj.Name] {
+			s.Nodes = append(s.Nodes, Node{Name: obj.Name, State: lock.Idle, HasNode: true, CordonedBy: cordonedBy(&obj)})
+		}
+	}
+	sort.SliceStable(s.Nodes, func(i, j int) bool {
+		a, b := s.Nodes[i], s.Nodes[j]
+		if ra, rb := rank(a, holding), rank(b, holding); ra != rb {
+			return ra < rb
+		}
+		if a.QueuePosition != b.QueuePosition {
+			return a.QueuePosition < b.QueuePosition
+		}
+		return a.Name < b.Name
+	})
+	return s
+}
+
+// rank orders nodes: holders, waiting nodes, other active states, Idle.
+func rank(n Node, holding map[string]bool) int {
+	switch {
+	case holding[n.Name]:
+		return 0
+	case n.State == lock.Waiting:
+		return 1
+	case n.State != lock.Idle:
+		return 2
+	default:
+		return 3
+	}
+}
+
+func cordonedBy(n *corev1.Node) string {
+	switch {
+	case !n.Spec.Unschedulable:
+		return ""
+	case n.Annotations[lock.AnnotationCordoned] == "true":
+		return "kustodian"
+	default:
+		return "other"
+	}
+}
+
+// Queue is the waiting nodes in grant order.
+func (s MaintenanceStatus) Queue() []Node {
+	var q []Node
+	for _, n := range s.Nodes {
+		if n.State == lock.Waiting {
+			q = append(q, n)
+		}
+	}
+	sort.SliceStable(q, func(i, j int) bool {
+		// Live nodes by position; dead ones (position 0) last.
+		pi, pj := q[i].QueuePosition, q[j].QueuePosition
+		if (pi == 0) != (pj == 0) {
+			return pj == 0
+		}
+		return pi < pj
+	})
+	return q
+}
