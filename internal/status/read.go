@@ -120,4 +120,3 @@ func isUnreachable(err error) bool {
 	var status apierrors.APIStatus
 	return !errors.As(err, &status) // no answer from the server at all
 }
-

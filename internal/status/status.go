@@ -200,12 +200,20 @@ func Build(in Inputs) MaintenanceStatus {
 		if ra, rb := rank(a, holding), rank(b, holding); ra != rb {
 			return ra < rb
 		}
-		if a.QueuePosition != b.QueuePosition {
-			return a.QueuePosition < b.QueuePosition
+		if pa, pb := queueOrder(a), queueOrder(b); pa != pb {
+			return pa < pb
 		}
 		return a.Name < b.Name
 	})
 	return s
+}
+
+// queueOrder puts waiting nodes without a position (dead agents) last.
+func queueOrder(n Node) int {
+	if n.QueuePosition == 0 {
+		return 1 << 30
+	}
+	return n.QueuePosition
 }
 
 // rank orders nodes: holders, waiting nodes, other active states, Idle.
@@ -241,13 +249,6 @@ func (s MaintenanceStatus) Queue() []Node {
 			q = append(q, n)
 		}
 	}
-	sort.SliceStable(q, func(i, j int) bool {
-		// Live nodes by position; dead ones (position 0) last.
-		pi, pj := q[i].QueuePosition, q[j].QueuePosition
-		if (pi == 0) != (pj == 0) {
-			return pj == 0
-		}
-		return pi < pj
-	})
+	sort.SliceStable(q, func(i, j int) bool { return queueOrder(q[i]) < queueOrder(q[j]) })
 	return q
 }

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -83,8 +84,8 @@ func TestBuild(t *testing.T) {
 	if byName["n4"].HasNode {
 		t.Error("n4 has no Node object")
 	}
-	if s.Nodes[0].Name != "n1" {
-		t.Errorf("the holder is not first: %v", order)
+	if got, want := strings.Join(order, " "), "n1=InMaintenance n3=Waiting n2=Waiting n4=Waiting n5=Idle n6=Idle"; got != want {
+		t.Errorf("order %s, want %s", got, want)
 	}
 	var queue []string
 	for _, n := range s.Queue() {
