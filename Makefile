@@ -21,10 +21,15 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench build test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench build docs test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
-build: ## static binaries into bin/
+build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl
+	ln -sf kustodian-ctl bin/kubectl-kustodian
+
+docs: ## regenerate the man pages in docs/man from the command trees
+	rm -f docs/man/*.1
+	go run ./test/cmd/gendocs docs/man
 
 test: deps lint test-unit test-integration ## everything: the README's test command
 

@@ -358,6 +358,9 @@ func (a *Agent) observe() (Observed, *corev1.Node, error) {
 		HeldLocks:     a.heldLocks(),
 		FailedRequest: a.failedRequest,
 	}
+	if r := a.myRecord(); r != nil {
+		o.ReleasedRequest = r.ReleasedRequest
+	}
 	if n != nil {
 		_, o.CordonedByUs = n.Annotations[drain.AnnotationCordoned]
 	}
@@ -372,7 +375,7 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 		return false, err
 	}
 	state := Derive(o)
-	if state != lock.Draining && state != lock.Failed {
+	if state != lock.Draining {
 		a.stopDrain()
 	}
 	if err := a.renewLocks(ctx, o.HeldLocks); err != nil {
@@ -386,6 +389,9 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 	case lock.Draining:
 		return false, a.draining(ctx, o, node)
 	case lock.Failed:
+		if o.Released() {
+			return false, a.released(ctx, o, node)
+		}
 		return false, a.publish(ctx, lock.Failed, o, node, a.failure)
 	case lock.InMaintenance:
 		return false, a.inMaintenance(ctx, o, node)
@@ -692,6 +698,17 @@ func (a *Agent) drainFailed(ctx context.Context, o Observed, node *corev1.Node, 
 	return a.publish(ctx, lock.Failed, o, node, a.failure)
 }
 
+// released: an admin broke this node's lock. The script must not go on, the
+// node stays cordoned, and this request is not queued again.
+func (a *Agent) released(ctx context.Context, o Observed, node *corev1.Node) error {
+	if o.InProgress {
+		if err := a.files.RemoveInProgress(); err != nil {
+			return permanent(err)
+		}
+	}
+	return a.publish(ctx, lock.Failed, o, node, "lock released by an admin; remove "+a.cfg.RequestFile+" once the node is repaired (a new request starts over)")
+}
+
 func (a *Agent) inMaintenance(ctx context.Context, o Observed, node *corev1.Node) error {
 	if node != nil && !node.Spec.Unschedulable {
 		// Someone uncordoned the node mid-maintenance: cordon it again.
@@ -757,6 +774,8 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o Observed, node 
 		QueueKey:  prev.QueueKey,
 		Requested: prev.Requested,
 		Heartbeat: now,
+
+		ReleasedRequest: prev.ReleasedRequest,
 	}
 	if o.Request != nil {
 		r.Reason, r.RequestID = o.Request.Reason, o.Request.ID
@@ -803,7 +822,7 @@ func orIdle(s lock.State) lock.State {
 func sameRecord(a, b lock.Record) bool {
 	return a.State == b.State && a.Message == b.Message && a.Reason == b.Reason && a.RequestID == b.RequestID &&
 		a.Group == b.Group && a.Priority == b.Priority && a.Blocked == b.Blocked && a.Since.Equal(b.Since) &&
-		a.QueueKey == b.QueueKey
+		a.QueueKey == b.QueueKey && a.ReleasedRequest == b.ReleasedRequest
 }
 
 func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, to lock.State, r lock.Record) {

@@ -15,6 +15,14 @@ type Observed struct {
 	// FailedRequest is the request whose drain failed in this run of the
 	// agent with drain.onTimeout=hold; a restart drains again.
 	FailedRequest string
+	// ReleasedRequest is the request whose lock an admin released
+	// (kustodian-ctl release): it is not queued again.
+	ReleasedRequest string
+}
+
+// Released reports whether an admin released the lock of the current request.
+func (o Observed) Released() bool {
+	return o.Request != nil && o.ReleasedRequest != "" && (o.ReleasedRequest == o.Request.ID || o.ReleasedRequest == "*")
 }
 
 // Derive maps an observation to the state the agent must be in.
@@ -25,6 +33,8 @@ func Derive(o Observed) lock.State {
 		return lock.Completing
 	case o.Request == nil:
 		return lock.Idle
+	case !held && o.Released():
+		return lock.Failed
 	case !held:
 		return lock.Waiting
 	case o.InProgress:

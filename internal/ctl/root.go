@@ -1,23 +1,80 @@
-// Package ctl builds the command tree of `kustodian-ctl`, the admin CLI.
-// It must never import D-Bus or systemd code: it runs on admins' machines.
+// Package ctl builds the command tree of `kustodian-ctl`, the admin CLI, in
+// kubectl's conventions (k8s.io/cli-runtime flags, -o wide|json|yaml,
+// --watch). It must never import D-Bus or systemd code: it runs on admins'
+// machines (see deps_test.go).
 package ctl
 
 import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/version"
 )
 
-// NewRoot returns the `kustodian-ctl` root command.
-func NewRoot() *cobra.Command {
+// DefaultNamespace is where Kustodian lives unless -n says otherwise.
+const DefaultNamespace = "kustodian"
+
+// PluginName is the name under which kubectl finds the CLI as a plugin.
+const PluginName = "kubectl-kustodian"
+
+// options are shared by every command.
+type options struct {
+	config  *genericclioptions.ConfigFlags
+	streams genericiooptions.IOStreams
+}
+
+func (o *options) namespace() string {
+	if o.config.Namespace != nil && *o.config.Namespace != "" {
+		return *o.config.Namespace
+	}
+	return DefaultNamespace
+}
+
+func (o *options) client() (kubernetes.Interface, error) {
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "kustodian-ctl/" + version.Version
+	return kubernetes.NewForConfig(cfg)
+}
+
+// NewRoot returns the `kustodian-ctl` root command. invokedAs is the
+// program's name (os.Args[0]): as kubectl-kustodian, usage reads "kubectl kustodian".
+func NewRoot(streams genericiooptions.IOStreams, invokedAs string) *cobra.Command {
+	use, display := "kustodian-ctl", "kustodian-ctl"
+	if strings.HasPrefix(filepath.Base(invokedAs), PluginName) {
+		use, display = "kustodian", "kubectl kustodian"
+	}
+	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
+	ns := DefaultNamespace
+	o.config.Namespace = &ns
 	root := &cobra.Command{
-		Use:   "kustodian-ctl",
+		Use:   use,
 		Short: "See and steer Kustodian node maintenance in a cluster",
-		Long: `kustodian-ctl shows which node holds the maintenance lock, which nodes wait,
-and lets an admin pause the rollout or release a failed node.`,
+		Long: `kustodian-ctl shows which node holds the maintenance lock, which nodes wait and
+why, and lets an admin pause the rollout or release the lock of a failed node.
+It reads and writes Kustodian's objects in its namespace (-n, default kustodian).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: display},
 	}
-	root.AddCommand(version.NewCommand("kustodian-ctl"))
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	o.config.AddFlags(root.PersistentFlags())
+	root.AddCommand(
+		newStatusCommand(o),
+		newQueueCommand(o),
+		newPauseCommand(o),
+		newResumeCommand(o),
+		newReleaseCommand(o),
+		version.NewCommand("kustodian-ctl"),
+	)
 	return root
 }

@@ -35,6 +35,10 @@ const (
 	// created: the order in which requests reached the API server, which is
 	// the queue's FIFO order (see Queue).
 	AnnotationQueueKey = "kustodian.io/queue-key"
+	// AnnotationReleasedRequest names the request whose lock an admin
+	// released (kustodian-ctl release): the agent records Failed and does
+	// not take the lock again for it; a new request starts over.
+	AnnotationReleasedRequest = "kustodian.io/released-request"
 	// AnnotationBlocked, when set on a Waiting record, says why this node's
 	// own gates are closed: it stays listed but is not eligible for a grant.
 	AnnotationBlocked = "kustodian.io/blocked"
@@ -66,9 +70,11 @@ type Record struct {
 	// QueueKey orders the queue: the resourceVersion of the record's
 	// creation. Until the agent's first update stores it in
 	// AnnotationQueueKey, the record's own resourceVersion is that version.
-	QueueKey  string
-	Requested time.Time
-	Heartbeat time.Time
+	QueueKey string
+	// ReleasedRequest: see AnnotationReleasedRequest.
+	ReleasedRequest string
+	Requested       time.Time
+	Heartbeat       time.Time
 }
 
 // RecordFromLease reads a node record.
@@ -82,6 +88,8 @@ func RecordFromLease(l *coordv1.Lease) Record {
 		Group:     a[AnnotationGroup],
 		Blocked:   a[AnnotationBlocked],
 		QueueKey:  a[AnnotationQueueKey],
+
+		ReleasedRequest: a[AnnotationReleasedRequest],
 	}
 	if r.QueueKey == "" {
 		r.QueueKey = l.ResourceVersion
@@ -136,6 +144,7 @@ func (r Record) ApplyTo(l *coordv1.Lease) {
 	set(AnnotationGroup, r.Group)
 	set(AnnotationBlocked, r.Blocked)
 	set(AnnotationQueueKey, r.QueueKey)
+	set(AnnotationReleasedRequest, r.ReleasedRequest)
 	prio := ""
 	if r.Priority != 0 {
 		prio = strconv.Itoa(r.Priority)

@@ -17,8 +17,12 @@ import (
 // ControlConfigMap is the ConfigMap whose "paused" key stops new grants.
 const ControlConfigMap = "control"
 
-// ErrNotInstalled is returned when Kustodian's namespace does not exist.
-var ErrNotInstalled = errors.New("not installed")
+// NotInstalledError says Kustodian's namespace does not exist.
+type NotInstalledError struct{ Namespace string }
+
+func (e *NotInstalledError) Error() string {
+	return fmt.Sprintf("Kustodian is not installed in namespace %s; run kustodian-ctl install, or pass -n", e.Namespace)
+}
 
 // Reader fetches what a status is built from.
 type Reader struct {
@@ -51,13 +55,8 @@ func (r Reader) Inputs(ctx context.Context) (Inputs, error) {
 	if in.StaleAfter == 0 {
 		in.StaleAfter = DefaultStaleAfter
 	}
-	if _, err := r.Client.CoreV1().Namespaces().Get(ctx, r.Namespace, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return in, fmt.Errorf("Kustodian is not installed in namespace %s; run kustodian-ctl install, or pass -n: %w", r.Namespace, ErrNotInstalled)
-		}
-		if !apierrors.IsForbidden(err) { // reading namespaces is not needed otherwise
-			return in, Explain(err, "get", "namespaces", "")
-		}
+	if err := r.CheckInstalled(ctx); err != nil {
+		return in, err
 	}
 	leases, err := r.Client.CoordinationV1().Leases(r.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -83,6 +82,20 @@ func (r Reader) Inputs(ctx context.Context) (Inputs, error) {
 	}
 	in.Now = r.now()
 	return in, nil
+}
+
+// CheckInstalled fails with ErrNotInstalled when the namespace is missing,
+// and with an explanation when the API server cannot be used.
+func (r Reader) CheckInstalled(ctx context.Context) error {
+	_, err := r.Client.CoreV1().Namespaces().Get(ctx, r.Namespace, metav1.GetOptions{})
+	switch {
+	case err == nil, apierrors.IsForbidden(err): // reading namespaces is not needed otherwise
+		return nil
+	case apierrors.IsNotFound(err):
+		return &NotInstalledError{Namespace: r.Namespace}
+	default:
+		return Explain(err, "get", "namespaces", "")
+	}
 }
 
 func (r Reader) kuredDaemonSet(ctx context.Context) (*appsv1.DaemonSet, error) {

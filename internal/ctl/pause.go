@@ -1,0 +1,87 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+func newPauseCommand(o *options) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "pause",
+		Short: "Stop granting maintenance: the nodes in maintenance finish, nobody else starts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, err := o.client()
+			if err != nil {
+				return err
+			}
+			if err := setPaused(cmd.Context(), client, o.namespace(), true, reason); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.Out, "maintenance paused in namespace %s: nodes in maintenance finish, no other node starts until kustodian-ctl resume\n", o.namespace())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, shown by status and in the waiting nodes' messages")
+	return cmd
+}
+
+func newResumeCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume",
+		Short: "Grant maintenance again after a pause",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, err := o.client()
+			if err != nil {
+				return err
+			}
+			if err := setPaused(cmd.Context(), client, o.namespace(), false, ""); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.Out, "maintenance resumed in namespace %s\n", o.namespace())
+			return nil
+		},
+	}
+}
+
+// setPaused writes the control ConfigMap, creating it when missing.
+func setPaused(ctx context.Context, client kubernetes.Interface, ns string, paused bool, reason string) error {
+	if err := (status.Reader{Client: client, Namespace: ns}).CheckInstalled(ctx); err != nil {
+		return err
+	}
+	cms := client.CoreV1().ConfigMaps(ns)
+	data := map[string]string{"paused": fmt.Sprint(paused)}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	cm, err := cms.Get(ctx, status.ControlConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: status.ControlConfigMap, Namespace: ns, Labels: map[string]string{lock.LabelManagedBy: lock.ManagedBy}},
+			Data:       data,
+		}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return status.Explain(err, "create", "configmaps", ns)
+		}
+		return nil
+	}
+	if err != nil {
+		return status.Explain(err, "get", "configmaps", ns)
+	}
+	cm.Data = data
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return status.Explain(err, "update", "configmaps", ns)
+	}
+	return nil
+}

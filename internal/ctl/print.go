@@ -1,0 +1,201 @@
+package ctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+// Output formats of -o.
+const (
+	outputTable = ""
+	outputWide  = "wide"
+	outputJSON  = "json"
+	outputYAML  = "yaml"
+)
+
+func checkOutput(o string) error {
+	switch o {
+	case outputTable, outputWide, outputJSON, outputYAML:
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q; use wide, json or yaml", o)
+}
+
+// printObject prints v as JSON or YAML.
+func printObject(w io.Writer, format string, v any) error {
+	switch format {
+	case outputJSON:
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case outputYAML:
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return fmt.Errorf("unknown output format %q", format)
+}
+
+func age(t *time.Time, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return duration.HumanDuration(now.Sub(*t))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printHeader prints who holds the locks, whether the rollout is paused,
+// and Kured's lock.
+func printHeader(w io.Writer, s status.MaintenanceStatus) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	groups := map[string][]status.Lock{}
+	for _, l := range s.Locks {
+		groups[l.Group] = append(groups[l.Group], l)
+	}
+	for _, n := range s.Nodes {
+		if n.Group != "" {
+			if _, ok := groups[n.Group]; !ok {
+				groups[n.Group] = nil
+			}
+		}
+	}
+	names := make([]string, 0, len(groups))
+	for g := range groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		fmt.Fprintf(tw, "Lock:\tnone taken yet\n")
+	}
+	for _, g := range names {
+		var held []string
+		for _, l := range groups[g] {
+			if l.Holder != "" {
+				held = append(held, fmt.Sprintf("%s for %s (%s)", l.Holder, age(l.Since, s.Time), l.Name))
+			}
+		}
+		if len(held) == 0 {
+			fmt.Fprintf(tw, "Lock %s:\tfree\n", g)
+		} else {
+			fmt.Fprintf(tw, "Lock %s:\theld by %s\n", g, strings.Join(held, ", "))
+		}
+	}
+	if s.Paused {
+		reason := s.PausedReason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		fmt.Fprintf(tw, "Paused:\tyes: %s (kustodian-ctl resume)\n", reason)
+	} else {
+		fmt.Fprintf(tw, "Paused:\tno\n")
+	}
+	if s.Kured != nil {
+		switch {
+		case s.Kured.Error != "":
+			fmt.Fprintf(tw, "Kured:\tunreadable lock: %s\n", s.Kured.Error)
+		case len(s.Kured.Holders) == 0:
+			fmt.Fprintf(tw, "Kured:\tlock free\n")
+		default:
+			fmt.Fprintf(tw, "Kured:\tlock held by %s\n", strings.Join(s.Kured.Holders, ", "))
+		}
+	}
+	tw.Flush()
+}
+
+// printNodes prints one row per node.
+func printNodes(w io.Writer, s status.MaintenanceStatus, nodes []status.Node, wide bool) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	cols := "NODE\tSTATE\tSINCE\tQUEUE\tREASON\tMESSAGE"
+	if wide {
+		cols += "\tGROUP\tREQUEST\tHEARTBEAT\tCORDONED-BY"
+	}
+	fmt.Fprintln(tw, cols)
+	for _, n := range nodes {
+		queue := "-"
+		if n.QueuePosition > 0 {
+			queue = fmt.Sprint(n.QueuePosition)
+		} else if n.State == lock.Waiting && !n.Live {
+			queue = "dead"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", n.Name, n.State, age(n.Since, s.Time), queue, orDash(n.Reason), orDash(n.Message))
+		if wide {
+			hb := "-"
+			if n.HeartbeatAge != nil {
+				hb = duration.HumanDuration(time.Duration(*n.HeartbeatAge * float64(time.Second)))
+			}
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", orDash(n.Group), orDash(n.RequestID), hb, orDash(n.CordonedBy))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// QueueEntry is one row of `queue -o json|yaml`.
+type QueueEntry struct {
+	Position       int     `json:"position"` // 0: its agent is dead, it will not be granted
+	Node           string  `json:"node"`
+	Group          string  `json:"group"`
+	WaitingSeconds float64 `json:"waitingSeconds"`
+	Live           bool    `json:"live"`
+	Message        string  `json:"message,omitempty"`
+}
+
+// QueueList is the documented output of `queue -o json|yaml`.
+type QueueList struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Items      []QueueEntry `json:"items"`
+}
+
+func queueList(s status.MaintenanceStatus) QueueList {
+	q := QueueList{APIVersion: status.APIVersion, Kind: "MaintenanceQueue", Items: []QueueEntry{}}
+	for _, n := range s.Queue() {
+		e := QueueEntry{Position: n.QueuePosition, Node: n.Name, Group: n.Group, Live: n.Live, Message: n.Message}
+		if n.Requested != nil {
+			e.WaitingSeconds = s.Time.Sub(*n.Requested).Round(time.Second).Seconds()
+		}
+		q.Items = append(q.Items, e)
+	}
+	return q
+}
+
+func printQueue(w io.Writer, q QueueList) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "POSITION\tNODE\tGROUP\tWAITING\tLIVE")
+	for _, e := range q.Items {
+		pos := fmt.Sprint(e.Position)
+		if e.Position == 0 {
+			pos = "-"
+		}
+		live := "yes"
+		if !e.Live {
+			live = "no (agent silent; skipped)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", pos, e.Node, orDash(e.Group),
+			duration.HumanDuration(time.Duration(e.WaitingSeconds)*time.Second), live)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,114 @@
+package ctl
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+func newStatusCommand(o *options) *cobra.Command {
+	var output string
+	var all, watch bool
+	cmd := &cobra.Command{
+		Use:   "status [NODE...]",
+		Short: "Show who holds the lock, who waits, and what each node in maintenance does",
+		Long: `status prints a header (the lock holder of each group and for how long, whether
+maintenance is paused and why, Kured's lock holder when Kured is installed), then
+one row per node that is not Idle, or per NODE named. --all includes Idle nodes.
+-o wide adds the group, request id, heartbeat age and who cordoned the node;
+-o json|yaml prints a MaintenanceStatus (apiVersion kustodian.io/v1alpha1).`,
+		Example: `  kustodian-ctl status
+  kustodian-ctl status -o wide --all
+  kustodian-ctl status node-1 -o json
+  kustodian-ctl status --watch`,
+		RunE: func(cmd *cobra.Command, nodes []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, err := o.client()
+			if err != nil {
+				return err
+			}
+			r := status.Reader{Client: client, Namespace: o.namespace()}
+			print := func(w io.Writer, s status.MaintenanceStatus) error {
+				s, err := selectNodes(s, nodes, all)
+				if err != nil {
+					return err
+				}
+				return printStatus(w, s, output)
+			}
+			if watch {
+				return watchStatus(cmd.Context(), r, o.streams.Out, output, print, statusRows(nodes, all))
+			}
+			s, err := r.Read(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return print(o.streams.Out, s)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	cmd.Flags().BoolVarP(&all, "all", "A", false, "include Idle nodes")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the status, print every change as it happens")
+	return cmd
+}
+
+// selectNodes keeps the named nodes, or the nodes that are not Idle (all:
+// every node). A named node that Kustodian does not know is an error.
+func selectNodes(s status.MaintenanceStatus, names []string, all bool) (status.MaintenanceStatus, error) {
+	if len(names) > 0 {
+		byName := map[string]status.Node{}
+		for _, n := range s.Nodes {
+			byName[n.Name] = n
+		}
+		var out []status.Node
+		for _, name := range names {
+			n, ok := byName[name]
+			if !ok {
+				return s, fmt.Errorf("node %q not found: there is no such Node and no Kustodian record for it in namespace %s", name, s.Namespace)
+			}
+			out = append(out, n)
+		}
+		s.Nodes = out
+		return s, nil
+	}
+	if !all {
+		s.Nodes = statusRows(nil, false)(s)
+	}
+	return s, nil
+}
+
+// statusRows selects the rows a status shows.
+func statusRows(names []string, all bool) func(status.MaintenanceStatus) []status.Node {
+	return func(s status.MaintenanceStatus) []status.Node {
+		want := map[string]bool{}
+		for _, n := range names {
+			want[n] = true
+		}
+		out := []status.Node{}
+		for _, n := range s.Nodes {
+			if (len(names) > 0 && want[n.Name]) || (len(names) == 0 && (all || n.State != lock.Idle)) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+}
+
+func printStatus(w io.Writer, s status.MaintenanceStatus, output string) error {
+	if output == outputJSON || output == outputYAML {
+		return printObject(w, output, s)
+	}
+	printHeader(w, s)
+	fmt.Fprintln(w)
+	if len(s.Nodes) == 0 {
+		_, err := fmt.Fprintln(w, "No node is in maintenance or waiting for it (--all lists every node).")
+		return err
+	}
+	printNodes(w, s, s.Nodes, output == outputWide)
+	return nil
+}

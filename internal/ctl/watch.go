@@ -1,0 +1,217 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+// watchStatus prints the status once, then every change, driven by watches
+// of the Leases, the Nodes, the control ConfigMap and Kured's DaemonSet
+// (never by polling). On a terminal a table is redrawn; elsewhere each
+// change is one line; -o json prints one object per line, -o yaml one
+// document per change.
+func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output string,
+	print func(io.Writer, status.MaintenanceStatus) error, rows func(status.MaintenanceStatus) []status.Node) error {
+	first, err := r.Inputs(ctx) // the namespace exists, the credentials work
+	if err != nil {
+		return err
+	}
+	changed := make(chan struct{}, 1)
+	poke := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify(changed) },
+		UpdateFunc: func(any, any) { notify(changed) },
+		DeleteFunc: func(any) { notify(changed) },
+	}
+	byName := func(name string) informers.SharedInformerOption {
+		return informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		})
+	}
+	inNS := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(r.Namespace))
+	control := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(r.Namespace), byName(status.ControlConfigMap))
+	nodes := informers.NewSharedInformerFactory(r.Client, 0)
+	leaseInf := inNS.Coordination().V1().Leases().Informer()
+	controlInf := control.Core().V1().ConfigMaps().Informer()
+	nodeInf := nodes.Core().V1().Nodes().Informer()
+	infs := []cache.SharedIndexInformer{leaseInf, controlInf, nodeInf}
+	var kuredInf cache.SharedIndexInformer
+	if first.Kured != nil { // installed and readable
+		k := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(kured.Namespace), byName(kured.DaemonSet))
+		kuredInf = k.Apps().V1().DaemonSets().Informer()
+		infs = append(infs, kuredInf)
+		defer k.Shutdown()
+		k.Start(ctx.Done())
+	}
+	for _, inf := range infs {
+		if _, err := inf.AddEventHandler(poke); err != nil {
+			return err
+		}
+	}
+	for _, f := range []informers.SharedInformerFactory{inNS, control, nodes} {
+		defer f.Shutdown()
+		f.Start(ctx.Done())
+	}
+	synced := make([]cache.InformerSynced, len(infs))
+	for i, inf := range infs {
+		synced[i] = inf.HasSynced
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil // interrupted
+	}
+
+	current := func() status.MaintenanceStatus {
+		in := status.Inputs{Namespace: r.Namespace, Now: time.Now(), StaleAfter: first.StaleAfter}
+		for _, obj := range leaseInf.GetStore().List() {
+			in.Leases = append(in.Leases, *obj.(*coordv1.Lease))
+		}
+		for _, obj := range nodeInf.GetStore().List() {
+			in.Nodes = append(in.Nodes, *obj.(*corev1.Node))
+		}
+		if objs := controlInf.GetStore().List(); len(objs) > 0 {
+			in.Control = objs[0].(*corev1.ConfigMap)
+		}
+		if kuredInf != nil {
+			if objs := kuredInf.GetStore().List(); len(objs) > 0 {
+				in.Kured = objs[0].(*appsv1.DaemonSet)
+			}
+		}
+		return status.Build(in)
+	}
+
+	redraw := output != outputJSON && output != outputYAML && isTerminal(w)
+	s := current()
+	if redraw {
+		fmt.Fprint(w, "\033[H\033[2J")
+	}
+	if err := print(w, s); err != nil {
+		return err
+	}
+	prev := s
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+		s := current()
+		switch {
+		case output == outputJSON:
+			b, err := json.Marshal(s)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%s\n", b)
+		case output == outputYAML:
+			fmt.Fprintln(w, "---")
+			if err := print(w, s); err != nil {
+				return err
+			}
+		case redraw:
+			fmt.Fprint(w, "\033[H\033[2J")
+			if err := print(w, s); err != nil {
+				return err
+			}
+		default:
+			for _, line := range changes(prev, s, rows) {
+				fmt.Fprintln(w, line)
+			}
+		}
+		prev = s
+	}
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// changes are the lines that tell what changed between two statuses: lock
+// holders, pause, Kured, and each row whose state, queue position or
+// message changed.
+func changes(prev, cur status.MaintenanceStatus, rows func(status.MaintenanceStatus) []status.Node) []string {
+	at := cur.Time.Format("15:04:05")
+	var out []string
+	holders := func(s status.MaintenanceStatus) map[string]string {
+		m := map[string]string{}
+		for _, l := range s.Locks {
+			m[l.Name] = l.Holder
+		}
+		return m
+	}
+	ph, ch := holders(prev), holders(cur)
+	for _, l := range cur.Locks {
+		if ph[l.Name] != ch[l.Name] {
+			if l.Holder == "" {
+				out = append(out, fmt.Sprintf("%s  lock %s: free", at, l.Name))
+			} else {
+				out = append(out, fmt.Sprintf("%s  lock %s: held by %s", at, l.Name, l.Holder))
+			}
+		}
+	}
+	if prev.Paused != cur.Paused || prev.PausedReason != cur.PausedReason {
+		if cur.Paused {
+			out = append(out, fmt.Sprintf("%s  paused: %s", at, orDash(cur.PausedReason)))
+		} else {
+			out = append(out, fmt.Sprintf("%s  resumed", at))
+		}
+	}
+	kuredHolders := func(s status.MaintenanceStatus) string {
+		if s.Kured == nil {
+			return ""
+		}
+		return strings.Join(s.Kured.Holders, ",")
+	}
+	if k := kuredHolders(cur); k != kuredHolders(prev) {
+		out = append(out, fmt.Sprintf("%s  kured lock: %s", at, orDash(k)))
+	}
+	before := map[string]status.Node{}
+	for _, n := range rows(prev) {
+		before[n.Name] = n
+	}
+	seen := map[string]bool{}
+	for _, n := range rows(cur) {
+		seen[n.Name] = true
+		b, ok := before[n.Name]
+		if ok && b.State == n.State && b.QueuePosition == n.QueuePosition && b.Message == n.Message {
+			continue
+		}
+		queue := "-"
+		if n.QueuePosition > 0 {
+			queue = fmt.Sprint(n.QueuePosition)
+		}
+		out = append(out, fmt.Sprintf("%s  %s  %s  queue %s  %s", at, n.Name, n.State, queue, orDash(n.Message)))
+	}
+	for name := range before {
+		if !seen[name] {
+			out = append(out, fmt.Sprintf("%s  %s  Idle", at, name))
+		}
+	}
+	return out
+}
