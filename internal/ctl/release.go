@@ -67,14 +67,16 @@ func release(ctx context.Context, o *options, client kubernetes.Interface, node 
 	}
 	locks := &lock.Client{Kube: client, Namespace: ns}
 	out := o.streams.Out
+	// Mark the record first: an agent that saw its lock go before the mark
+	// would queue again at once, and it is first in line.
+	if err := markReleased(ctx, locks, node); err != nil {
+		return status.Explain(err, "update", "leases.coordination.k8s.io", ns)
+	}
 	for _, l := range held {
 		if _, err := locks.Release(ctx, l.Name, node); err != nil {
 			return status.Explain(err, "update", "leases.coordination.k8s.io", ns)
 		}
 		fmt.Fprintf(out, "released %s, held by %s for %s\n", l.Name, node, age(l.Since, time.Now()))
-	}
-	if err := markReleased(ctx, locks, node); err != nil {
-		return err
 	}
 	if uncordon {
 		patch := []byte(fmt.Sprintf(`{"spec":{"unschedulable":false},"metadata":{"annotations":{%q:null},"labels":{%q:null}}}`,

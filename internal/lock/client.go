@@ -203,6 +203,11 @@ func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r Record) (
 			written = created
 			return err
 		}
+		if r.ReleasedRequest == "" {
+			// An admin's mark (kustodian-ctl release) is not the agent's
+			// to drop, even when the agent decided on an older copy.
+			r.ReleasedRequest = RecordFromLease(l).ReleasedRequest
+		}
 		l = l.DeepCopy()
 		r.ApplyTo(l)
 		updated, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})
