@@ -60,7 +60,7 @@ cluster-down:
 
 DEMO_FLAGS ?=
 demo: tools build ## a rolling maintenance of $(NODES) nodes on the local control plane, live
-	go run ./test/cmd/demo --name $(CLUSTER_NAME) --nodes $(NODES) --kustodian bin/kustodian $(DEMO_FLAGS)
+	go run ./test/cmd/demo --name $(CLUSTER_NAME) --nodes $(NODES) --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl $(DEMO_FLAGS)
 
 BENCH_FLAGS ?=
 bench: tools build ## latency, rollout makespan, API requests and memory of the agents (DESIGN section 11)

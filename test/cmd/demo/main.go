@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -32,7 +33,7 @@ import (
 )
 
 type options struct {
-	name, namespace, kustodian, script, workdir string
+	name, namespace, kustodian, ctl, script, workdir string
 	nodes, workMS, failPercent                  int
 	keep                                        bool
 }
@@ -43,6 +44,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 5, "number of nodes")
 	flag.StringVar(&o.namespace, "namespace", "kustodian", "Kustodian's namespace")
 	flag.StringVar(&o.kustodian, "kustodian", "bin/kustodian", "the kustodian binary")
+	flag.StringVar(&o.ctl, "kustodian-ctl", "bin/kustodian-ctl", "the kustodian-ctl binary, whose status --watch runs beside the timeline")
 	flag.StringVar(&o.script, "script", "examples/flaky-maintenance.sh", "the maintenance script run on every node")
 	flag.IntVar(&o.workMS, "work-ms", 1500, "the most each script works, in ms")
 	flag.IntVar(&o.failPercent, "fail-percent", 0, "the chance, in percent, that a script fails")
@@ -60,7 +62,7 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	for _, f := range []string{o.kustodian, o.script} {
+	for _, f := range []string{o.kustodian, o.ctl, o.script} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("%s: %w (run make demo from the repository's root)", f, err)
 		}
@@ -96,8 +98,25 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n%d agents, a maintenance requested on every node at once (%s, up to %d ms of work each)\n\n", len(nodes), filepath.Base(o.script), o.workMS)
+	fmt.Printf("\n%d agents, a maintenance requested on every node at once (%s, up to %d ms of work each)\n", len(nodes), filepath.Base(o.script), o.workMS)
+	fmt.Printf("lines starting with \"ctl |\" are kustodian-ctl status --watch, run beside the timeline\n\n")
 	fmt.Printf("%9s  %-22s %-14s %s\n", "time", "node", "state", "message")
+	watch := exec.CommandContext(ctx, o.ctl, "--kubeconfig", c.Kubeconfig, "-n", o.namespace, "status", "--watch")
+	watchOut, err := watch.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	watch.Stderr = os.Stderr
+	if err := watch.Start(); err != nil {
+		return fmt.Errorf("starting kustodian-ctl status --watch: %w", err)
+	}
+	defer func() { _ = watch.Process.Signal(syscall.SIGTERM); _ = watch.Wait() }()
+	go func() {
+		sc := bufio.NewScanner(watchOut)
+		for sc.Scan() {
+			fmt.Println("ctl | " + sc.Text())
+		}
+	}()
 
 	var procs []*exec.Cmd
 	defer func() {
