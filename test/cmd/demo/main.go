@@ -34,8 +34,8 @@ import (
 
 type options struct {
 	name, namespace, kustodian, ctl, script, workdir string
-	nodes, workMS, failPercent                  int
-	keep                                        bool
+	nodes, workMS, failPercent                       int
+	keep                                             bool
 }
 
 func main() {
