@@ -105,7 +105,7 @@ func goldenFile(t *testing.T, name, got string) {
 // A rolling maintenance in progress, seen through every command and format.
 func TestCtlDuringRollout(t *testing.T) {
 	e := cluster.New(t)
-	nodes := e.Nodes(3)
+	nodes := e.Nodes(4) // nodes[3] stays Idle
 	agents := []*agentProc{newAgent(t, e, nodes[0]), newAgent(t, e, nodes[1]), newAgent(t, e, nodes[2])}
 	agents[0].request("kernel 6.1")
 	agents[0].start()
@@ -176,8 +176,8 @@ func TestCtlDuringRollout(t *testing.T) {
 	if len(q.Items) != 2 || q.Items[0].Node != nodes[1] || q.Items[1].Node != nodes[2] || q.Items[0].Position != 1 || !q.Items[1].Live {
 		t.Errorf("queue -o json: %+v", q)
 	}
-	if all := mustCtl(t, e, "status", "--all"); !strings.Contains(all, "Idle") {
-		t.Errorf("status --all lists no Idle node:\n%s", all)
+	if all := mustCtl(t, e, "status", "--all"); !regexp.MustCompile(nodes[3] + ` +Idle`).MatchString(all) {
+		t.Errorf("status --all does not list the idle %s:\n%s", nodes[3], all)
 	}
 
 	// pause / resume through the control ConfigMap.

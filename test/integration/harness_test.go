@@ -39,21 +39,39 @@ func TestHarnessEvictionHonoursPDB(t *testing.T) {
 		return nil
 	})
 
+	// With every node cordoned, the replacement of an evicted pod cannot
+	// run, so the budget stays spent until a node is uncordoned.
+	for _, n := range nodes {
+		e.Cordon(n)
+	}
 	first, second := pods[0].Name, pods[1].Name
 	if err := e.Evict(e.Ctx, first); err != nil {
 		t.Fatalf("evicting %s with one disruption allowed: %v", first, err)
 	}
-	err := e.Evict(e.Ctx, second)
-	if !apierrors.IsTooManyRequests(err) {
-		t.Fatalf("evicting %s right after %s: got %v, want 429 TooManyRequests from the PDB", second, first, err)
-	}
-
-	// Retry the second eviction until it is allowed; when it is, the
-	// ReplicaSet's replacement for the first pod must be Running.
 	original := map[string]bool{}
 	for _, p := range pods {
 		original[p.Name] = true
 	}
+	e.Eventually("the ReplicaSet to create a replacement for "+first, cluster.DefaultTimeout, func(ctx context.Context) error {
+		current, err := e.Pods(ctx, "web")
+		if err != nil {
+			return err
+		}
+		for _, p := range current {
+			if !original[p.Name] {
+				return nil
+			}
+		}
+		return fmt.Errorf("no replacement yet: %s", podSummary(current))
+	})
+	err := e.Evict(e.Ctx, second)
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("evicting %s while the replacement of %s cannot run: got %v, want 429 TooManyRequests from the PDB", second, first, err)
+	}
+	uncordon(e, nodes[0])
+
+	// Retry the second eviction until it is allowed; when it is, the
+	// ReplicaSet's replacement for the first pod must be Running.
 	refusals := 1
 	e.Eventually("the second eviction to be allowed", cluster.DefaultTimeout, func(ctx context.Context) error {
 		err := e.Evict(ctx, second)
