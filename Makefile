@@ -49,8 +49,17 @@ lint: deps
 tools: deps ## build the control plane into the cache (minutes the first time)
 	test/tools/build.sh >/dev/null
 
-deps: ## check what the Makefile needs; nothing else to install for now
+# Debian packages the end-to-end tests need: debootstrap makes the hosts' root
+# file system, systemd-container boots them (systemd-nspawn).
+APT_PACKAGES := debootstrap systemd-container
+deps: ## install what the tests need (Debian packages, as root), check Go
 	@command -v go >/dev/null || { echo "make: go is not installed; install Go 1.26 or newer" >&2; exit 1; }
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make: install these Debian packages as root:$$missing" >&2; exit 1; fi; \
+	  echo "installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 cluster-up: tools ## start (or reuse) the local cluster; prints its kubeconfig path
 	go run ./test/cmd/devcluster up --name $(CLUSTER_NAME) --nodes $(NODES) --port $(PORT)

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nspawn"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds the static binaries once per test process.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "kustodian-e2e-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-trimpath", "-o", binDir+"/",
+			"github.com/kustodian/kustodian/cmd/kustodian", "github.com/kustodian/kustodian/cmd/kustodian-ctl")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	p := filepath.Join("..", "..", rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// host is a booted systemd host with Kustodian installed by hand (the
+// packages issue installs it with apt), configured for the test's
+// namespace, whose Node exists in the cluster.
+type host struct {
+	*nspawn.Host
+	e *cluster.Env
+	t *testing.T
+}
+
+func newHost(t *testing.T, e *cluster.Env, i int) *host {
+	t.Helper()
+	ctx := e.Ctx
+	tarball, err := nspawn.Tarball(ctx, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%s-host%d", e.ID, i)
+	h, err := nspawn.NewHost(ctx, tarball, filepath.Join(t.TempDir(), name), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hh := &host{Host: h, e: e, t: t}
+	hh.install()
+	if err := cluster.CreateNode(ctx, e.Client, name, map[string]string{cluster.LabelTestEnv: e.ID}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("journal of %s (kustodian):\n%s", name, h.Journal(context.Background(), "kustodian.service"))
+		}
+		h.Stop(context.Background())
+	})
+	if err := h.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return hh
+}
+
+// install copies the binaries, the units, a kubeconfig and a configuration
+// into the host's root file system.
+func (h *host) install() {
+	t := h.t
+	bin := binaries(t)
+	copyFile(t, filepath.Join(bin, "kustodian"), filepath.Join(h.Dir, "usr/bin/kustodian"), 0o755)
+	copyFile(t, filepath.Join(bin, "kustodian-ctl"), filepath.Join(h.Dir, "usr/bin/kustodian-ctl"), 0o755)
+	for _, unit := range []string{"kustodian.path", "kustodian.service"} {
+		copyFile(t, repoFile(t, "systemd/"+unit), filepath.Join(h.Dir, "usr/lib/systemd/system", unit), 0o644)
+	}
+	// The admin kubeconfig, with its certificates inlined: the host cannot
+	// see the files it names. (The identity issue gives each node its own.)
+	cfg, err := clientcmd.LoadFromFile(h.e.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(h.Dir, "etc/kustodian"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := clientcmd.WriteToFile(*cfg, filepath.Join(h.Dir, "etc/kustodian/kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("namespace: %s\nqueue:\n  heartbeat: 1s\ndrain:\n  evictErrorRetryDelay: 300ms\n", h.e.Namespace)
+	if err := os.WriteFile(filepath.Join(h.Dir, "etc/kustodian/config.yaml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs a command inside the host and fails the test if it fails.
+func (h *host) run(args ...string) string {
+	h.t.Helper()
+	out, err := h.Exec(h.e.Ctx, args...)
+	if err != nil {
+		h.t.Fatalf("%s: %s: %v\n%s", h.Name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// property reads a unit property with systemctl show.
+func (h *host) property(unit, name string) string {
+	out, _ := h.Exec(h.e.Ctx, "systemctl", "show", "--value", "-p", name, unit)
+	return strings.TrimSpace(out)
+}
+
+// exists tells whether a file exists inside the host.
+func (h *host) exists(path string) bool {
+	_, err := os.Lstat(filepath.Join(h.Dir, path))
+	return err == nil
+}
+
+func (h *host) waitFor(what string, cond func() error) {
+	h.t.Helper()
+	h.e.Eventually(h.Name+": "+what, 2*cluster.DefaultTimeout, func(context.Context) error { return cond() })
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,340 @@
+// Package nspawn boots real systemd hosts for Kustodian's end-to-end tests:
+// a Debian bookworm root file system made with debootstrap (cached as a
+// tarball outside the repository), copied per host and booted with
+// `systemd-nspawn -b --register=no --keep-unit`. The hosts share the host's
+// network, so their agents reach the local control plane on 127.0.0.1.
+// Commands run inside through nsenter; a reboot inside makes nspawn exit
+// 133, and Boot starts the same directory again.
+package nspawn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Suite is the Debian release of the hosts.
+const Suite = "bookworm"
+
+// Packages are installed into the root file system besides debootstrap's
+// minimal base. Changing them changes the cache key.
+var Packages = []string{"systemd", "systemd-sysv", "dbus", "psmisc", "procps"}
+
+// cacheDir is where the root file system tarball is kept.
+func cacheDir() string {
+	if d := os.Getenv("KUSTODIAN_CACHE"); d != "" {
+		return filepath.Join(d, "rootfs")
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "kustodian", "rootfs")
+}
+
+// Tarball returns the cached root file system, making it with debootstrap
+// when missing (minutes, once per machine). Progress goes to log.
+func Tarball(ctx context.Context, log io.Writer) (string, error) {
+	dir := cacheDir()
+	tarball := filepath.Join(dir, fmt.Sprintf("%s-%s.tar", Suite, strings.Join(Packages, "+")))
+	if _, err := os.Stat(tarball); err == nil {
+		return tarball, nil
+	}
+	for _, tool := range []string{"debootstrap", "systemd-nspawn", "nsenter", "tar"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", fmt.Errorf("%s is not installed; install debootstrap and systemd-container (make deps does)", tool)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	// One build at a time, across test processes.
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(tarball); err == nil {
+		return tarball, nil // built meanwhile
+	}
+	root, err := os.MkdirTemp(dir, ".root-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(root)
+	fmt.Fprintf(log, "building a %s root file system with debootstrap (once; minutes)\n", Suite)
+	cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "--include="+strings.Join(Packages, ","), Suite, root, "http://deb.debian.org/debian")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("debootstrap %s failed (%v): %s", Suite, err, lastLines(out.String(), 3))
+	}
+	if err := prepareRoot(root); err != nil {
+		return "", err
+	}
+	tmp := tarball + ".tmp"
+	if out, err := exec.CommandContext(ctx, "tar", "-C", root, "-cf", tmp, ".").CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("tar of the root file system: %v: %s", err, out)
+	}
+	return tarball, os.Rename(tmp, tarball) // whole, or not at all
+}
+
+// prepareRoot makes the image boot quietly inside nspawn.
+func prepareRoot(root string) error {
+	// MkdirTemp made it 0700: services that drop root could not even reach /.
+	if err := os.Chmod(root, 0o755); err != nil {
+		return err
+	}
+	// No getty on the console, no waiting for a network configuration that
+	// the shared host network never reports.
+	for _, unit := range []string{"console-getty.service", "getty@tty1.service", "systemd-networkd-wait-online.service"} {
+		link := filepath.Join(root, "etc/systemd/system", unit)
+		_ = os.Remove(link)
+		if err := os.Symlink("/dev/null", link); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(root, "etc/machine-id"), nil, 0o444) // a new one per boot
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Host is one booted (or bootable) container.
+type Host struct {
+	Name string // machine name and hostname
+	Dir  string // its root file system
+	log  string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	exit   int
+	leader int // the container's PID 1, as seen from the host
+}
+
+// NewHost unpacks the root file system into dir for a host called name.
+func NewHost(ctx context.Context, tarball, dir, name string) (*Host, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "tar", "-C", dir, "-xf", tarball).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("unpacking the root file system for %s: %v: %s", name, err, out)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // it is the host's /
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "etc/hostname"), []byte(name+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	return &Host{Name: name, Dir: dir, log: dir + ".console.log"}, nil
+}
+
+// Boot starts the host and waits until systemd inside reports running (or
+// degraded) and D-Bus answers.
+func (h *Host) Boot(ctx context.Context) error {
+	logf, err := os.OpenFile(h.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("systemd-nspawn", "-D", h.Dir, "-b", "--register=no", "--keep-unit",
+		"--machine="+h.Name, "--console=pipe", "--quiet")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("starting systemd-nspawn for %s: %w", h.Name, err)
+	}
+	logf.Close()
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.cmd, h.done, h.leader = cmd, done, 0
+	h.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		h.mu.Lock()
+		h.exit = code
+		h.mu.Unlock()
+		close(done)
+	}()
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-done:
+			return false, fmt.Errorf("systemd-nspawn for %s exited during boot; console: %s", h.Name, h.console(5))
+		default:
+		}
+		if h.leaderPID() == 0 {
+			last = errors.New("no container init yet")
+			return false, nil
+		}
+		out, err := h.Exec(ctx, "systemctl", "is-system-running")
+		state := strings.TrimSpace(out)
+		if err != nil && state != "degraded" {
+			last = fmt.Errorf("system %s", state)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("booting %s: %v (%v)", h.Name, err, last)
+	}
+	return nil
+}
+
+func (h *Host) console(n int) string {
+	b, _ := os.ReadFile(h.log)
+	return lastLines(string(b), n)
+}
+
+// leaderPID finds the container's init: the process named systemd below
+// the nspawn process.
+func (h *Host) leaderPID() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.leader != 0 {
+		return h.leader
+	}
+	if h.cmd == nil || h.cmd.Process == nil {
+		return 0
+	}
+	queue := []int{h.cmd.Process.Pid}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, child := range children(pid) {
+			if comm(child) == "systemd" {
+				h.leader = child
+				return child
+			}
+			queue = append(queue, child)
+		}
+	}
+	return 0
+}
+
+func children(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+func comm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
+
+// Exec runs a command inside the host (its mount, PID, UTS and IPC
+// namespaces; the network is shared) and returns its combined output.
+func (h *Host) Exec(ctx context.Context, args ...string) (string, error) {
+	pid := h.leaderPID()
+	if pid == 0 {
+		return "", fmt.Errorf("host %s is not running", h.Name)
+	}
+	nsargs := append([]string{"--target", strconv.Itoa(pid), "--mount", "--uts", "--ipc", "--pid", "--cgroup", "--",
+		"/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SYSTEMD_PAGER=", "TERM=dumb"}, args...)
+	out, err := exec.CommandContext(ctx, "nsenter", nsargs...).CombinedOutput()
+	return string(out), err
+}
+
+// WaitExit waits for nspawn to exit and returns its exit code: 133 after a
+// reboot inside, 0 after a poweroff.
+func (h *Host) WaitExit(ctx context.Context) (int, error) {
+	h.mu.Lock()
+	done := h.done
+	h.mu.Unlock()
+	if done == nil {
+		return 0, fmt.Errorf("host %s was never booted", h.Name)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.exit, nil
+}
+
+// Running reports whether nspawn still runs.
+func (h *Host) Running() bool {
+	h.mu.Lock()
+	done := h.done
+	h.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Journal is the host's journal (for logs of failed tests).
+func (h *Host) Journal(ctx context.Context, unit string) string {
+	args := []string{"journalctl", "--no-pager", "-o", "short-precise"}
+	if unit != "" {
+		args = append(args, "-u", unit)
+	}
+	if h.Running() {
+		out, _ := h.Exec(ctx, args...)
+		return out
+	}
+	out, _ := exec.CommandContext(ctx, "journalctl", append([]string{"-D", filepath.Join(h.Dir, "var/log/journal")}, args[1:]...)...).CombinedOutput()
+	return string(out)
+}
+
+// Stop powers the host off, and kills nspawn (by its PID) if it does not
+// exit in time.
+func (h *Host) Stop(ctx context.Context) {
+	if !h.Running() {
+		return
+	}
+	_, _ = h.Exec(ctx, "systemctl", "poweroff", "--no-block")
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := h.WaitExit(wctx); err == nil {
+		return
+	}
+	h.mu.Lock()
+	cmd := h.cmd
+	h.mu.Unlock()
+	_ = cmd.Process.Kill()
+	_, _ = h.WaitExit(ctx)
+}
