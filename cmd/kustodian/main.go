@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,6 +16,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := nodecmd.NewRoot().ExecuteContext(ctx)
 	stop()
+	if errors.Is(err, nodecmd.ErrSilentExit1) {
+		os.Exit(1) // the command said why already
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kustodian: "+err.Error())
 		os.Exit(1)

@@ -27,6 +27,7 @@ import (
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/login1"
 	"github.com/kustodian/kustodian/internal/systemd"
 )
 
@@ -41,7 +42,10 @@ type Options struct {
 	Kube     kubernetes.Interface
 	Log      *slog.Logger
 	Notifier systemd.Notifier
-	Now      func() time.Time // nil: time.Now
+	// Login1 is logind on the system bus; nil without one (the agent then
+	// holds no inhibitor locks and does not see reboots coming).
+	Login1 *login1.Manager
+	Now    func() time.Time // nil: time.Now
 }
 
 // Agent runs the maintenance protocol for one node.
@@ -55,6 +59,12 @@ type Agent struct {
 	files   hostfiles.Files
 	locks   *lock.Client
 	drainer *drain.Drainer
+
+	login1 *login1.Manager
+	// block keeps a reboot from cutting a drain or a completion in half,
+	// for anyone who honours inhibitors; delay gives the agent the time
+	// to record Rebooting when a shutdown begins.
+	block, delay *login1.Lock
 
 	leases       *leaseView
 	rawLeases    cache.Store
@@ -106,6 +116,11 @@ func New(o Options) *Agent {
 		holderNodes: map[string]nodeCheck{},
 	}
 	a.drainer = &drain.Drainer{Client: o.Kube, Settings: o.Config.Drain, Log: a.log}
+	if o.Login1 != nil {
+		a.login1 = o.Login1
+		a.block = o.Login1.NewLock("shutdown", "kustodian", "draining or giving back the node to Kubernetes", "block")
+		a.delay = o.Login1.NewLock("shutdown", "kustodian", "recording the reboot in the cluster", "delay")
+	}
 	return a
 }
 
@@ -144,6 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return permanent(err)
 	}
+	shutdown := a.watchShutdown(ctx)
 	a.notify.Ready()
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "group", a.cfg.Lock.Group, "stay", a.cfg.Stay)
 
@@ -186,7 +202,54 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-fileChanges:
 		case <-heartbeat.C:
 		case <-resync.C:
+		case active, ok := <-shutdown:
+			if !ok {
+				shutdown = nil
+				continue
+			}
+			a.onShutdown(ctx, active)
 		}
+	}
+}
+
+// watchShutdown takes the delay inhibitor and subscribes to logind's
+// PrepareForShutdown; nil without logind.
+func (a *Agent) watchShutdown(ctx context.Context) <-chan bool {
+	if a.login1 == nil {
+		return nil
+	}
+	// Subscribe before taking the delay lock: a shutdown that starts in
+	// between is then seen, not missed.
+	c, err := a.login1.PrepareForShutdown(ctx)
+	if err != nil {
+		a.log.Warn("cannot follow shutdowns; a reboot will not be recorded before it happens", "err", err)
+		return nil
+	}
+	if err := a.delay.Take(ctx); err != nil {
+		a.log.Warn("cannot take the delay inhibitor lock", "err", err)
+	}
+	return c
+}
+
+// onShutdown records that the host is going down (Rebooting, with an
+// Event), then lets it go by releasing the delay lock. The lock, the cordon
+// and the files stay: after the boot the agent continues from them.
+func (a *Agent) onShutdown(ctx context.Context, active bool) {
+	if !active { // the shutdown was cancelled
+		if err := a.delay.Take(ctx); err != nil {
+			a.log.Warn("cannot take the delay inhibitor lock again", "err", err)
+		}
+		a.poke()
+		return
+	}
+	defer a.delay.Release()
+	o, node, err := a.observe()
+	if err != nil || Derive(o) == lock.Idle {
+		return
+	}
+	a.log.Info("the host is shutting down; recording it")
+	if err := a.publish(ctx, lock.Rebooting, o, node, "rebooting: the host is going down while holding its place"); err != nil {
+		a.log.Warn("could not record the reboot", "err", err)
 	}
 }
 
@@ -195,6 +258,10 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) stop() error {
 	a.notify.Stopping()
 	a.stopDrain()
+	if a.block != nil {
+		a.block.Release()
+		a.delay.Release()
+	}
 	return nil
 }
 
@@ -381,6 +448,7 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 	if err := a.renewLocks(ctx, o.HeldLocks); err != nil {
 		return false, err
 	}
+	a.inhibitFor(ctx, state)
 	switch state {
 	case lock.Idle:
 		return !a.cfg.Stay, a.idle(ctx, node)
@@ -399,6 +467,20 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 		return false, a.completing(ctx, o, node)
 	}
 	return false, fmt.Errorf("unknown state %s", state)
+}
+
+// inhibitFor holds the block inhibitor while Draining and Completing.
+func (a *Agent) inhibitFor(ctx context.Context, state lock.State) {
+	if a.block == nil {
+		return
+	}
+	if state == lock.Draining || state == lock.Completing {
+		if err := a.block.Take(ctx); err != nil {
+			a.log.Warn("cannot take the block inhibitor lock", "err", err)
+		}
+		return
+	}
+	a.block.Release()
 }
 
 // renewLocks keeps locks with a TTL from expiring while this node holds
@@ -839,6 +921,8 @@ func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, t
 		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonLockAcquired, "acquired the maintenance lock; cordoning and draining")
 	case lock.InMaintenance:
 		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceStarted, "the maintenance script may proceed")
+	case lock.Rebooting:
+		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRebooting, "the host is rebooting; the lock stays held")
 	case lock.Failed:
 		// drainFailed sent MaintenanceFailed with the cause.
 	}

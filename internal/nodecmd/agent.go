@@ -1,8 +1,10 @@
 package nodecmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/kustodian/kustodian/internal/agent"
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/logging"
+	"github.com/kustodian/kustodian/internal/login1"
 	"github.com/kustodian/kustodian/internal/systemd"
 	"github.com/kustodian/kustodian/internal/version"
 )
@@ -52,15 +55,38 @@ variable; a flag beats the environment, which beats the file.`,
 			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 		}
 		log.Info("starting", "version", version.String("kustodian"), "node", node, "server", restConfig.Host)
+		logind := connectLogind(cmd.Context(), log)
+		if logind != nil {
+			defer logind.Close()
+		}
 		return agent.New(agent.Options{
 			Config:   cfg,
 			NodeName: node,
 			Kube:     kube,
 			Log:      log,
 			Notifier: systemd.SdNotifier{Log: log},
+			Login1:   logind,
 		}).Run(cmd.Context())
 	}
 	return cmd
+}
+
+// systemBusSocket is the system D-Bus; where it does not exist (a
+// container without systemd, a test) the agent runs without logind.
+const systemBusSocket = "/run/dbus/system_bus_socket"
+
+func connectLogind(ctx context.Context, log *slog.Logger) *login1.Manager {
+	if _, err := os.Stat(systemBusSocket); err != nil {
+		log.Info("no system D-Bus; running without logind inhibitor locks")
+		return nil
+	}
+	// The connection lives as long as ctx: the agent's, not a timeout's.
+	m, err := login1.Connect(ctx)
+	if err != nil {
+		log.Warn("cannot reach logind; running without inhibitor locks", "err", err)
+		return nil
+	}
+	return m
 }
 
 // loadKubeconfig reads the node's kubeconfig, with errors that say what to do.

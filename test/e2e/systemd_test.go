@@ -97,3 +97,118 @@ func TestPathUnitRunsAMaintenance(t *testing.T) {
 		t.Log(journal)
 	}
 }
+
+// While the agent drains, it holds a logind block inhibitor on shutdown;
+// once the node is drained only its delay inhibitor remains.
+func TestBlockInhibitorDuringDrain(t *testing.T) {
+	e := cluster.New(t)
+	spare := e.Nodes(1)[0]
+	h := newHost(t, e, 0)
+	// Two pods on the host's node, a PDB that lets one go at a time, and
+	// the only other node cordoned: the drain blocks until it is uncordoned.
+	e.Cordon(spare)
+	e.Deployment("db", 2)
+	e.PDB("db", "db", 1)
+	for _, p := range e.RunningPods("db", 2) {
+		if p.Spec.NodeName != h.Name {
+			t.Fatalf("pod %s on %s, want %s", p.Name, p.Spec.NodeName, h.Name)
+		}
+	}
+	h.run("systemctl", "enable", "--now", "kustodian.path")
+	h.run("touch", "/var/maintenance-required")
+	h.waitFor("a drain blocked by the PDB", func() error {
+		l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.RecordName(h.Name), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if r := lock.RecordFromLease(l); r.State != lock.Draining || !strings.Contains(r.Message, "blocked by PDB db") {
+			return fmt.Errorf("record %s: %s", r.State, r.Message)
+		}
+		return nil
+	})
+	inhibitors := h.run("systemd-inhibit", "--list", "--no-pager", "--no-legend")
+	if !hasInhibitor(inhibitors, "block") || !hasInhibitor(inhibitors, "delay") {
+		t.Fatalf("while draining, systemd-inhibit --list shows no block and delay lock of kustodian:\n%s", inhibitors)
+	}
+	if out, err := h.Exec(e.Ctx, "kustodian", "reboot-gate"); err == nil {
+		t.Errorf("the reboot gate opened during a drain: %s", out)
+	}
+
+	uncordon(e, spare)
+	h.waitFor("the go-ahead", func() error {
+		if !h.exists("var/maintenance-in-progress") {
+			return fmt.Errorf("no in-progress file")
+		}
+		return nil
+	})
+	h.waitFor("the block lock to go", func() error {
+		out := h.run("systemd-inhibit", "--list", "--no-pager", "--no-legend")
+		if hasInhibitor(out, "block") {
+			return fmt.Errorf("still listed:\n%s", out)
+		}
+		if !hasInhibitor(out, "delay") {
+			return fmt.Errorf("the delay lock is gone too:\n%s", out)
+		}
+		return nil
+	})
+	h.run("rm", "/var/maintenance-required")
+	h.waitFor("the service to finish", func() error {
+		if s := h.property("kustodian.service", "ActiveState"); s != "inactive" {
+			return fmt.Errorf("service %s", s)
+		}
+		return nil
+	})
+	if out := h.run("systemd-inhibit", "--list", "--no-pager", "--no-legend"); strings.Contains(out, "kustodian") {
+		t.Errorf("inhibitors left after the agent exited:\n%s", out)
+	}
+}
+
+// hasInhibitor reports whether systemd-inhibit --list shows a lock of
+// kustodian's in mode.
+func hasInhibitor(list, mode string) bool {
+	for _, line := range strings.Split(list, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "kustodian" && f[len(f)-1] == mode {
+			return true
+		}
+	}
+	return false
+}
+
+// kustodian reboot-gate opens only with the sentinel, no maintenance and no
+// block inhibitor.
+func TestRebootGate(t *testing.T) {
+	e := cluster.New(t)
+	h := newHost(t, e, 0)
+	gate := func(wantOpen bool, why string) {
+		t.Helper()
+		out, err := h.Exec(e.Ctx, "kustodian", "reboot-gate")
+		if (err == nil) != wantOpen {
+			t.Errorf("reboot-gate (%s): %v: %s", why, err, out)
+		}
+		t.Logf("%s: %s", why, strings.TrimSpace(out))
+	}
+	gate(false, "no sentinel")
+	h.run("touch", "/run/reboot-required")
+	gate(true, "only the sentinel")
+	h.run("systemd-run", "--unit=blocker", "systemd-inhibit", "--what=shutdown", "--mode=block", "--who=test", "--why=testing", "sleep", "infinity")
+	h.waitFor("the test's inhibitor", func() error {
+		if out := h.run("systemd-inhibit", "--list", "--no-pager"); !strings.Contains(out, "testing") {
+			return fmt.Errorf("not listed:\n%s", out)
+		}
+		return nil
+	})
+	gate(false, "a block inhibitor")
+	h.run("systemctl", "stop", "blocker")
+	gate(true, "the inhibitor gone")
+	h.run("touch", "/var/maintenance-required")
+	gate(false, "maintenance requested")
+}
+
+func uncordon(e *cluster.Env, node string) {
+	e.T.Helper()
+	patch := []byte(`{"spec":{"unschedulable":false}}`)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, node, "application/strategic-merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		e.T.Fatalf("uncordoning %s: %v", node, err)
+	}
+}
