@@ -78,6 +78,7 @@ type Agent struct {
 
 	lastRenew     time.Time // of the held locks, when they have a TTL
 	failedRequest string    // the request whose drain failed (drain.onTimeout=hold)
+	shuttingDown  bool      // the host is going down: take no more steps
 	failure       string
 	status        string
 	holderNodes   map[string]nodeCheck
@@ -169,6 +170,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer resync.Stop()
 	backoff := newBackoff(time.Second, 30*time.Second)
 	for {
+		if a.shuttingDown {
+			// Rebooting is recorded; the next step belongs to the next boot.
+			select {
+			case <-ctx.Done():
+				return a.stop()
+			case active, ok := <-shutdown:
+				if !ok {
+					shutdown = nil
+				} else {
+					a.onShutdown(ctx, active)
+				}
+			}
+			continue
+		}
 		done, err := a.reconcile(ctx)
 		if ctx.Err() != nil {
 			return a.stop()
@@ -236,12 +251,15 @@ func (a *Agent) watchShutdown(ctx context.Context) <-chan bool {
 // and the files stay: after the boot the agent continues from them.
 func (a *Agent) onShutdown(ctx context.Context, active bool) {
 	if !active { // the shutdown was cancelled
+		a.shuttingDown = false
 		if err := a.delay.Take(ctx); err != nil {
 			a.log.Warn("cannot take the delay inhibitor lock again", "err", err)
 		}
 		a.poke()
 		return
 	}
+	a.shuttingDown = true
+	a.stopDrain()
 	defer a.delay.Release()
 	o, node, err := a.observe()
 	if err != nil || Derive(o) == lock.Idle {

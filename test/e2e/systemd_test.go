@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -211,4 +212,68 @@ func uncordon(e *cluster.Env, node string) {
 	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, node, "application/strategic-merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
 		e.T.Fatalf("uncordoning %s: %v", node, err)
 	}
+}
+
+// A raw-protocol script reboots its host mid-maintenance with `kustodian
+// reboot`: the agent records Rebooting before the host goes down, the lock
+// stays held across the reboot, the agent resumes after the boot, and a
+// node waiting meanwhile is granted only once the rebooted node is done.
+func TestRebootKeepsTheLock(t *testing.T) {
+	e := cluster.New(t)
+	h := newHost(t, e, 0)
+	waiter := newWaitingAgent(t, e)
+	h.run("systemctl", "enable", "--now", "kustodian.path")
+	h.run("touch", "/var/maintenance-required")
+	h.waitFor("the go-ahead", func() error {
+		if !h.exists("var/maintenance-in-progress") {
+			return fmt.Errorf("no in-progress file")
+		}
+		return nil
+	})
+	tl := recordTimeline(t, e)
+	waiter.request()
+
+	if out, err := h.Exec(e.Ctx, "kustodian", "reboot"); err != nil {
+		t.Fatalf("kustodian reboot: %v: %s", err, out)
+	}
+	code, err := h.WaitExit(e.Ctx)
+	if err != nil || code != 133 {
+		t.Fatalf("nspawn exited %d (%v), want 133 for a reboot", code, err)
+	}
+	t.Logf("journal before the reboot:\n%s", h.Journal(e.Ctx, "kustodian.service"))
+	if got := lockHolder(t, e); got != h.Name {
+		t.Fatalf("after the reboot the lock is held by %q, want %s", got, h.Name)
+	}
+	e.Eventually("Rebooting recorded before the host went down", cluster.DefaultTimeout, func(context.Context) error {
+		if tl.State(h.Name) != lock.Rebooting {
+			return fmt.Errorf("%s is %s", h.Name, tl.State(h.Name))
+		}
+		return nil
+	})
+	events, err := e.Client.CoreV1().Events("default").List(e.Ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + h.Name + ",reason=Rebooting"})
+	if err != nil || len(events.Items) == 0 {
+		t.Errorf("no Rebooting event (%v)", err)
+	}
+
+	if err := h.Boot(e.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually(h.Name+" in maintenance again after the boot", 2*cluster.DefaultTimeout, func(context.Context) error {
+		if tl.State(h.Name) != lock.InMaintenance {
+			return fmt.Errorf("%s is %s", h.Name, tl.State(h.Name))
+		}
+		return nil
+	})
+	if got := lockHolder(t, e); got != h.Name {
+		t.Fatalf("the lock is held by %q, want %s", got, h.Name)
+	}
+	if waiter.inProgress() {
+		t.Fatal("the waiting node got the go-ahead during the reboot")
+	}
+	h.run("rm", "/var/maintenance-required")
+	waiter.waitInProgress(e)
+	if err := tl.CheckExclusive(1); err != nil {
+		t.Fatalf("%v\n%s", err, tl)
+	}
+	t.Logf("timeline:\n%s", tl)
 }

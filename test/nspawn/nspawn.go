@@ -32,6 +32,9 @@ const Suite = "bookworm"
 // minimal base. Changing them changes the cache key.
 var Packages = []string{"systemd", "systemd-sysv", "dbus", "psmisc", "procps"}
 
+// imageVersion changes the cache key when prepareRoot changes.
+const imageVersion = "2"
+
 // cacheDir is where the root file system tarball is kept.
 func cacheDir() string {
 	if d := os.Getenv("KUSTODIAN_CACHE"); d != "" {
@@ -49,7 +52,7 @@ func cacheDir() string {
 // when missing (minutes, once per machine). Progress goes to log.
 func Tarball(ctx context.Context, log io.Writer) (string, error) {
 	dir := cacheDir()
-	tarball := filepath.Join(dir, fmt.Sprintf("%s-%s.tar", Suite, strings.Join(Packages, "+")))
+	tarball := filepath.Join(dir, fmt.Sprintf("%s-%s-v%s.tar", Suite, strings.Join(Packages, "+"), imageVersion))
 	if _, err := os.Stat(tarball); err == nil {
 		return tarball, nil
 	}
@@ -111,7 +114,14 @@ func prepareRoot(root string) error {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(root, "etc/machine-id"), nil, 0o444) // a new one per boot
+	// A persistent journal, so that a test can read what happened before a
+	// reboot.
+	if err := os.MkdirAll(filepath.Join(root, "var/log/journal"), 0o2755); err != nil {
+		return err
+	}
+	// A fixed machine ID: journalctl -D finds the journal of every boot in
+	// one directory (each host is its own copy anyway).
+	return os.WriteFile(filepath.Join(root, "etc/machine-id"), []byte("6b7573746f6469616e2d746573743031\n"), 0o444)
 }
 
 func lastLines(s string, n int) string {

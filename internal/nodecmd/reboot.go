@@ -1,0 +1,93 @@
+package nodecmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/login1"
+)
+
+func newRebootCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reboot",
+		Short: "Reboot this node in the middle of its maintenance, keeping the lock (for raw-protocol scripts)",
+		Long: `reboot lets a maintenance script that follows the file protocol reboot the host
+while it holds the maintenance lock: it asks logind to reboot and returns. It
+refuses unless this node is in maintenance (the in-progress file exists) and holds
+the lock. After the boot the agent resumes the maintenance; the script, which must
+be idempotent, runs again and removes the request when it is done.`,
+		Args: cobra.NoArgs,
+	}
+	cf := addConfigFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := cf.load()
+		if err != nil {
+			return err
+		}
+		node, err := nodeName(cfg)
+		if err != nil {
+			return err
+		}
+		obs, err := cfg.Files().Observe()
+		if err != nil {
+			return err
+		}
+		if !obs.InProgress {
+			return fmt.Errorf("refusing to reboot: %s is not in maintenance (%s does not exist)", node, cfg.InProgressFile)
+		}
+		restConfig, err := loadKubeconfig(cfg.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		kube, err := kubernetes.NewForConfig(restConfig)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+		defer cancel()
+		held, err := holdsLock(ctx, kube, cfg, node)
+		if err != nil {
+			return err
+		}
+		if held == "" {
+			return fmt.Errorf("refusing to reboot: %s does not hold a maintenance lock in namespace %s", node, cfg.Namespace)
+		}
+		m, err := login1.Connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		if err := m.Reboot(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "rebooting %s through logind; it keeps %s\n", node, held)
+		return nil
+	}
+	return cmd
+}
+
+// holdsLock returns the name of a lock of node's group that node holds.
+func holdsLock(ctx context.Context, kube kubernetes.Interface, cfg config.Agent, node string) (string, error) {
+	for slot := range cfg.Lock.Slots {
+		name := lock.LockName(cfg.Lock.Group, slot)
+		l, err := kube.CoordinationV1().Leases(cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading lock %s/%s: %w", cfg.Namespace, name, err)
+		}
+		if lock.Holder(l) == node {
+			return name, nil
+		}
+	}
+	return "", nil
+}
