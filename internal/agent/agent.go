@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/login1"
 	"github.com/kustodian/kustodian/internal/systemd"
@@ -70,6 +72,9 @@ type Agent struct {
 	rawLeases    cache.Store
 	controlStore cache.Store
 	nodeStore    cache.Store
+	kuredStore   cache.Store // nil when kured.enabled is false
+	kured        *kured.Locker
+	blocked      string // why this node's own gates are closed, if they are
 
 	wake chan struct{}
 
@@ -117,6 +122,9 @@ func New(o Options) *Agent {
 		holderNodes: map[string]nodeCheck{},
 	}
 	a.drainer = &drain.Drainer{Client: o.Kube, Settings: o.Config.Drain, Log: a.log}
+	if o.Config.Kured.Enabled != "false" {
+		a.kured = &kured.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Now: now}
+	}
 	if o.Login1 != nil {
 		a.login1 = o.Login1
 		a.block = o.Login1.NewLock("shutdown", "kustodian", "draining or giving back the node to Kubernetes", "block")
@@ -351,19 +359,36 @@ func (a *Agent) startInformers(ctx context.Context) error {
 		},
 		DeleteFunc: func(any) { a.poke() },
 	}
-	for _, reg := range []struct {
+	regs := []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
-	}{{leaseInformer, leaseHandler}, {controlInformer, poke}, {nodeInformer, poke}} {
+	}{{leaseInformer, leaseHandler}, {controlInformer, poke}, {nodeInformer, poke}}
+	synced := []cache.InformerSynced{leaseInformer.HasSynced, controlInformer.HasSynced, nodeInformer.HasSynced}
+	factories := []informers.SharedInformerFactory{ns, control, self}
+	if a.kured != nil {
+		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kured.Namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.kured.Name).String()
+			}))
+		kuredInformer := k.Apps().V1().DaemonSets().Informer()
+		regs = append(regs, struct {
+			inf cache.SharedIndexInformer
+			h   cache.ResourceEventHandler
+		}{kuredInformer, poke})
+		synced = append(synced, kuredInformer.HasSynced)
+		a.kuredStore = kuredInformer.GetStore()
+		factories = append(factories, k)
+	}
+	for _, reg := range regs {
 		if _, err := reg.inf.AddEventHandler(reg.h); err != nil {
 			return err
 		}
 	}
-	ns.Start(ctx.Done())
-	control.Start(ctx.Done())
-	self.Start(ctx.Done())
+	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
 	a.setStatus("starting: reading the cluster")
-	if !cache.WaitForCacheSync(ctx.Done(), leaseInformer.HasSynced, controlInformer.HasSynced, nodeInformer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -467,6 +492,9 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 		return false, err
 	}
 	a.inhibitFor(ctx, state)
+	if state != lock.Waiting {
+		a.blocked = ""
+	}
 	switch state {
 	case lock.Idle:
 		return !a.cfg.Stay, a.idle(ctx, node)
@@ -485,6 +513,85 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 		return false, a.completing(ctx, o, node)
 	}
 	return false, fmt.Errorf("unknown state %s", state)
+}
+
+// kuredLock reads Kured's lock from the cache; ok is false when Kured's
+// DaemonSet is absent or kured.enabled is false.
+func (a *Agent) kuredLock() (kured.Lock, bool) {
+	if a.kuredStore == nil {
+		return kured.Lock{}, false
+	}
+	obj, exists, err := a.kuredStore.GetByKey(a.kured.Namespace + "/" + a.kured.Name)
+	if err != nil || !exists {
+		return kured.Lock{}, false
+	}
+	ds, _ := obj.(*appsv1.DaemonSet)
+	if ds == nil {
+		return kured.Lock{}, false
+	}
+	l, err := kured.ParseLock(ds.Annotations[kured.LockAnnotation])
+	if err != nil {
+		a.log.Warn("Kured's lock is unreadable; treating it as held", "err", err)
+		return kured.Lock{MaxOwners: 1, Holders: []kured.Holder{{NodeID: "(unreadable)"}}}, true
+	}
+	return l, true
+}
+
+// kuredBlocks says why Kured's lock keeps this node from taking its turn:
+// a node (not a Kustodian agent) holds it and it has no room.
+func (a *Agent) kuredBlocks() string {
+	l, ok := a.kuredLock()
+	if !ok {
+		return ""
+	}
+	me, now := kured.HolderID(a.node), a.now()
+	if !l.Full(me, now) {
+		return ""
+	}
+	var rebooting []string
+	for _, h := range l.Others(me, now) {
+		if !strings.HasPrefix(h, "kustodian:") {
+			rebooting = append(rebooting, h)
+		}
+	}
+	if len(rebooting) == 0 {
+		return ""
+	}
+	return "Kured's lock is held by " + strings.Join(rebooting, ", ")
+}
+
+// holdKured takes Kured's lock for this node while it holds its own, so
+// that Kured reboots no other node meanwhile. false: Kured's lock is taken.
+func (a *Agent) holdKured(ctx context.Context) (bool, string, error) {
+	l, ok := a.kuredLock()
+	if !ok {
+		return true, "", nil
+	}
+	me := kured.HolderID(a.node)
+	for _, h := range l.Active(a.now()) {
+		if h.NodeID == me {
+			return true, "", nil
+		}
+	}
+	return a.kured.Acquire(ctx, me)
+}
+
+func (a *Agent) releaseKured(ctx context.Context) error {
+	l, ok := a.kuredLock()
+	if !ok {
+		return nil
+	}
+	held := false
+	for _, h := range l.Holders {
+		held = held || h.NodeID == kured.HolderID(a.node)
+	}
+	if !held {
+		return nil
+	}
+	if err := a.kured.Release(ctx, kured.HolderID(a.node)); err != nil && !apierrors.IsForbidden(err) {
+		return fmt.Errorf("releasing Kured's lock: %w", err)
+	}
+	return nil
 }
 
 // inhibitFor holds the block inhibitor while Draining and Completing.
@@ -572,8 +679,13 @@ func (a *Agent) waiting(ctx context.Context, o Observed, node *corev1.Node) erro
 		}
 		return a.publish(ctx, lock.Waiting, o, node, msg)
 	}
+	// Its own gates: Kured rebooting a node.
+	a.blocked = a.kuredBlocks()
+	if a.blocked != "" {
+		return a.publish(ctx, lock.Waiting, o, node, "waiting: "+a.blocked+" (a Kured reboot goes first)")
+	}
 	// Join the queue first: this node must be in the queue it reads.
-	if r := a.myRecord(); r == nil || r.State != lock.Waiting {
+	if r := a.myRecord(); r == nil || r.State != lock.Waiting || r.Blocked != "" {
 		if err := a.publish(ctx, lock.Waiting, o, node, a.waitingMessage(0, 0, "")); err != nil {
 			return err
 		}
@@ -617,6 +729,19 @@ func (a *Agent) waiting(ctx context.Context, o Observed, node *corev1.Node) erro
 			}
 			if l != nil {
 				a.leases.Wrote(l)
+				if ok, why, err := a.holdKured(ctx); err != nil || !ok {
+					// Kured took its lock meanwhile: give ours back and wait.
+					released, rerr := a.locks.Release(ctx, name, a.node)
+					if rerr != nil {
+						return rerr
+					}
+					a.leases.Wrote(released)
+					if err != nil {
+						return err
+					}
+					a.log.Info("Kured's lock is taken; gave the lock back", "why", why)
+					return nil
+				}
 				a.log.Info("lock acquired", "lock", name, "note", v.Why)
 				a.poke() // go on to Draining at once
 				return nil
@@ -693,6 +818,11 @@ func (a *Agent) draining(ctx context.Context, o Observed, node *corev1.Node) err
 	if node == nil {
 		// Keep the lock: the host is alive, and the Node may come back.
 		return fmt.Errorf("node %s does not exist, but this host holds the lock; waiting for the Node to return", a.node)
+	}
+	if ok, why, err := a.holdKured(ctx); err != nil {
+		return err
+	} else if !ok {
+		a.log.Warn("holding this node's lock without Kured's", "why", why)
 	}
 	byAdmin, err := a.drainer.Cordon(ctx, node)
 	if err != nil {
@@ -801,6 +931,9 @@ func (a *Agent) drainFailed(ctx context.Context, o Observed, node *corev1.Node, 
 // released: an admin broke this node's lock. The script must not go on, the
 // node stays cordoned, and this request is not queued again.
 func (a *Agent) released(ctx context.Context, o Observed, node *corev1.Node) error {
+	if err := a.releaseKured(ctx); err != nil {
+		return err
+	}
 	if o.InProgress {
 		if err := a.files.RemoveInProgress(); err != nil {
 			return permanent(err)
@@ -852,7 +985,7 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 		}
 		a.log.Info("lock released", "lock", name)
 	}
-	return nil
+	return a.releaseKured(ctx)
 }
 
 // publish writes the node record (when something changed, or a heartbeat is
@@ -874,6 +1007,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o Observed, node 
 		QueueKey:  prev.QueueKey,
 		Requested: prev.Requested,
 		Heartbeat: now,
+		Blocked:   a.blocked,
 
 		ReleasedRequest: prev.ReleasedRequest,
 	}

@@ -35,6 +35,15 @@ type Agent struct {
 	Lock  Lock
 	Queue Queue
 	Drain Drain
+	Kured Kured
+}
+
+// Kured configures the interplay with Kured's lock.
+type Kured struct {
+	// Enabled: "auto" (when Kured's DaemonSet exists), "true" or "false".
+	Enabled   string
+	Namespace string
+	DaemonSet string
 }
 
 // Lock configures the lock Leases.
@@ -89,6 +98,7 @@ func Defaults() Agent {
 			DeleteEmptyDirData:   true,
 			EvictErrorRetryDelay: 5 * time.Second,
 		},
+		Kured: Kured{Enabled: "auto", Namespace: "kube-system", DaemonSet: "kured"},
 	}
 }
 
@@ -173,6 +183,17 @@ func (a Agent) Validate() error {
 	}
 	if a.Drain.SkipWaitForDeleteTimeout < 0 {
 		return bad("drain.skipWaitForDeleteTimeout", "must not be negative, got %s", a.Drain.SkipWaitForDeleteTimeout)
+	}
+	switch a.Kured.Enabled {
+	case "auto", "true", "false":
+	default:
+		return bad("kured.enabled", "%q is not one of auto, true, false", a.Kured.Enabled)
+	}
+	if !dnsLabel.MatchString(a.Kured.Namespace) {
+		return bad("kured.namespace", "%q is not a valid namespace name", a.Kured.Namespace)
+	}
+	if a.Kured.DaemonSet == "" {
+		return bad("kured.daemonSet", "is empty")
 	}
 	if _, err := labels.Parse(a.Drain.PodSelector); err != nil {
 		return bad("drain.podSelector", "%q is not a label selector: %v", a.Drain.PodSelector, err)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/kustodian/kustodian/internal/drain"
+	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/cluster"
 )
@@ -797,4 +800,109 @@ func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
 		t.Error("in-progress file left")
 	}
 	finishInTurn(t, e, []*agentProc{other})
+}
+
+// kuredDaemonSet creates a DaemonSet standing for Kured's, in the test's
+// namespace (agents are pointed at it), whose pods run nowhere.
+func kuredDaemonSet(t *testing.T, e *cluster.Env, lockValue string) {
+	t.Helper()
+	labels := map[string]string{"app": "kured"}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kured", Namespace: e.Namespace, Annotations: map[string]string{}},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{"test.kustodian.io/nowhere": "true"},
+					Containers:   []corev1.Container{{Name: "kured", Image: "kured"}},
+				},
+			},
+		},
+	}
+	if lockValue != "" {
+		ds.Annotations[kured.LockAnnotation] = lockValue
+	}
+	if _, err := e.Client.AppsV1().DaemonSets(e.Namespace).Create(e.Ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func kuredAnnotation(t *testing.T, e *cluster.Env) string {
+	t.Helper()
+	ds, err := e.Client.AppsV1().DaemonSets(e.Namespace).Get(e.Ctx, "kured", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds.Annotations[kured.LockAnnotation]
+}
+
+func setKuredAnnotation(t *testing.T, e *cluster.Env, value string) {
+	t.Helper()
+	ds, err := e.Client.AppsV1().DaemonSets(e.Namespace).Get(e.Ctx, "kured", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if value == "" {
+		delete(ds.Annotations, kured.LockAnnotation)
+	} else {
+		ds.Annotations[kured.LockAnnotation] = value
+	}
+	if _, err := e.Client.AppsV1().DaemonSets(e.Namespace).Update(e.Ctx, ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Kured's lock: the agent waits while a node holds it (Kured rebooting),
+// and holds it as kustodian:<node> during its own maintenance, in Kured's
+// single and maxOwners formats.
+func TestAgentKuredLock(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	held := `{"nodeID":"` + nodes[1] + `","metadata":{"unschedulable":false},"created":"` + time.Now().UTC().Format(time.RFC3339) + `","TTL":0}`
+	kuredDaemonSet(t, e, held)
+	a := newAgent(t, e, nodes[0], "--kured-namespace", e.Namespace)
+	a.request("upgrade")
+	a.start()
+	waitRecord(e, nodes[0], "to wait for Kured", func(r *lock.Record) error {
+		if err := inState(lock.Waiting)(r); err != nil {
+			return err
+		}
+		if r.Blocked == "" || !strings.Contains(r.Message, "Kured's lock is held by "+nodes[1]) {
+			return fmt.Errorf("blocked %q, message %q", r.Blocked, r.Message)
+		}
+		return nil
+	})
+	if h := lockHolder(e); h != "" {
+		t.Fatalf("lock taken by %q while Kured reboots a node", h)
+	}
+
+	setKuredAnnotation(t, e, "") // Kured's reboot is done
+	a.waitInProgress(cluster.DefaultTimeout)
+	var single kured.Holder
+	if err := json.Unmarshal([]byte(kuredAnnotation(t, e)), &single); err != nil || single.NodeID != "kustodian:"+nodes[0] {
+		t.Fatalf("during maintenance Kured's lock is %q (%v), want nodeID kustodian:%s", kuredAnnotation(t, e), err, nodes[0])
+	}
+	a.completes()
+	if v := kuredAnnotation(t, e); v != "" {
+		t.Errorf("Kured's lock left after maintenance: %s", v)
+	}
+
+	// maxOwners 2 with one holder: room for the agent, beside it.
+	multi := `{"maxOwners":2,"locks":[{"nodeID":"` + nodes[1] + `","metadata":{"unschedulable":false},"created":"` + time.Now().UTC().Format(time.RFC3339) + `","TTL":0}]}`
+	setKuredAnnotation(t, e, multi)
+	a.request("upgrade again")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	var m struct {
+		MaxOwners int
+		Locks     []kured.Holder
+	}
+	if err := json.Unmarshal([]byte(kuredAnnotation(t, e)), &m); err != nil || m.MaxOwners != 2 || len(m.Locks) != 2 || m.Locks[1].NodeID != "kustodian:"+nodes[0] {
+		t.Fatalf("Kured's lock during maintenance: %s (%v)", kuredAnnotation(t, e), err)
+	}
+	a.completes()
+	if err := json.Unmarshal([]byte(kuredAnnotation(t, e)), &m); err != nil || len(m.Locks) != 1 || m.Locks[0].NodeID != nodes[1] {
+		t.Errorf("after maintenance Kured's lock is %s, want only %s", kuredAnnotation(t, e), nodes[1])
+	}
 }
