@@ -23,11 +23,10 @@ its record but is skipped (no position) until it returns.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			client, err := o.client()
+			r, err := o.reader()
 			if err != nil {
 				return err
 			}
-			r := status.Reader{Client: client, Namespace: o.namespace()}
 			print := func(w io.Writer, s status.MaintenanceStatus) error {
 				q := queueList(s)
 				if output == outputJSON || output == outputYAML {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kustodian/kustodian/internal/status"
 	"github.com/kustodian/kustodian/internal/version"
 )
 
@@ -43,6 +44,15 @@ func (o *options) client() (kubernetes.Interface, error) {
 	}
 	cfg.UserAgent = "kustodian-ctl/" + version.Version
 	return kubernetes.NewForConfig(cfg)
+}
+
+// reader reads the status of the namespace -n names.
+func (o *options) reader() (status.Reader, error) {
+	client, err := o.client()
+	if err != nil {
+		return status.Reader{}, err
+	}
+	return status.Reader{Client: client, Namespace: o.namespace()}, nil
 }
 
 // NewRoot returns the `kustodian-ctl` root command. invokedAs is the

@@ -29,11 +29,10 @@ one row per node that is not Idle, or per NODE named. --all includes Idle nodes.
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			client, err := o.client()
+			r, err := o.reader()
 			if err != nil {
 				return err
 			}
-			r := status.Reader{Client: client, Namespace: o.namespace()}
 			print := func(w io.Writer, s status.MaintenanceStatus) error {
 				s, err := selectNodes(s, nodes, all)
 				if err != nil {

@@ -37,24 +37,13 @@ variable; a flag beats the environment, which beats the file.`,
 	}
 	cf := addConfigFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := cf.load()
+		nc, err := cf.connect()
 		if err != nil {
 			return err
 		}
+		cfg, node, kube := nc.cfg, nc.node, nc.kube
 		log := logging.New(os.Stderr, cfg.LogFormat)
-		restConfig, err := loadKubeconfig(cfg.Kubeconfig)
-		if err != nil {
-			return err
-		}
-		node, err := nodeName(cfg)
-		if err != nil {
-			return err
-		}
-		kube, err := kubernetes.NewForConfig(restConfig)
-		if err != nil {
-			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
-		}
-		log.Info("starting", "version", version.String("kustodian"), "node", node, "server", restConfig.Host)
+		log.Info("starting", "version", version.String("kustodian"), "node", node, "server", nc.rest.Host)
 		logind := connectLogind(cmd.Context(), log)
 		if logind != nil {
 			defer logind.Close()
@@ -69,6 +58,34 @@ variable; a flag beats the environment, which beats the file.`,
 		}).Run(cmd.Context())
 	}
 	return cmd
+}
+
+// nodeContext is what the host-side commands work with.
+type nodeContext struct {
+	cfg  config.Agent
+	node string
+	rest *rest.Config
+	kube kubernetes.Interface
+}
+
+// connect loads the configuration, the node's name and a client of the
+// API server for it.
+func (cf *configFlags) connect() (nodeContext, error) {
+	var nc nodeContext
+	var err error
+	if nc.cfg, err = cf.load(); err != nil {
+		return nc, err
+	}
+	if nc.node, err = nodeName(nc.cfg); err != nil {
+		return nc, err
+	}
+	if nc.rest, err = loadKubeconfig(nc.cfg.Kubeconfig); err != nil {
+		return nc, err
+	}
+	if nc.kube, err = kubernetes.NewForConfig(nc.rest); err != nil {
+		return nc, fmt.Errorf("kubeconfig %s: %w", nc.cfg.Kubeconfig, err)
+	}
+	return nc, nil
 }
 
 // systemBusSocket is the system D-Bus; where it does not exist (a

@@ -28,28 +28,17 @@ be idempotent, runs again and removes the request when it is done.`,
 	}
 	cf := addConfigFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := cf.load()
+		nc, err := cf.connect()
 		if err != nil {
 			return err
 		}
-		node, err := nodeName(cfg)
-		if err != nil {
-			return err
-		}
+		cfg, node, kube := nc.cfg, nc.node, nc.kube
 		obs, err := cfg.Files().Observe()
 		if err != nil {
 			return err
 		}
 		if !obs.InProgress {
 			return fmt.Errorf("refusing to reboot: %s is not in maintenance (%s does not exist)", node, cfg.InProgressFile)
-		}
-		restConfig, err := loadKubeconfig(cfg.Kubeconfig)
-		if err != nil {
-			return err
-		}
-		kube, err := kubernetes.NewForConfig(restConfig)
-		if err != nil {
-			return err
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 		defer cancel()

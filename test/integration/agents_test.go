@@ -20,36 +20,13 @@ import (
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/agentproc"
+	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/timeline"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// kustodianBinary builds cmd/kustodian once per test process.
-func kustodianBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kustodian-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "kustodian")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/kustodian/kustodian/cmd/kustodian").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build cmd/kustodian: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// kustodianBinary is the node binary, built once per test process.
+func kustodianBinary(t *testing.T) string { return buildbin.Kustodian(t) }
 
 // agentProc is one `kustodian agent` process playing the agent of one node,
 // with its own directory for the host files.

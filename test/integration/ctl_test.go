@@ -25,34 +25,12 @@ import (
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/status"
+	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
 )
 
-var (
-	ctlOnce sync.Once
-	ctlPath string
-	ctlErr  error
-)
-
-// ctlBinary builds cmd/kustodian-ctl once per test process.
-func ctlBinary(t *testing.T) string {
-	t.Helper()
-	ctlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kustodian-ctl-bin-")
-		if err != nil {
-			ctlErr = err
-			return
-		}
-		ctlPath = filepath.Join(dir, "kustodian-ctl")
-		if out, err := exec.Command("go", "build", "-o", ctlPath, "github.com/kustodian/kustodian/cmd/kustodian-ctl").CombinedOutput(); err != nil {
-			ctlErr = fmt.Errorf("go build cmd/kustodian-ctl: %v\n%s", err, out)
-		}
-	})
-	if ctlErr != nil {
-		t.Fatal(ctlErr)
-	}
-	return ctlPath
-}
+// ctlBinary is kustodian-ctl, built once per test process.
+func ctlBinary(t *testing.T) string { return buildbin.Ctl(t) }
 
 // ctl runs kustodian-ctl against the test's namespace with admin credentials.
 func ctl(t *testing.T, e *cluster.Env, args ...string) (string, error) {
