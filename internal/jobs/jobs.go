@@ -1,0 +1,171 @@
+// Package jobs keeps managed jobs (`kustodian run`) on the host, under the
+// state directory: one JSON file per job, and a pointer to the current one.
+// Every write is atomic (a temporary file renamed into place), so a crash
+// or a reboot never leaves a half-written job.
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Job states.
+const (
+	Pending   = "pending"   // waiting for the node's turn
+	Running   = "running"   // its command runs
+	Succeeded = "succeeded" // exited 0
+	Failed    = "failed"    // exited non-zero, or could not run
+	Rebooting = "rebooting" // exited 0 with a reboot pending; the host reboots, then the job runs again
+)
+
+// Reboot policies.
+const (
+	RebootAuto  = "auto"
+	RebootNever = "never"
+)
+
+// MaxRuns bounds reboot-and-rerun: a job that still wants a reboot after so
+// many runs fails instead of rebooting the host forever.
+const MaxRuns = 5
+
+// Job is one managed job.
+type Job struct {
+	ID        string    `json:"id"`
+	Command   []string  `json:"command"`
+	Reboot    string    `json:"reboot"`
+	Created   time.Time `json:"created"`
+	State     string    `json:"state"`
+	Runs      int       `json:"runs"`
+	ExitCode  *int      `json:"exitCode,omitempty"`
+	LastLines []string  `json:"lastLines,omitempty"`
+	Started   time.Time `json:"started,omitzero"`
+	Finished  time.Time `json:"finished,omitzero"`
+	Message   string    `json:"message,omitempty"`
+}
+
+// Done reports whether the job has ended for good.
+func (j *Job) Done() bool { return j.State == Succeeded || j.State == Failed }
+
+// Summary is the one line for the node record.
+func (j *Job) Summary() string {
+	s := fmt.Sprintf("job %s (run %d): %s", j.ID, j.Runs, j.State)
+	if j.ExitCode != nil {
+		s += fmt.Sprintf(", exit %d", *j.ExitCode)
+	}
+	if j.Message != "" {
+		s += ": " + j.Message
+	} else if n := len(j.LastLines); n > 0 && j.State == Failed {
+		s += ": " + j.LastLines[n-1]
+	}
+	return s
+}
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// ValidID checks a job ID given by a user.
+func ValidID(id string) error {
+	if !validID.MatchString(id) {
+		return fmt.Errorf("job id %q: use letters, digits, '.', '_' and '-' (at most 63)", id)
+	}
+	return nil
+}
+
+// Store is the jobs directory of a host.
+type Store struct{ Dir string }
+
+func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
+func (s Store) currentPath() string  { return filepath.Join(s.Dir, "current") }
+
+// ErrBusy says a job is already current and not done.
+var ErrBusy = errors.New("a managed job is already in progress on this host")
+
+// Create records a new job as the current one.
+func (s Store) Create(j *Job) error {
+	if err := ValidID(j.ID); err != nil {
+		return err
+	}
+	if cur, err := s.Current(); err != nil {
+		return err
+	} else if cur != nil && !cur.Done() {
+		return fmt.Errorf("%w (job %s, %s)", ErrBusy, cur.ID, cur.State)
+	}
+	if _, err := os.Stat(s.path(j.ID)); err == nil {
+		return fmt.Errorf("job %s exists already in %s; choose another --id", j.ID, s.Dir)
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return err
+	}
+	if err := s.Save(j); err != nil {
+		return err
+	}
+	return writeAtomic(s.currentPath(), []byte(j.ID+"\n"))
+}
+
+// Current returns the current job, nil when there is none.
+func (s Store) Current() (*Job, error) {
+	b, err := os.ReadFile(s.currentPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.Get(strings.TrimSpace(string(b)))
+}
+
+// Get reads a job.
+func (s Store) Get(id string) (*Job, error) {
+	b, err := os.ReadFile(s.path(id))
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	var j Job
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("job %s: %s is corrupt: %w", id, s.path(id), err)
+	}
+	return &j, nil
+}
+
+// Save writes a job.
+func (s Store) Save(j *Job) error {
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(s.path(j.ID), append(b, '\n'))
+}
+
+// ClearCurrent forgets the current job (its file stays as a record).
+func (s Store) ClearCurrent() error {
+	err := os.Remove(s.currentPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
