@@ -80,7 +80,7 @@ func ValidID(id string) error {
 type Store struct{ Dir string }
 
 func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
-func (s Store) currentPath() string  { return filepath.Join(s.Dir, "current") }
+func (s Store) currentPath() string   { return filepath.Join(s.Dir, "current") }
 
 // ErrBusy says a job is already current and not done.
 var ErrBusy = errors.New("a managed job is already in progress on this host")
