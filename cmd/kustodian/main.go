@@ -19,6 +19,10 @@ func main() {
 	if errors.Is(err, nodecmd.ErrSilentExit1) {
 		os.Exit(1) // the command said why already
 	}
+	var code interface{ ExitCode() int }
+	if errors.As(err, &code) {
+		os.Exit(code.ExitCode()) // kustodian run --wait: the job's own exit code
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kustodian: "+err.Error())
 		os.Exit(1)

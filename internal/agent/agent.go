@@ -27,6 +27,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/login1"
@@ -73,6 +74,8 @@ type Agent struct {
 	controlStore cache.Store
 	nodeStore    cache.Store
 	kuredStore   cache.Store // nil when kured.enabled is false
+	jobs         jobs.Store
+	runner       jobRunner
 	kured        *kured.Locker
 	blocked      string // why this node's own gates are closed, if they are
 
@@ -122,6 +125,8 @@ func New(o Options) *Agent {
 		holderNodes: map[string]nodeCheck{},
 	}
 	a.drainer = &drain.Drainer{Client: o.Kube, Settings: o.Config.Drain, Log: a.log}
+	a.jobs = jobs.Store{Dir: jobsDir(o.Config.StateDir)}
+	a.runner = newJobRunner(o.Config.StateDir)
 	if o.Config.Kured.Enabled != "false" {
 		a.kured = &kured.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Now: now}
 	}
@@ -169,6 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return permanent(err)
 	}
 	shutdown := a.watchShutdown(ctx)
+	jobChanges := watchJobs(ctx, a.jobs.Dir)
 	a.notify.Ready()
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "group", a.cfg.Lock.Group, "stay", a.cfg.Stay)
 
@@ -223,6 +229,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return a.stop()
 		case <-a.wake:
 		case <-fileChanges:
+		case <-jobChanges:
 		case <-heartbeat.C:
 		case <-resync.C:
 		case active, ok := <-shutdown:
@@ -465,6 +472,7 @@ func (a *Agent) observe() (Observed, *corev1.Node, error) {
 	o := Observed{
 		Request:       f.Request,
 		InProgress:    f.InProgress,
+		RebootPending: f.RebootPending,
 		HeldLocks:     a.heldLocks(),
 		FailedRequest: a.failedRequest,
 	}
@@ -949,7 +957,21 @@ func (a *Agent) inMaintenance(ctx context.Context, o Observed, node *corev1.Node
 			return err
 		}
 	}
-	return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: waiting for the script to remove "+a.cfg.RequestFile)
+	job, err := a.jobs.Current()
+	if err != nil {
+		return permanent(err)
+	}
+	if job == nil {
+		return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: waiting for the script to remove "+a.cfg.RequestFile)
+	}
+	msg, failed, err := a.stepJob(ctx, job, o.RebootPending)
+	if err != nil {
+		return err
+	}
+	if failed {
+		return a.publish(ctx, lock.Failed, o, node, msg)
+	}
+	return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: "+msg)
 }
 
 func (a *Agent) completing(ctx context.Context, o Observed, node *corev1.Node) error {
@@ -957,6 +979,11 @@ func (a *Agent) completing(ctx context.Context, o Observed, node *corev1.Node) e
 		return err
 	}
 	if err := a.files.RemoveInProgress(); err != nil {
+		return permanent(err)
+	}
+	// The maintenance is over: a job that failed is history now, not the
+	// job of the next request.
+	if err := a.jobs.ClearCurrent(); err != nil {
 		return permanent(err)
 	}
 	if err := a.giveBack(ctx, node); err != nil {

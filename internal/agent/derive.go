@@ -8,10 +8,11 @@ import (
 // Observed is everything the state is derived from (DESIGN section 4). The
 // agent keeps no other state that matters across a restart.
 type Observed struct {
-	Request      *hostfiles.Request // nil: no request
-	InProgress   bool
-	HeldLocks    []string // lock Leases of this node's group that name this node
-	CordonedByUs bool
+	Request       *hostfiles.Request // nil: no request
+	InProgress    bool
+	RebootPending bool
+	HeldLocks     []string // lock Leases of this node's group that name this node
+	CordonedByUs  bool
 	// FailedRequest is the request whose drain failed in this run of the
 	// agent with drain.onTimeout=hold; a restart drains again.
 	FailedRequest string

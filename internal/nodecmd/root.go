@@ -20,6 +20,6 @@ node back to the cluster once the script removes the request.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newAgentCommand(), newRebootCommand(), newRebootGateCommand(), version.NewCommand("kustodian"))
+	root.AddCommand(newAgentCommand(), newRunCommand(), newJobExecCommand(), newRebootCommand(), newRebootGateCommand(), version.NewCommand("kustodian"))
 	return root
 }

@@ -906,3 +906,75 @@ func TestAgentKuredLock(t *testing.T) {
 		t.Errorf("after maintenance Kured's lock is %s, want only %s", kuredAnnotation(t, e), nodes[1])
 	}
 }
+
+// runJob runs `kustodian run` for the agent's node, with its paths.
+func runJob(t *testing.T, a *agentProc, args ...string) *exec.Cmd {
+	t.Helper()
+	full := append([]string{"run", "--config", "/dev/null", "--request-file", a.requestFile(),
+		"--in-progress-file", a.inProgressFile(), "--state-dir", a.spec.Dir + "/state"}, args...)
+	return exec.CommandContext(a.env.Ctx, kustodianBinary(t), full...)
+}
+
+// Managed jobs (without systemd: the agent runs them as children): a job
+// that succeeds completes the maintenance, one that fails leaves the node
+// Failed with the lock held; --wait exits with the job's code.
+func TestManagedJobs(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(1)
+	a := newAgent(t, e, nodes[0])
+
+	ok := runJob(t, a, "--id", "ok-1", "--wait", "--", "sh", "-c", "echo patching; echo done")
+	var okOut strings.Builder
+	ok.Stdout, ok.Stderr = &okOut, &okOut
+	if err := ok.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the request of the job", cluster.DefaultTimeout, func(context.Context) error {
+		if _, err := os.Stat(a.requestFile()); err != nil {
+			return err
+		}
+		return nil
+	})
+	a.start() // as the path unit would
+	if err := ok.Wait(); err != nil {
+		t.Fatalf("kustodian run --wait: %v\n%s", err, okOut.String())
+	}
+	a.exitsZero()
+	if !strings.Contains(okOut.String(), "job ok-1 (run 1): succeeded, exit 0") {
+		t.Errorf("run --wait said:\n%s", okOut.String())
+	}
+	if h := lockHolder(e); h != "" {
+		t.Errorf("lock held by %q after a successful job", h)
+	}
+
+	bad := runJob(t, a, "--id", "bad-1", "--", "sh", "-c", "echo 'E: broken packages' >&2; exit 3")
+	if out, err := bad.CombinedOutput(); err != nil {
+		t.Fatalf("kustodian run: %v\n%s", err, out)
+	}
+	a.start()
+	waitRecord(e, nodes[0], "Failed by its job", func(r *lock.Record) error {
+		if err := inState(lock.Failed)(r); err != nil {
+			return err
+		}
+		if !strings.Contains(r.Message, "job bad-1 (run 1): failed, exit 3: E: broken packages") {
+			return fmt.Errorf("message %q", r.Message)
+		}
+		return nil
+	})
+	if h := lockHolder(e); h != nodes[0] || !nodeObject(e, nodes[0]).Spec.Unschedulable {
+		t.Errorf("after a failed job: holder %q, cordoned %v", h, nodeObject(e, nodes[0]).Spec.Unschedulable)
+	}
+	wait := runJob(t, a, "--id", "another", "--", "true")
+	if out, err := wait.CombinedOutput(); err == nil || !strings.Contains(string(out), "already requested") {
+		t.Errorf("a second job while one failed: %v %s", err, out)
+	}
+	// The operator repairs the node and withdraws the request.
+	a.completes()
+	// The failed job is history: a raw-protocol request afterwards is not
+	// taken for it.
+	a.request("by hand")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	waitRecord(e, nodes[0], "InMaintenance for the raw request", inState(lock.InMaintenance))
+	a.completes()
+}

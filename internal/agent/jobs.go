@@ -1,0 +1,235 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/kustodian/kustodian/internal/jobs"
+)
+
+// jobRunner starts a job's command (`kustodian job-exec ID`) and tells
+// whether it still runs.
+type jobRunner interface {
+	Start(ctx context.Context, j *jobs.Job) error
+	Alive(j *jobs.Job) bool
+}
+
+// systemdRunner runs each job in a transient unit of its own, outside the
+// agent's sandbox (a job may upgrade /usr), with its output in the journal.
+// It outlives the agent.
+type systemdRunner struct {
+	exe, stateDir string
+}
+
+var _ jobRunner = systemdRunner{}
+
+func jobUnit(j *jobs.Job) string { return fmt.Sprintf("kustodian-job-%s-%d.service", j.ID, j.Runs) }
+
+func (r systemdRunner) Start(ctx context.Context, j *jobs.Job) error {
+	out, err := exec.CommandContext(ctx, "systemd-run", "--unit="+jobUnit(j), "--collect", "--quiet", "--no-block",
+		"--description=Kustodian job "+j.ID, r.exe, "job-exec", "--config", "/dev/null", "--state-dir", r.stateDir, j.ID).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("systemd-run %s: %v: %s", jobUnit(j), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (r systemdRunner) Alive(j *jobs.Job) bool {
+	out, _ := exec.Command("systemctl", "show", "--value", "-p", "ActiveState", jobUnit(j)).Output()
+	state := strings.TrimSpace(string(out))
+	return state == "active" || state == "activating"
+}
+
+// execRunner runs jobs as children of the agent, where there is no systemd
+// (tests, containers). A job does not outlive the agent: after a restart it
+// runs again.
+type execRunner struct {
+	exe, stateDir string
+	mu            sync.Mutex
+	running       map[string]chan struct{}
+}
+
+var _ jobRunner = (*execRunner)(nil)
+
+func (r *execRunner) Start(_ context.Context, j *jobs.Job) error {
+	cmd := exec.Command(r.exe, "job-exec", "--config", "/dev/null", "--state-dir", r.stateDir, j.ID)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr // the agent's log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting job %s: %w", j.ID, err)
+	}
+	done := make(chan struct{})
+	r.mu.Lock()
+	if r.running == nil {
+		r.running = map[string]chan struct{}{}
+	}
+	r.running[jobUnit(j)] = done
+	r.mu.Unlock()
+	go func() { _ = cmd.Wait(); close(done) }()
+	return nil
+}
+
+func (r *execRunner) Alive(j *jobs.Job) bool {
+	r.mu.Lock()
+	done, ok := r.running[jobUnit(j)]
+	r.mu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// newJobRunner picks the systemd runner on a host booted with systemd.
+func newJobRunner(stateDir string) jobRunner {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = "/usr/bin/kustodian"
+	}
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		if _, err := exec.LookPath("systemd-run"); err == nil {
+			return systemdRunner{exe: exe, stateDir: stateDir}
+		}
+	}
+	return &execRunner{exe: exe, stateDir: stateDir}
+}
+
+// bootID identifies this boot of the host.
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+}
+
+// watchJobs reports changes of the jobs directory (job-exec writing a result).
+func watchJobs(ctx context.Context, dir string) <-chan struct{} {
+	changed := make(chan struct{}, 1)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil
+	}
+	if err := w.Add(dir); err != nil {
+		w.Close()
+		return nil
+	}
+	go func() {
+		defer w.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			case <-w.Errors:
+			}
+		}
+	}()
+	return changed
+}
+
+// stepJob moves the current managed job on while the node is in
+// maintenance. It returns the record's message and whether the job failed.
+func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (string, bool, error) {
+	save := func() error { return a.jobs.Save(j) }
+	switch j.State {
+	case jobs.Rebooting:
+		if j.Message == "boot "+bootID() {
+			return "rebooting for " + j.Summary(), false, nil // asked; the host goes down soon
+		}
+		// Booted again: run the job again.
+		j.State, j.Message = jobs.Pending, ""
+		if err := save(); err != nil {
+			return "", false, err
+		}
+		fallthrough
+	case jobs.Pending:
+		j.Runs++
+		j.State, j.Started, j.ExitCode, j.LastLines, j.Message = jobs.Running, a.now().UTC(), nil, nil, ""
+		if err := save(); err != nil {
+			return "", false, err
+		}
+		if err := a.runner.Start(ctx, j); err != nil {
+			j.State, j.Message = jobs.Failed, err.Error()
+			if serr := save(); serr != nil {
+				return "", false, serr
+			}
+			return j.Summary(), true, nil
+		}
+		a.log.Info("job started", "job", j.ID, "run", j.Runs)
+		return j.Summary(), false, nil
+	case jobs.Running:
+		if !a.runner.Alive(j) {
+			// Re-read: it may have ended just now.
+			fresh, err := a.jobs.Get(j.ID)
+			if err != nil {
+				return "", false, err
+			}
+			if fresh.State != jobs.Running {
+				a.poke()
+				return fresh.Summary(), false, nil
+			}
+			// It died with the agent or the host: jobs are idempotent, run again.
+			a.log.Warn("job is not running any more; running it again", "job", j.ID)
+			j.State = jobs.Pending
+			if err := save(); err != nil {
+				return "", false, err
+			}
+			a.poke()
+		}
+		return j.Summary(), false, nil
+	case jobs.Succeeded:
+		if rebootPending && j.Reboot == jobs.RebootAuto {
+			if j.Runs >= jobs.MaxRuns {
+				j.State, j.Message = jobs.Failed, fmt.Sprintf("a reboot is still pending after %d runs", j.Runs)
+				return j.Summary(), true, save()
+			}
+			if a.login1 == nil {
+				j.State, j.Message = jobs.Failed, "a reboot is pending but logind cannot be reached to reboot"
+				return j.Summary(), true, save()
+			}
+			j.State, j.Message = jobs.Rebooting, "boot "+bootID()
+			if err := save(); err != nil {
+				return "", false, err
+			}
+			a.log.Info("job succeeded and a reboot is pending: rebooting, keeping the lock", "job", j.ID)
+			if err := a.login1.Reboot(ctx); err != nil {
+				return "", false, err
+			}
+			return "rebooting for " + j.Summary(), false, nil
+		}
+		// Done: the agent made the request for the job, so it ends it.
+		if err := a.jobs.ClearCurrent(); err != nil {
+			return "", false, err
+		}
+		if err := os.Remove(a.cfg.RequestFile); err != nil && !os.IsNotExist(err) {
+			return "", false, err
+		}
+		a.log.Info("job succeeded", "job", j.ID, "runs", j.Runs)
+		a.poke()
+		return j.Summary(), false, nil
+	case jobs.Failed:
+		return j.Summary() + "; the lock and the cordon are held (journalctl -u " + jobUnit(j) + ")", true, nil
+	}
+	return "", false, fmt.Errorf("job %s has an unknown state %q", j.ID, j.State)
+}
+
+// jobsDir is where the agent keeps managed jobs.
+func jobsDir(stateDir string) string { return filepath.Join(stateDir, "jobs") }

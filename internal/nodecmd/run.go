@@ -1,0 +1,210 @@
+package nodecmd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/spf13/cobra"
+
+	"github.com/kustodian/kustodian/internal/jobs"
+)
+
+// lastLines is how much of a job's output its record keeps.
+const lastLines = 10
+
+func jobStore(stateDir string) jobs.Store { return jobs.Store{Dir: filepath.Join(stateDir, "jobs")} }
+
+func newRunCommand() *cobra.Command {
+	var id, reboot string
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "run [--id ID] [--reboot auto|never] [--wait] -- CMD [ARGS...]",
+		Short: "Submit a maintenance job: the agent runs it once this node's turn comes",
+		Long: `run records a managed job under the state directory and requests maintenance.
+Once the node holds the lock and is drained, the agent runs CMD (output to the
+journal, exit code and last lines in the node record). Exit 0 with no reboot
+pending completes the maintenance. Exit 0 with the reboot sentinel present and
+--reboot auto (default) reboots the node through logind, keeping the lock, and
+runs CMD again after the boot: jobs must be idempotent. A non-zero exit leaves the
+node Failed, cordoned, with the lock held. --wait follows the job to its end and
+exits with its exit code.`,
+		Args: cobra.MinimumNArgs(1),
+	}
+	cf := addConfigFlags(cmd.Flags())
+	cmd.Flags().StringVar(&id, "id", "", "the job's ID (default: job-<time>)")
+	cmd.Flags().StringVar(&reboot, "reboot", jobs.RebootAuto, "reboot when the job leaves the reboot sentinel: auto or never")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the job to end and exit with its exit code")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, err := cf.load()
+		if err != nil {
+			return err
+		}
+		if reboot != jobs.RebootAuto && reboot != jobs.RebootNever {
+			return fmt.Errorf("--reboot %q: use auto or never", reboot)
+		}
+		if id == "" {
+			id = "job-" + time.Now().UTC().Format("20060102-150405")
+		}
+		if _, err := os.Stat(cfg.RequestFile); err == nil {
+			return fmt.Errorf("maintenance is already requested on this node (%s exists); wait for it to end", cfg.RequestFile)
+		}
+		store := jobStore(cfg.StateDir)
+		job := &jobs.Job{ID: id, Command: args, Reboot: reboot, Created: time.Now().UTC(), State: jobs.Pending}
+		if err := store.Create(job); err != nil {
+			return err
+		}
+		reason := fmt.Sprintf("job %s: %s\n", id, strings.Join(args, " "))
+		if err := os.WriteFile(cfg.RequestFile, []byte(reason), 0o644); err != nil {
+			return fmt.Errorf("requesting maintenance: %w", err)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "job %s submitted; maintenance requested (%s)\n", id, cfg.RequestFile)
+		if !wait {
+			return nil
+		}
+		code, err := waitJob(cmd.Context(), store, id, cfg.RequestFile, cmd.OutOrStdout())
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return exitCode(code)
+		}
+		return nil
+	}
+	return cmd
+}
+
+// exitCode makes the binary exit with a job's code.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("the job exited %d", int(e)) }
+
+// waitJob follows a job until it is done and, for a success, until the
+// request is gone (the node is given back).
+func waitJob(ctx context.Context, store jobs.Store, id, request string, out io.Writer) (int, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return 0, err
+	}
+	defer w.Close()
+	for _, dir := range []string{store.Dir, filepath.Dir(request)} {
+		if err := w.Add(dir); err != nil {
+			return 0, err
+		}
+	}
+	last := ""
+	for {
+		j, err := store.Get(id)
+		if err != nil {
+			return 0, err
+		}
+		if s := j.Summary(); s != last {
+			fmt.Fprintln(out, s)
+			last = s
+		}
+		if j.State == jobs.Failed {
+			code := 1
+			if j.ExitCode != nil && *j.ExitCode != 0 {
+				code = *j.ExitCode
+			}
+			return code, nil
+		}
+		if _, err := os.Stat(request); j.State == jobs.Succeeded && errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-w.Events:
+		case err := <-w.Errors:
+			return 0, err
+		}
+	}
+}
+
+// newJobExecCommand is what the agent starts to run a job: it runs the
+// command, copies its output to its own (the journal), and records the exit
+// code and the last lines.
+func newJobExecCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:    "job-exec JOB-ID",
+		Short:  "Run a managed job's command (started by the agent)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+	}
+	cf := addConfigFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, err := cf.load()
+		if err != nil {
+			return err
+		}
+		store := jobStore(cfg.StateDir)
+		j, err := store.Get(args[0])
+		if err != nil {
+			return err
+		}
+		code, tail, runErr := runCommand(cmd.Context(), j.Command, cmd.OutOrStdout())
+		j.ExitCode, j.LastLines, j.Finished = &code, tail, time.Now().UTC()
+		j.Message = ""
+		switch {
+		case runErr != nil:
+			j.State, j.Message = jobs.Failed, runErr.Error()
+		case code != 0:
+			j.State = jobs.Failed
+		default:
+			j.State = jobs.Succeeded
+		}
+		return store.Save(j)
+	}
+	return cmd
+}
+
+// runCommand runs argv with its output copied to out, and returns the exit
+// code and the last lines.
+func runCommand(ctx context.Context, argv []string, out io.Writer) (int, []string, error) {
+	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	pr, pw := io.Pipe()
+	c.Stdout, c.Stderr = pw, pw
+	var tail []string
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(out, line)
+			mu.Lock()
+			tail = append(tail, line)
+			if len(tail) > lastLines {
+				tail = tail[1:]
+			}
+			mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	err := c.Run()
+	pw.Close()
+	<-done
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), tail, nil
+	}
+	if err != nil {
+		return 127, tail, fmt.Errorf("cannot run %s: %w", argv[0], err)
+	}
+	return 0, tail, nil
+}
+
+// ExitCode is the job's exit code, for main.
+func (e exitCode) ExitCode() int { return int(e) }
