@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -104,10 +106,30 @@ func newJobRunner(stateDir string) jobRunner {
 	return &execRunner{exe: exe, stateDir: stateDir}
 }
 
+// bootIDFile holds an ID made at the first call in each boot: /run is
+// emptied by every boot, containers' included (the kernel's boot_id is the
+// same for a container's every boot).
+const bootIDFile = "/run/kustodian/boot-id"
+
 // bootID identifies this boot of the host.
 func bootID() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
+	if b, err := os.ReadFile(bootIDFile); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	buf := make([]byte, 16)
+	_, _ = rand.Read(buf)
+	id := hex.EncodeToString(buf)
+	_ = os.MkdirAll(filepath.Dir(bootIDFile), 0o755)
+	f, err := os.OpenFile(bootIDFile, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil { // made meanwhile, or /run is not writable
+		if b, rerr := os.ReadFile(bootIDFile); rerr == nil {
+			return strings.TrimSpace(string(b))
+		}
+		return id
+	}
+	defer f.Close()
+	_, _ = f.WriteString(id + "\n")
+	return id
 }
 
 // watchJobs reports changes of the jobs directory (job-exec writing a result).

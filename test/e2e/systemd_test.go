@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -274,6 +276,80 @@ func TestRebootKeepsTheLock(t *testing.T) {
 	waiter.waitInProgress(e)
 	if err := tl.CheckExclusive(1); err != nil {
 		t.Fatalf("%v\n%s", err, tl)
+	}
+	t.Logf("timeline:\n%s", tl)
+}
+
+// A managed job that needs a reboot: it runs in a transient unit once the
+// node is granted, leaves the reboot sentinel, the agent reboots the host
+// keeping the lock, the job runs again after the boot and completes; a node
+// waiting meanwhile is granted only after that.
+func TestManagedJobWithReboot(t *testing.T) {
+	e := cluster.New(t)
+	h := newHost(t, e, 0)
+	waiter := newWaitingAgent(t, e)
+	script := `#!/bin/sh
+set -e
+echo "patching $(hostname)"
+if [ ! -e /var/lib/patch-applied ]; then
+  touch /var/lib/patch-applied
+  touch /run/reboot-required
+  echo "the new kernel needs a reboot"
+fi
+echo done
+`
+	if err := os.WriteFile(filepath.Join(h.Dir, "usr/local/bin/patch.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.run("systemctl", "enable", "--now", "kustodian.path")
+	tl := recordTimeline(t, e)
+	h.run("kustodian", "run", "--id", "kernel-1", "--", "/usr/local/bin/patch.sh")
+	e.Eventually(h.Name+" granted", cluster.DefaultTimeout, func(context.Context) error {
+		if s := tl.State(h.Name); s != lock.InMaintenance && s != lock.Rebooting {
+			return fmt.Errorf("%s is %s", h.Name, s)
+		}
+		return nil
+	})
+	waiter.request()
+
+	wctx, cancel := context.WithTimeout(e.Ctx, 2*cluster.DefaultTimeout)
+	code, err := h.WaitExit(wctx)
+	cancel()
+	if err != nil || code != 133 {
+		t.Fatalf("nspawn exited %d (%v), want 133: the job should have rebooted the host\n%s", code, err, h.Journal(e.Ctx, ""))
+	}
+	if got := lockHolder(t, e); got != h.Name {
+		t.Fatalf("the lock is held by %q during the reboot, want %s", got, h.Name)
+	}
+	if waiter.inProgress() {
+		t.Fatal("the waiting node got the go-ahead during the reboot")
+	}
+	if err := h.Boot(e.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter.waitInProgress(e)
+	job, err := os.ReadFile(filepath.Join(h.Dir, "var/lib/kustodian/jobs/kernel-1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(job), `"state": "succeeded"`) || !strings.Contains(string(job), `"runs": 2`) {
+		t.Errorf("job record:\n%s", job)
+	}
+	if h.exists("var/maintenance-required") {
+		t.Error("the job's request is still there")
+	}
+	if err := tl.CheckExclusive(1); err != nil {
+		t.Fatalf("%v\n%s", err, tl)
+	}
+	saw := false
+	for _, tr := range tl.Transitions() {
+		saw = saw || (tr.Node == h.Name && tr.State == lock.Rebooting)
+	}
+	if !saw {
+		t.Errorf("Rebooting was never recorded:\n%s", tl)
+	}
+	if out := h.Journal(e.Ctx, ""); !strings.Contains(out, "the new kernel needs a reboot") {
+		t.Errorf("the job's output is not in the journal")
 	}
 	t.Logf("timeline:\n%s", tl)
 }
