@@ -7,9 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/cluster"
 )
@@ -352,4 +356,76 @@ echo done
 		t.Errorf("the job's output is not in the journal")
 	}
 	t.Logf("timeline:\n%s", tl)
+}
+
+// Kured as it is installed (DaemonSet kube-system/kured) and its lock as
+// Kured writes it: the host's agent waits while another node holds it and
+// holds it itself during its maintenance.
+func TestKuredLockOnAHost(t *testing.T) {
+	e := cluster.New(t)
+	h := newHost(t, e, 0)
+	labels := map[string]string{"app": "kured"}
+	held := `{"nodeID":"other-node","metadata":{"unschedulable":false},"created":"` + time.Now().UTC().Format(time.RFC3339) + `","TTL":0}`
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kured", Namespace: "kube-system", Annotations: map[string]string{kured.LockAnnotation: held}},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{"test.kustodian.io/nowhere": "true"},
+					Containers:   []corev1.Container{{Name: "kured", Image: "kured"}},
+				},
+			},
+		},
+	}
+	dss := e.Client.AppsV1().DaemonSets("kube-system")
+	if _, err := dss.Create(e.Ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dss.Delete(context.Background(), "kured", metav1.DeleteOptions{}) })
+	annotation := func() string {
+		got, err := dss.Get(e.Ctx, "kured", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Annotations[kured.LockAnnotation]
+	}
+
+	h.run("systemctl", "enable", "--now", "kustodian.path")
+	h.run("touch", "/var/maintenance-required")
+	h.waitFor("to wait for Kured", func() error {
+		l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.RecordName(h.Name), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if r := lock.RecordFromLease(l); r.State != lock.Waiting || !strings.Contains(r.Message, "Kured's lock is held by other-node") {
+			return fmt.Errorf("record %s: %s", r.State, r.Message)
+		}
+		return nil
+	})
+	if h.exists("var/maintenance-in-progress") {
+		t.Fatal("maintenance started while Kured reboots a node")
+	}
+	got, _ := dss.Get(e.Ctx, "kured", metav1.GetOptions{})
+	delete(got.Annotations, kured.LockAnnotation) // Kured is done
+	if _, err := dss.Update(e.Ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the go-ahead", func() error {
+		if !h.exists("var/maintenance-in-progress") {
+			return fmt.Errorf("no in-progress file")
+		}
+		return nil
+	})
+	if a := annotation(); !strings.Contains(a, `"nodeID":"kustodian:`+h.Name+`"`) {
+		t.Errorf("Kured's lock during maintenance: %q", a)
+	}
+	h.run("rm", "/var/maintenance-required")
+	h.waitFor("Kured's lock to be given back", func() error {
+		if a := annotation(); a != "" {
+			return fmt.Errorf("annotation %q", a)
+		}
+		return nil
+	})
 }

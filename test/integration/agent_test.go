@@ -978,3 +978,29 @@ func TestManagedJobs(t *testing.T) {
 	waitRecord(e, nodes[0], "InMaintenance for the raw request", inState(lock.InMaintenance))
 	a.completes()
 }
+
+// kustodian reboot refuses unless this node is in maintenance and holds
+// the lock: it never reboots a node that is not safely out of the cluster.
+func TestRebootRefusesOutsideMaintenance(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(1)
+	a := newAgent(t, e, nodes[0])
+	reboot := func() string {
+		t.Helper()
+		args := append([]string{"reboot"}, a.args[1:]...) // the agent's flags
+		out, err := exec.CommandContext(e.Ctx, kustodianBinary(t), args...).CombinedOutput()
+		if err == nil {
+			t.Fatalf("kustodian reboot accepted:\n%s", out)
+		}
+		return string(out)
+	}
+	if out := reboot(); !strings.Contains(out, "refusing to reboot") || !strings.Contains(out, "is not in maintenance") {
+		t.Errorf("not in maintenance: %s", out)
+	}
+	if err := os.WriteFile(a.inProgressFile(), nil, 0o644); err != nil { // a stray file, no lock
+		t.Fatal(err)
+	}
+	if out := reboot(); !strings.Contains(out, "does not hold a maintenance lock") {
+		t.Errorf("in-progress file without the lock: %s", out)
+	}
+}
