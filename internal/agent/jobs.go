@@ -11,8 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/fsnotify/fsnotify"
-
+	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
 )
 
@@ -132,39 +131,17 @@ func bootID() string {
 	return id
 }
 
-// watchJobs reports changes of the jobs directory (job-exec writing a result).
+// watchJobs reports changes of the jobs directory (job-exec writing a
+// result); nil when it cannot be watched (the resync still reads it).
 func watchJobs(ctx context.Context, dir string) <-chan struct{} {
-	changed := make(chan struct{}, 1)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil
 	}
-	w, err := fsnotify.NewWatcher()
+	c, err := hostfiles.WatchDir(ctx, dir)
 	if err != nil {
 		return nil
 	}
-	if err := w.Add(dir); err != nil {
-		w.Close()
-		return nil
-	}
-	go func() {
-		defer w.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case _, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				select {
-				case changed <- struct{}{}:
-				default:
-				}
-			case <-w.Errors:
-			}
-		}
-	}()
-	return changed
+	return c
 }
 
 // stepJob moves the current managed job on while the node is in

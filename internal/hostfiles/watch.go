@@ -13,31 +13,54 @@ import (
 // collapse into one value: the receiver re-reads the files anyway. Watching
 // the directories, not the files, sees files that do not exist yet.
 func (f Files) Watch(ctx context.Context) (<-chan struct{}, error) {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, fmt.Errorf("watching the maintenance files: %w", err)
-	}
 	names := map[string]bool{}
-	dirs := map[string]bool{}
+	var dirs []string
 	for _, p := range []string{f.Request, f.InProgress, f.RebootSentinel} {
 		if p == "" {
 			continue
 		}
 		names[filepath.Clean(p)] = true
-		dir := filepath.Dir(p)
-		if dirs[dir] {
+		dirs = append(dirs, filepath.Dir(p))
+	}
+	// The sentinel's directory may not exist; the resync still reads it.
+	optional := map[string]bool{}
+	if f.RebootSentinel != "" {
+		optional[filepath.Dir(f.RebootSentinel)] = true
+	}
+	return watch(ctx, dirs, optional, func(name string) bool { return names[filepath.Clean(name)] })
+}
+
+// WatchDir reports every change in a directory, as Watch does for the files.
+func WatchDir(ctx context.Context, dir string) (<-chan struct{}, error) {
+	return watch(ctx, []string{dir}, nil, func(string) bool { return true })
+}
+
+func watch(ctx context.Context, dirs []string, optional map[string]bool, match func(string) bool) (<-chan struct{}, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watching files: %w", err)
+	}
+	added := map[string]bool{}
+	for _, dir := range dirs {
+		if added[dir] {
 			continue
 		}
 		if err := w.Add(dir); err != nil {
-			if p == f.RebootSentinel {
-				continue // its directory may not exist; the resync still reads it
+			if optional[dir] {
+				continue
 			}
 			w.Close()
 			return nil, fmt.Errorf("watching %s: %w", dir, err)
 		}
-		dirs[dir] = true
+		added[dir] = true
 	}
 	changed := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case changed <- struct{}{}:
+		default: // one pending notice is enough
+		}
+	}
 	go func() {
 		defer w.Close()
 		for {
@@ -48,21 +71,14 @@ func (f Files) Watch(ctx context.Context) (<-chan struct{}, error) {
 				if !ok {
 					return
 				}
-				if names[filepath.Clean(ev.Name)] {
-					select {
-					case changed <- struct{}{}:
-					default: // one pending notice is enough
-					}
+				if match(ev.Name) {
+					notify()
 				}
 			case _, ok := <-w.Errors:
 				if !ok {
 					return
 				}
-				// An overflow loses events; tell the receiver to re-read.
-				select {
-				case changed <- struct{}{}:
-				default:
-				}
+				notify() // an overflow loses events: re-read
 			}
 		}
 	}()
