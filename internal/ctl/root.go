@@ -84,6 +84,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newPauseCommand(o),
 		newResumeCommand(o),
 		newReleaseCommand(o),
+		newKubeconfigCommand(o),
 		version.NewCommand("kustodian-ctl"),
 	)
 	return root

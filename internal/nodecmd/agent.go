@@ -15,6 +15,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/agent"
 	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/identity"
 	"github.com/kustodian/kustodian/internal/logging"
 	"github.com/kustodian/kustodian/internal/login1"
 	"github.com/kustodian/kustodian/internal/systemd"
@@ -76,10 +77,10 @@ func (cf *configFlags) connect() (nodeContext, error) {
 	if nc.cfg, err = cf.load(); err != nil {
 		return nc, err
 	}
-	if nc.node, err = nodeName(nc.cfg); err != nil {
+	if nc.rest, err = loadKubeconfig(nc.cfg.Kubeconfig); err != nil {
 		return nc, err
 	}
-	if nc.rest, err = loadKubeconfig(nc.cfg.Kubeconfig); err != nil {
+	if nc.node, err = nodeName(nc.cfg, nc.rest); err != nil {
 		return nc, err
 	}
 	if nc.kube, err = kubernetes.NewForConfig(nc.rest); err != nil {
@@ -126,8 +127,22 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 	return c, nil
 }
 
-// nodeName is --node-name, else the hostname.
-func nodeName(cfg config.Agent) (string, error) {
+// nodeName is the Node the kubeconfig's token is bound to (a node-scoped
+// kubeconfig from kustodian-ctl kubeconfig), else --node-name, else the
+// hostname. A --node-name that disagrees with the token is refused: the
+// token works only for its own node.
+func nodeName(cfg config.Agent, rc *rest.Config) (string, error) {
+	bound, err := identity.NodeOf(rc)
+	if err != nil {
+		return "", fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+	}
+	if bound != "" {
+		if cfg.NodeName != "" && cfg.NodeName != bound {
+			return "", fmt.Errorf("node name %q disagrees with kubeconfig %s, whose token is bound to node %q; use that node's kubeconfig (kustodian-ctl kubeconfig %s) or drop --node-name",
+				cfg.NodeName, cfg.Kubeconfig, bound, cfg.NodeName)
+		}
+		return bound, nil
+	}
 	if cfg.NodeName != "" {
 		return cfg.NodeName, nil
 	}

@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kustodian/kustodian/internal/identity"
+	"github.com/kustodian/kustodian/test/cluster"
+)
+
+// kustodian-ctl kubeconfig mints a kubeconfig whose token is bound to the
+// Node: the API server sees the node's name in the user's extra info, the
+// agent takes its name from it and refuses another, and the token dies
+// with the Node.
+func TestNodeKubeconfig(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kustodian-agent", Namespace: e.Namespace}}
+	if _, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).Create(e.Ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "node.kubeconfig")
+	out := mustCtl(t, e, "kubeconfig", nodes[0], "-f", path)
+	if !strings.Contains(out, "wrote "+path) {
+		t.Errorf("kubeconfig said %q", out)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("kubeconfig file: %v mode %v, want 0600", err, st.Mode().Perm())
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := identity.NodeOf(rc); err != nil || n != nodes[0] {
+		t.Fatalf("the token is bound to %q (%v), want %s", n, err, nodes[0])
+	}
+	nodeClient := kubernetes.NewForConfigOrDie(rc)
+	review, err := nodeClient.AuthenticationV1().SelfSubjectReviews().Create(e.Ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := review.Status.UserInfo.Extra["authentication.kubernetes.io/node-name"]; len(got) != 1 || got[0] != nodes[0] {
+		t.Errorf("the API server sees node-name %v, want [%s]", got, nodes[0])
+	}
+
+	// The agent takes its name from the token, and refuses another.
+	a := newAgent(t, e, nodes[1], "--kubeconfig", path)
+	a.request("upgrade")
+	out2, err := runOnce(a, nil)
+	if err == nil || !strings.Contains(out2, `node name "`+nodes[1]+`" disagrees with kubeconfig`) || !strings.Contains(out2, `bound to node "`+nodes[0]+`"`) {
+		t.Errorf("agent with another node's kubeconfig: %v\n%s", err, out2)
+	}
+
+	// Errors.
+	if out, err := ctl(t, e, "kubeconfig", "no-such-node", "-f", "-"); err == nil || !strings.Contains(out, `node "no-such-node" not found`) {
+		t.Errorf("unknown node: %v %s", err, out)
+	}
+	bare := exec.CommandContext(e.Ctx, ctlBinary(t), "--kubeconfig", e.Kubeconfig, "-n", "default", "kubeconfig", nodes[0], "-f", "-")
+	if out, err := bare.CombinedOutput(); err == nil || !strings.Contains(string(out), "no ServiceAccount kustodian-agent in namespace default") {
+		t.Errorf("namespace without the ServiceAccount: %v %s", err, out)
+	}
+
+	// The token dies with its Node.
+	if err := e.Client.CoreV1().Nodes().Delete(e.Ctx, nodes[0], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the token to stop working", cluster.DefaultTimeout, func(ctx context.Context) error {
+		_, err := nodeClient.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if apierrors.IsUnauthorized(err) {
+			return nil
+		}
+		return fmt.Errorf("still accepted (%v)", err)
+	})
+}
