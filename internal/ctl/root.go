@@ -85,6 +85,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newResumeCommand(o),
 		newReleaseCommand(o),
 		newKubeconfigCommand(o),
+		newInstallCommand(o),
 		version.NewCommand("kustodian-ctl"),
 	)
 	return root

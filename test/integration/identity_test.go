@@ -85,3 +85,51 @@ func TestNodeKubeconfig(t *testing.T) {
 		return fmt.Errorf("still accepted (%v)", err)
 	})
 }
+
+// kustodian-ctl install gives the agents what the protocol needs: an agent
+// with a node-scoped kubeconfig runs a whole cycle (drain with a PDB,
+// Events, Leases) on those rights alone. A second install changes nothing.
+func TestInstallThenNodeScopedCycle(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	out := mustCtl(t, e, "install", "--kured-namespace", e.Namespace)
+	for _, want := range []string{"serviceaccounts kustodian-agent in " + e.Namespace + " created", "clusterroles kustodian-agent-" + e.Namespace + " created", "configmaps control in " + e.Namespace + " created"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = e.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "kustodian-agent-"+e.Namespace, metav1.DeleteOptions{})
+		_ = e.Client.RbacV1().ClusterRoles().Delete(ctx, "kustodian-agent-"+e.Namespace, metav1.DeleteOptions{})
+		_ = e.Client.RbacV1().RoleBindings("default").Delete(ctx, "kustodian-agent-"+e.Namespace, metav1.DeleteOptions{})
+		_ = e.Client.RbacV1().Roles("default").Delete(ctx, "kustodian-agent-"+e.Namespace, metav1.DeleteOptions{})
+	})
+	again := mustCtl(t, e, "install", "--kured-namespace", e.Namespace)
+	if strings.Contains(again, "created") || strings.Contains(again, "configured") {
+		t.Errorf("a second install changed things:\n%s", again)
+	}
+
+	path := filepath.Join(t.TempDir(), "node.kubeconfig")
+	mustCtl(t, e, "kubeconfig", nodes[0], "-f", path)
+	e.Cordon(nodes[1])
+	e.Deployment("web", 4)
+	e.PDB("web", "web", 3)
+	e.RunningPods("web", 4)
+	uncordon(e, nodes[1])
+
+	a := newAgent(t, e, nodes[0], "--kubeconfig", path, "--node-name", "")
+	a.request("upgrade")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	if pods, err := podsOn(e.Ctx, e, nodes[0]); err != nil || len(pods) != 0 {
+		t.Errorf("pods left on the drained node: %v %v", pods, err)
+	}
+	a.completes()
+	if strings.Contains(a.logText(), "forbidden") {
+		t.Errorf("the agent met a forbidden request:\n%s", a.logText())
+	}
+	if nodeObject(e, nodes[0]).Spec.Unschedulable {
+		t.Error("node still cordoned")
+	}
+}

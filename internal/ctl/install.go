@@ -1,0 +1,156 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/manifests"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+func newInstallCommand(o *options) *cobra.Command {
+	var output, kuredNS, kuredDS string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Install Kustodian's namespace, ServiceAccount and RBAC into the cluster",
+		Long: `install applies (server-side apply, field manager kustodian-ctl) the namespace,
+the ServiceAccount kustodian-agent whose Node-bound tokens the agents use, and the
+RBAC the protocol needs and nothing more; it creates the control ConfigMap when it
+is missing (an existing pause is kept). It reports what it created or changed.
+--dry-run or -o yaml prints the manifests instead.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			objs := manifests.Objects(manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS})
+			if dryRun || output == outputYAML {
+				return printManifests(o.streams.Out, objs)
+			}
+			if output != "" {
+				return fmt.Errorf("install prints only -o yaml")
+			}
+			rc, err := o.config.ToRESTConfig()
+			if err != nil {
+				return err
+			}
+			dyn, err := dynamic.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			client, err := o.client()
+			if err != nil {
+				return err
+			}
+			for _, obj := range objs {
+				what, err := apply(cmd.Context(), dyn, obj)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(o.streams.Out, what)
+			}
+			what, err := ensureControl(cmd.Context(), client.CoreV1().ConfigMaps(o.namespace()), o.namespace())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(o.streams.Out, what)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml: print the manifests instead of applying them")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the manifests instead of applying them")
+	cmd.Flags().StringVar(&kuredNS, "kured-namespace", "kube-system", "namespace of Kured's DaemonSet")
+	cmd.Flags().StringVar(&kuredDS, "kured-daemonset", "kured", "name of Kured's DaemonSet")
+	return cmd
+}
+
+func printManifests(w io.Writer, objs []manifests.Object) error {
+	for _, obj := range objs {
+		b, err := yaml.Marshal(obj.Object)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "---\n%s", b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply server-side-applies one object and says what happened to it.
+func apply(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (string, error) {
+	m, err := metaOf(obj)
+	if err != nil {
+		return "", err
+	}
+	var ri dynamic.ResourceInterface = dyn.Resource(obj.Resource)
+	if m.GetNamespace() != "" {
+		ri = dyn.Resource(obj.Resource).Namespace(m.GetNamespace())
+	}
+	name := fmt.Sprintf("%s %s", obj.Resource.Resource, m.GetName())
+	if m.GetNamespace() != "" {
+		name += " in " + m.GetNamespace()
+	}
+	before, err := ri.Get(ctx, m.GetName(), metav1.GetOptions{})
+	existed := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", status.Explain(err, "get", obj.Resource.Resource, m.GetNamespace())
+	}
+	body, err := json.Marshal(obj.Object)
+	if err != nil {
+		return "", err
+	}
+	force := true
+	after, err := ri.Patch(ctx, m.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "kustodian-ctl", Force: &force})
+	if err != nil {
+		return "", status.Explain(err, "apply", obj.Resource.Resource, m.GetNamespace())
+	}
+	switch {
+	case !existed:
+		return name + " created", nil
+	case before.GetResourceVersion() == after.GetResourceVersion():
+		return name + " unchanged", nil
+	default:
+		return name + " configured", nil
+	}
+}
+
+// metaOf reads the object's name and namespace.
+func metaOf(obj manifests.Object) (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(obj.Object)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	return u, u.UnmarshalJSON(b)
+}
+
+// ensureControl creates the control ConfigMap if it is missing; an
+// existing one (perhaps paused) is left alone.
+func ensureControl(ctx context.Context, cms interface {
+	Create(context.Context, *corev1.ConfigMap, metav1.CreateOptions) (*corev1.ConfigMap, error)
+}, ns string) (string, error) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: status.ControlConfigMap, Namespace: ns, Labels: map[string]string{lock.LabelManagedBy: lock.ManagedBy}},
+		Data:       map[string]string{"paused": "false"},
+	}
+	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		return "configmaps control in " + ns + " created", nil
+	case apierrors.IsAlreadyExists(err):
+		return "configmaps control in " + ns + " kept", nil
+	default:
+		return "", status.Explain(err, "create", "configmaps", ns)
+	}
+}

@@ -1,0 +1,93 @@
+// Package manifests is what `kustodian-ctl install` puts into a cluster: the
+// namespace, the agents' ServiceAccount and the RBAC the protocol needs and
+// nothing more. Objects outside the namespace carry its name, so that
+// several installations (tests, separate fleets) never share them.
+package manifests
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// AgentServiceAccount is the ServiceAccount whose Node-bound tokens the
+// agents use.
+const AgentServiceAccount = "kustodian-agent"
+
+// Options of an installation.
+type Options struct {
+	Namespace      string
+	KuredNamespace string // where Kured's DaemonSet lives
+	KuredDaemonSet string
+}
+
+// Object is one manifest with the resource it is written to.
+type Object struct {
+	Resource schema.GroupVersionResource
+	Object   runtime.Object
+}
+
+func labels() map[string]string {
+	return map[string]string{"app.kubernetes.io/managed-by": "kustodian", "app.kubernetes.io/name": "kustodian"}
+}
+
+func meta(name, ns string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels()}
+}
+
+var (
+	gvrNamespace          = corev1.SchemeGroupVersion.WithResource("namespaces")
+	gvrServiceAccount     = corev1.SchemeGroupVersion.WithResource("serviceaccounts")
+	gvrClusterRole        = rbacv1.SchemeGroupVersion.WithResource("clusterroles")
+	gvrClusterRoleBinding = rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings")
+	gvrRole               = rbacv1.SchemeGroupVersion.WithResource("roles")
+	gvrRoleBinding        = rbacv1.SchemeGroupVersion.WithResource("rolebindings")
+)
+
+// Objects are the manifests, in the order they are applied.
+func Objects(o Options) []Object {
+	ns := o.Namespace
+	agent := []rbacv1.Subject{{Kind: "ServiceAccount", Name: AgentServiceAccount, Namespace: ns}}
+	cluster := AgentServiceAccount + "-" + ns // cluster-wide and foreign-namespace objects
+	out := []Object{
+		{gvrNamespace, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: meta(ns, "")}},
+		{gvrServiceAccount, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(AgentServiceAccount, ns)}},
+		// Across the cluster: its own Node (cordon, label, annotation; the
+		// admission policy keeps each node to its own), the pods to drain
+		// and their evictions, DaemonSets (the drain skips their pods).
+		{gvrClusterRole, &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta(cluster, ""),
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+				{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "list", "watch"}},
+			}}},
+		{gvrClusterRoleBinding, &rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta(cluster, ""),
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cluster}, Subjects: agent}},
+		// In its namespace: the lock and record Leases, the control ConfigMap.
+		{gvrRole, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(AgentServiceAccount, ns),
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+			}}},
+		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(AgentServiceAccount, ns),
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: AgentServiceAccount}, Subjects: agent}},
+		// Events about Nodes live in "default" (the API server's rule).
+		{gvrRole, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(cluster, "default"),
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}}}},
+		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(cluster, "default"),
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: cluster}, Subjects: agent}},
+		// Kured's lock: update of its DaemonSet, and nothing else there.
+		{gvrRole, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(cluster, o.KuredNamespace),
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{o.KuredDaemonSet}, Verbs: []string{"update"}}}}},
+		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(cluster, o.KuredNamespace),
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: cluster}, Subjects: agent}},
+	}
+	return out
+}
+
+func typeMeta(apiVersion, kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
