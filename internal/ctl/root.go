@@ -86,6 +86,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newReleaseCommand(o),
 		newKubeconfigCommand(o),
 		newInstallCommand(o),
+		newUninstallCommand(o),
 		version.NewCommand("kustodian-ctl"),
 	)
 	return root

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	authv1 "k8s.io/api/authentication/v1"
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,5 +132,34 @@ func TestInstallThenNodeScopedCycle(t *testing.T) {
 	}
 	if nodeObject(e, nodes[0]).Spec.Unschedulable {
 		t.Error("node still cordoned")
+	}
+}
+
+// uninstall refuses while a node holds a lock, and with --force removes
+// what install put there.
+func TestUninstall(t *testing.T) {
+	e := cluster.New(t)
+	mustCtl(t, e, "install", "--kured-namespace", e.Namespace)
+	holder := "some-node"
+	if _, err := e.Client.CoordinationV1().Leases(e.Namespace).Create(e.Ctx, &coordv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "lock-default-0"},
+		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ctl(t, e, "uninstall", "--kured-namespace", e.Namespace); err == nil || !strings.Contains(out, "some-node holds lock-default-0") {
+		t.Fatalf("uninstall while a lock is held: %v %s", err, out)
+	}
+	if _, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).Get(e.Ctx, "kustodian-agent", metav1.GetOptions{}); err != nil {
+		t.Fatalf("a refused uninstall removed the ServiceAccount: %v", err)
+	}
+	out := mustCtl(t, e, "uninstall", "--force", "--kured-namespace", e.Namespace)
+	for _, want := range []string{"clusterroles kustodian-agent-" + e.Namespace + " deleted", "serviceaccounts kustodian-agent in " + e.Namespace + " deleted", "namespaces " + e.Namespace + " deleted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("uninstall output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := e.Client.RbacV1().ClusterRoles().Get(e.Ctx, "kustodian-agent-"+e.Namespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ClusterRole still there: %v", err)
 	}
 }
