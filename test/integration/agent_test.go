@@ -387,26 +387,10 @@ func TestAgentSurvivesKill9InEveryState(t *testing.T) {
 
 	a.request("upgrade")
 	a.start()
-	waitRecord(e, target, "Draining, blocked by the PDB", func(r *lock.Record) error {
-		if err := inState(lock.Draining)(r); err != nil {
-			return err
-		}
-		if !strings.Contains(r.Message, "blocked by PDB") {
-			return fmt.Errorf("message %q", r.Message)
-		}
-		return nil
-	})
+	waitRecord(e, target, "Draining, blocked by the PDB", inStateSaying(lock.Draining, "blocked by PDB"))
 	b.request("upgrade")
 	b.start()
-	waitRecord(e, spare, "waiting behind "+target, func(r *lock.Record) error {
-		if err := inState(lock.Waiting)(r); err != nil {
-			return err
-		}
-		if !strings.Contains(r.Message, "lock held by "+target) {
-			return fmt.Errorf("message %q", r.Message)
-		}
-		return nil
-	})
+	waitRecord(e, spare, "waiting behind "+target, inStateSaying(lock.Waiting, "lock held by "+target))
 
 	// Draining.
 	a.kill()
@@ -780,15 +764,7 @@ func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
 	}
 	other.request("upgrade")
 	other.start()
-	waitRecord(e, nodes[1], "waiting behind the interrupted node", func(r *lock.Record) error {
-		if err := inState(lock.Waiting)(r); err != nil {
-			return err
-		}
-		if !strings.Contains(r.Message, "lock held by "+holder) {
-			return fmt.Errorf("message %q", r.Message)
-		}
-		return nil
-	})
+	waitRecord(e, nodes[1], "waiting behind the interrupted node", inStateSaying(lock.Waiting, "lock held by "+holder))
 
 	a.start()
 	a.exitsZero()
@@ -952,15 +928,7 @@ func TestManagedJobs(t *testing.T) {
 		t.Fatalf("kustodian run: %v\n%s", err, out)
 	}
 	a.start()
-	waitRecord(e, nodes[0], "Failed by its job", func(r *lock.Record) error {
-		if err := inState(lock.Failed)(r); err != nil {
-			return err
-		}
-		if !strings.Contains(r.Message, "job bad-1 (run 1): failed, exit 3: E: broken packages") {
-			return fmt.Errorf("message %q", r.Message)
-		}
-		return nil
-	})
+	waitRecord(e, nodes[0], "Failed by its job", inStateSaying(lock.Failed, "job bad-1 (run 1): failed, exit 3: E: broken packages"))
 	if h := lockHolder(e); h != nodes[0] || !nodeObject(e, nodes[0]).Spec.Unschedulable {
 		t.Errorf("after a failed job: holder %q, cordoned %v", h, nodeObject(e, nodes[0]).Spec.Unschedulable)
 	}

@@ -235,6 +235,19 @@ func inState(state lock.State) func(r *lock.Record) error {
 	}
 }
 
+// inStateSaying is inState whose message also contains substr.
+func inStateSaying(state lock.State, substr string) func(r *lock.Record) error {
+	return func(r *lock.Record) error {
+		if err := inState(state)(r); err != nil {
+			return err
+		}
+		if !strings.Contains(r.Message, substr) {
+			return fmt.Errorf("message %q does not say %q", r.Message, substr)
+		}
+		return nil
+	}
+}
+
 func nodeObject(e *cluster.Env, name string) *corev1.Node {
 	e.T.Helper()
 	n, err := e.Client.CoreV1().Nodes().Get(e.Ctx, name, metav1.GetOptions{})

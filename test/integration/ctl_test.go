@@ -92,15 +92,7 @@ func TestCtlDuringRollout(t *testing.T) {
 	for _, a := range agents[1:] {
 		a.request("kernel 6.1")
 		a.start()
-		waitRecord(e, a.node, "Waiting", func(r *lock.Record) error {
-			if err := inState(lock.Waiting)(r); err != nil {
-				return err
-			}
-			if !strings.Contains(r.Message, "position") {
-				return fmt.Errorf("message %q", r.Message)
-			}
-			return nil
-		})
+		waitRecord(e, a.node, "Waiting", inStateSaying(lock.Waiting, "position"))
 	}
 	// Both waiting nodes have settled on their positions.
 	waitRecord(e, nodes[1], "first in line", func(r *lock.Record) error {
@@ -267,15 +259,7 @@ func TestCtlReleaseFailedNode(t *testing.T) {
 		}
 	}
 	next.waitInProgress(cluster.DefaultTimeout)
-	waitRecord(e, nodes[0], "Failed after the release", func(r *lock.Record) error {
-		if err := inState(lock.Failed)(r); err != nil {
-			return err
-		}
-		if !strings.Contains(r.Message, "released by an admin") {
-			return fmt.Errorf("message %q", r.Message)
-		}
-		return nil
-	})
+	waitRecord(e, nodes[0], "Failed after the release", inStateSaying(lock.Failed, "released by an admin"))
 	if failed.inProgress() {
 		t.Error("the released node's script still has the go-ahead")
 	}
