@@ -34,10 +34,6 @@ import (
 	"github.com/kustodian/kustodian/internal/systemd"
 )
 
-// ControlConfigMap is the name of the ConfigMap whose "paused" key stops new
-// grants cluster-wide.
-const ControlConfigMap = "control"
-
 // Options build an Agent.
 type Options struct {
 	Config   config.Agent
@@ -338,7 +334,7 @@ func (a *Agent) startInformers(ctx context.Context) error {
 	leaseInformer := ns.Coordination().V1().Leases().Informer()
 	control := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ControlConfigMap).String()
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", lock.ControlConfigMap).String()
 		}))
 	controlInformer := control.Core().V1().ConfigMaps().Informer()
 	self := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
@@ -433,15 +429,12 @@ func (a *Agent) cachedNode() *corev1.Node {
 
 // paused reads the control ConfigMap.
 func (a *Agent) paused() (bool, string) {
-	obj, ok, err := a.controlStore.GetByKey(a.cfg.Namespace + "/" + ControlConfigMap)
+	obj, ok, err := a.controlStore.GetByKey(a.cfg.Namespace + "/" + lock.ControlConfigMap)
 	if err != nil || !ok {
 		return false, ""
 	}
 	cm, _ := obj.(*corev1.ConfigMap)
-	if cm == nil || strings.TrimSpace(strings.ToLower(cm.Data["paused"])) != "true" {
-		return false, ""
-	}
-	return true, cm.Data["reason"]
+	return lock.Paused(cm)
 }
 
 // lockNames are the Leases of this node's group.

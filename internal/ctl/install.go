@@ -141,7 +141,7 @@ func ensureControl(ctx context.Context, cms interface {
 	Create(context.Context, *corev1.ConfigMap, metav1.CreateOptions) (*corev1.ConfigMap, error)
 }, ns string) (string, error) {
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: status.ControlConfigMap, Namespace: ns, Labels: map[string]string{lock.LabelManagedBy: lock.ManagedBy}},
+		ObjectMeta: metav1.ObjectMeta{Name: lock.ControlConfigMap, Namespace: ns, Labels: map[string]string{lock.LabelManagedBy: lock.ManagedBy}},
 		Data:       map[string]string{"paused": "false"},
 	}
 	_, err := cms.Create(ctx, cm, metav1.CreateOptions{})

@@ -65,10 +65,10 @@ func setPaused(ctx context.Context, client kubernetes.Interface, ns string, paus
 	if reason != "" {
 		data["reason"] = reason
 	}
-	cm, err := cms.Get(ctx, status.ControlConfigMap, metav1.GetOptions{})
+	cm, err := cms.Get(ctx, lock.ControlConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: status.ControlConfigMap, Namespace: ns, Labels: map[string]string{lock.LabelManagedBy: lock.ManagedBy}},
+			ObjectMeta: metav1.ObjectMeta{Name: lock.ControlConfigMap, Namespace: ns, Labels: map[string]string{lock.LabelManagedBy: lock.ManagedBy}},
 			Data:       data,
 		}
 		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {

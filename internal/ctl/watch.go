@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -44,7 +45,7 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output strin
 		})
 	}
 	inNS := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(r.Namespace))
-	control := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(r.Namespace), byName(status.ControlConfigMap))
+	control := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(r.Namespace), byName(lock.ControlConfigMap))
 	nodes := informers.NewSharedInformerFactory(r.Client, 0)
 	leaseInf := inNS.Coordination().V1().Leases().Informer()
 	controlInf := control.Core().V1().ConfigMaps().Informer()

@@ -12,10 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/lock"
 )
-
-// ControlConfigMap is the ConfigMap whose "paused" key stops new grants.
-const ControlConfigMap = "control"
 
 // NotInstalledError says Kustodian's namespace does not exist.
 type NotInstalledError struct{ Namespace string }
@@ -68,7 +66,7 @@ func (r Reader) Inputs(ctx context.Context) (Inputs, error) {
 		return in, Explain(err, "list", "nodes", "")
 	}
 	in.Nodes = nodes.Items
-	cm, err := r.Client.CoreV1().ConfigMaps(r.Namespace).Get(ctx, ControlConfigMap, metav1.GetOptions{})
+	cm, err := r.Client.CoreV1().ConfigMaps(r.Namespace).Get(ctx, lock.ControlConfigMap, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		in.Control = cm

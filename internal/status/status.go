@@ -96,9 +96,7 @@ const DefaultStaleAfter = 40 * time.Second
 // (callers filter them).
 func Build(in Inputs) MaintenanceStatus {
 	s := MaintenanceStatus{APIVersion: APIVersion, Kind: Kind, Namespace: in.Namespace, Time: in.Now, Locks: []Lock{}, Nodes: []Node{}}
-	if in.Control != nil && in.Control.Data["paused"] == "true" {
-		s.Paused, s.PausedReason = true, in.Control.Data["reason"]
-	}
+	s.Paused, s.PausedReason = lock.Paused(in.Control)
 	var records []lock.Record
 	holding := map[string]bool{}
 	for i := range in.Leases {
