@@ -136,6 +136,18 @@ func TestAgentFiveNodesOneAtATime(t *testing.T) {
 	e.PDB("web", "web", 8)
 	e.RunningPods("web", 10)
 	tl := recordTimeline(e)
+	// Follow the budget from the moment its status has counted every pod:
+	// before that its numbers lag the pods and say nothing about evictions.
+	e.Eventually("PDB web to count all 10 pods", cluster.DefaultTimeout, func(ctx context.Context) error {
+		pdb, err := e.Client.PolicyV1().PodDisruptionBudgets(e.Namespace).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pdb.Status.ObservedGeneration != pdb.Generation || pdb.Status.CurrentHealthy != 10 {
+			return fmt.Errorf("PDB counts %d healthy pods", pdb.Status.CurrentHealthy)
+		}
+		return nil
+	})
 	pdbSlack := watchPDB(e, "web")
 
 	agents := make([]*agentProc, len(nodes))
