@@ -89,17 +89,9 @@ func printManifests(w io.Writer, objs []manifests.Object) error {
 
 // apply server-side-applies one object and says what happened to it.
 func apply(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (string, error) {
-	m, err := metaOf(obj)
+	ri, m, name, err := target(dyn, obj)
 	if err != nil {
 		return "", err
-	}
-	var ri dynamic.ResourceInterface = dyn.Resource(obj.Resource)
-	if m.GetNamespace() != "" {
-		ri = dyn.Resource(obj.Resource).Namespace(m.GetNamespace())
-	}
-	name := fmt.Sprintf("%s %s", obj.Resource.Resource, m.GetName())
-	if m.GetNamespace() != "" {
-		name += " in " + m.GetNamespace()
 	}
 	before, err := ri.Get(ctx, m.GetName(), metav1.GetOptions{})
 	existed := err == nil
@@ -125,14 +117,24 @@ func apply(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (st
 	}
 }
 
-// metaOf reads the object's name and namespace.
-func metaOf(obj manifests.Object) (*unstructured.Unstructured, error) {
+// target is where an object is written, its metadata, and how to name it
+// in a report ("roles kustodian-agent in kustodian").
+func target(dyn dynamic.Interface, obj manifests.Object) (dynamic.ResourceInterface, *unstructured.Unstructured, string, error) {
 	b, err := json.Marshal(obj.Object)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
-	u := &unstructured.Unstructured{}
-	return u, u.UnmarshalJSON(b)
+	m := &unstructured.Unstructured{}
+	if err := m.UnmarshalJSON(b); err != nil {
+		return nil, nil, "", err
+	}
+	var ri dynamic.ResourceInterface = dyn.Resource(obj.Resource)
+	name := fmt.Sprintf("%s %s", obj.Resource.Resource, m.GetName())
+	if m.GetNamespace() != "" {
+		ri = dyn.Resource(obj.Resource).Namespace(m.GetNamespace())
+		name += " in " + m.GetNamespace()
+	}
+	return ri, m, name, nil
 }
 
 // ensureControl creates the control ConfigMap if it is missing; an

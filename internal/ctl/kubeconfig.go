@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kustodian/kustodian/internal/atomicfile"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -57,7 +57,7 @@ after --duration (the API server may shorten it). The kubeconfig goes to -f FILE
 				_, err = o.streams.Out.Write(data)
 				return err
 			}
-			if err := writeFile0600(file, data); err != nil {
+			if err := atomicfile.Write(file, data, 0o600); err != nil {
 				return err
 			}
 			fmt.Fprintf(o.streams.ErrOut, "wrote %s for node %s (token expires %s)\n", file, args[0], expires.Format(time.RFC3339))
@@ -108,25 +108,4 @@ func nodeKubeconfig(ctx context.Context, client kubernetes.Interface, rc *rest.C
 	cfg.Contexts["kustodian"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: user, Namespace: ns}
 	cfg.CurrentContext = "kustodian"
 	return cfg, tr.Status.ExpirationTimestamp.Time, nil
-}
-
-func writeFile0600(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

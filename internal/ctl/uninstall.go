@@ -66,15 +66,9 @@ removes everything anyway.`,
 }
 
 func remove(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (string, error) {
-	m, err := metaOf(obj)
+	ri, m, name, err := target(dyn, obj)
 	if err != nil {
 		return "", err
-	}
-	var ri dynamic.ResourceInterface = dyn.Resource(obj.Resource)
-	name := fmt.Sprintf("%s %s", obj.Resource.Resource, m.GetName())
-	if m.GetNamespace() != "" {
-		ri = dyn.Resource(obj.Resource).Namespace(m.GetNamespace())
-		name += " in " + m.GetNamespace()
 	}
 	err = ri.Delete(ctx, m.GetName(), metav1.DeleteOptions{})
 	switch {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/logging"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -95,7 +95,7 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output strin
 		return status.Build(in)
 	}
 
-	redraw := output != outputJSON && output != outputYAML && isTerminal(w)
+	redraw := output != outputJSON && output != outputYAML && logging.IsTerminal(w)
 	s := current()
 	if redraw {
 		fmt.Fprint(w, "\033[H\033[2J")
@@ -142,15 +142,6 @@ func notify(c chan struct{}) {
 	case c <- struct{}{}:
 	default:
 	}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // changes are the lines that tell what changed between two statuses: lock

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/kustodian/kustodian/internal/atomicfile"
 )
 
 // Default paths, compatible with the original Kustodian README.
@@ -130,35 +132,10 @@ func exists(path string) (bool, error) {
 	return false, fmt.Errorf("checking %s: %w", path, err)
 }
 
-// CreateInProgress creates the in-progress file atomically (a temporary file
-// renamed into place and the directory synced), so a script never sees it
-// half-written and a crash never loses it once this returns.
+// CreateInProgress creates the in-progress file atomically, so a script
+// never sees it half-written and a crash never loses it once this returns.
 func (f Files) CreateInProgress(content string) error {
-	dir := filepath.Dir(f.InProgress)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(f.InProgress)+".*")
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", f.InProgress, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op once renamed
-	if _, err := tmp.WriteString(content); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", f.InProgress, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", f.InProgress, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", f.InProgress, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", f.InProgress, err)
-	}
-	if err := os.Rename(tmp.Name(), f.InProgress); err != nil {
-		return fmt.Errorf("creating %s: %w", f.InProgress, err)
-	}
-	return syncDir(dir)
+	return atomicfile.Write(f.InProgress, []byte(content), 0o644)
 }
 
 // RemoveInProgress removes the in-progress file; a file already gone is fine.
@@ -167,17 +144,5 @@ func (f Files) RemoveInProgress() error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing %s: %w", f.InProgress, err)
 	}
-	return syncDir(filepath.Dir(f.InProgress))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.SyncDir(filepath.Dir(f.InProgress))
 }

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/kustodian/kustodian/internal/atomicfile"
 )
 
 // Job states.
@@ -104,7 +106,7 @@ func (s Store) Create(j *Job) error {
 	if err := s.Save(j); err != nil {
 		return err
 	}
-	return writeAtomic(s.currentPath(), []byte(j.ID+"\n"))
+	return atomicfile.Write(s.currentPath(), []byte(j.ID+"\n"), 0o600)
 }
 
 // Current returns the current job, nil when there is none.
@@ -138,7 +140,7 @@ func (s Store) Save(j *Job) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(s.path(j.ID), append(b, '\n'))
+	return atomicfile.Write(s.path(j.ID), append(b, '\n'), 0o600)
 }
 
 // ClearCurrent forgets the current job (its file stays as a record).
@@ -148,24 +150,4 @@ func (s Store) ClearCurrent() error {
 		return nil
 	}
 	return err
-}
-
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

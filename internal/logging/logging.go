@@ -17,7 +17,7 @@ func New(w io.Writer, format string) *slog.Logger {
 	}
 	if format == "auto" {
 		format = "json"
-		if f, ok := w.(*os.File); ok && isTerminal(f) {
+		if IsTerminal(w) {
 			format = "text"
 		}
 	}
@@ -27,7 +27,12 @@ func New(w io.Writer, format string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-func isTerminal(f *os.File) bool {
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -74,11 +74,13 @@ type Cluster struct {
 // NodeName is the name Up gives the i-th node.
 func NodeName(i int) string { return fmt.Sprintf("kwok-node-%d", i) }
 
-// WorkdirDefault is where clusters live unless told otherwise: beside the
-// cached binaries, outside the repository.
-func WorkdirDefault() string {
+// CacheRoot is where Kustodian's tests keep what is expensive to make
+// (control-plane binaries, clusters, root file systems), outside the
+// repository: $KUSTODIAN_CACHE, else $XDG_CACHE_HOME/kustodian, else
+// ~/.cache/kustodian. test/tools/build.sh uses the same rule.
+func CacheRoot() string {
 	if d := os.Getenv("KUSTODIAN_CACHE"); d != "" {
-		return filepath.Join(d, "kwok")
+		return d
 	}
 	cache := os.Getenv("XDG_CACHE_HOME")
 	if cache == "" {
@@ -88,8 +90,12 @@ func WorkdirDefault() string {
 		}
 		cache = filepath.Join(home, ".cache")
 	}
-	return filepath.Join(cache, "kustodian", "kwok")
+	return filepath.Join(cache, "kustodian")
 }
+
+// WorkdirDefault is where clusters live unless told otherwise: beside the
+// cached binaries, outside the repository.
+func WorkdirDefault() string { return filepath.Join(CacheRoot(), "kwok") }
 
 func (o *Options) defaults() {
 	if o.Workdir == "" {

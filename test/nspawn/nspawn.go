@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kustodian/kustodian/test/cluster"
 )
 
 // Suite is the Debian release of the hosts.
@@ -36,17 +38,7 @@ var Packages = []string{"systemd", "systemd-sysv", "dbus", "psmisc", "procps"}
 const imageVersion = "2"
 
 // cacheDir is where the root file system tarball is kept.
-func cacheDir() string {
-	if d := os.Getenv("KUSTODIAN_CACHE"); d != "" {
-		return filepath.Join(d, "rootfs")
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "kustodian", "rootfs")
-}
+func cacheDir() string { return filepath.Join(cluster.CacheRoot(), "rootfs") }
 
 // Tarball returns the cached root file system, making it with debootstrap
 // when missing (minutes, once per machine). Progress goes to log.

@@ -1,0 +1,50 @@
+// Package atomicfile writes files whole or not at all: a temporary file in
+// the same directory, synced, renamed into place, and the directory synced,
+// so neither a reader nor a crash ever sees half a file.
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Write replaces path with data, with the given mode.
+func Write(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	for _, step := range []func() error{
+		func() error { return tmp.Chmod(mode) },
+		func() error { _, err := tmp.Write(data); return err },
+		tmp.Sync,
+	} {
+		if err := step(); err != nil {
+			tmp.Close()
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir makes a directory's entries (a rename, a removal) durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
