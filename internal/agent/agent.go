@@ -38,6 +38,9 @@ import (
 type Options struct {
 	Config   config.Agent
 	NodeName string
+	// Owner is the Node the agent's token is bound to (nil for other
+	// credentials): the locks it takes are owned by that Node.
+	Owner    *lock.NodeRef
 	Kube     kubernetes.Interface
 	Log      *slog.Logger
 	Notifier systemd.Notifier
@@ -51,6 +54,7 @@ type Options struct {
 type Agent struct {
 	cfg     config.Agent
 	node    string
+	owner   *lock.NodeRef
 	kube    kubernetes.Interface
 	log     *slog.Logger
 	notify  systemd.Notifier
@@ -111,6 +115,7 @@ func New(o Options) *Agent {
 	a := &Agent{
 		cfg:         o.Config,
 		node:        o.NodeName,
+		owner:       o.Owner,
 		kube:        o.Kube,
 		log:         o.Log.With("node", o.NodeName),
 		notify:      o.Notifier,
@@ -318,6 +323,14 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 	}
 	if err != nil && !apierrors.IsForbidden(err) { // a node identity may not read namespaces
 		return fmt.Errorf("reading namespace %s: %w", a.cfg.Namespace, err)
+	}
+	// What a node identity may do there says whether it was installed there.
+	_, err = a.kube.CoordinationV1().Leases(a.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsForbidden(err) {
+		return permanent(fmt.Errorf("may not read the Leases of namespace %q: Kustodian is not installed there for these credentials (run kustodian-ctl install -n %s and kustodian-ctl kubeconfig, or set --namespace)", a.cfg.Namespace, a.cfg.Namespace))
+	}
+	if err != nil {
+		return fmt.Errorf("reading the Leases of namespace %s: %w", a.cfg.Namespace, err)
 	}
 	_, err = a.kube.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -680,6 +693,11 @@ func (a *Agent) waiting(ctx context.Context, o Observed, node *corev1.Node) erro
 		}
 		return a.publish(ctx, lock.Waiting, o, node, msg)
 	}
+	if node == nil {
+		// A lock taken now would belong to no Node (a node-bound token
+		// dies with its Node, and the lock with it).
+		return a.publish(ctx, lock.Waiting, o, node, "waiting: this host's Node object does not exist; it may not take the lock until the Node is back")
+	}
 	// Its own gates: Kured rebooting a node.
 	a.blocked = a.kuredBlocks()
 	if a.blocked != "" {
@@ -703,14 +721,14 @@ func (a *Agent) waiting(ctx context.Context, o Observed, node *corev1.Node) erro
 
 	var free []string
 	var holders []string
-	params := lock.Params{StaleAfter: a.cfg.Queue.StaleAfter(), TTL: a.cfg.Lock.TTL}
+	params := lock.Params{StaleAfter: a.cfg.Queue.StaleAfter(), TTL: a.cfg.Lock.TTL, Owner: a.owner}
 	for _, name := range a.lockNames() {
 		l := a.leases.Get(name)
 		facts, err := a.holderFacts(ctx, lock.Holder(l))
 		if err != nil {
 			return err
 		}
-		v := lock.Decide(l, a.node, facts, now, params.StaleAfter, params.TTL)
+		v := lock.Decide(l, a.node, facts, now, params)
 		if v.Free {
 			free = append(free, name)
 		} else {

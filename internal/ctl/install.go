@@ -110,11 +110,21 @@ func apply(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (st
 	switch {
 	case !existed:
 		return name + " created", nil
-	case before.GetResourceVersion() == after.GetResourceVersion():
+	case unchanged(before, after):
 		return name + " unchanged", nil
 	default:
 		return name + " configured", nil
 	}
+}
+
+// unchanged tells whether an apply left an object as it was. Objects with a
+// generation (the admission policies) count only changes of their spec: a
+// controller writes their status at any time.
+func unchanged(before, after *unstructured.Unstructured) bool {
+	if after.GetGeneration() != 0 {
+		return before.GetGeneration() == after.GetGeneration()
+	}
+	return before.GetResourceVersion() == after.GetResourceVersion()
 }
 
 // target is where an object is written, its metadata, and how to name it

@@ -60,22 +60,23 @@ func ParseToken(token string) (t Token, ok bool, err error) {
 	return t, true, nil
 }
 
-// NodeOf returns the Node a rest.Config's token is bound to, or "".
-func NodeOf(c *rest.Config) (string, error) {
+// BoundNode is what a rest.Config's token says of itself; its Node is ""
+// when the token is not bound to a Node (or is not a JWT at all).
+func BoundNode(c *rest.Config) (Token, error) {
 	token := c.BearerToken
 	if token == "" && c.BearerTokenFile != "" {
 		b, err := os.ReadFile(c.BearerTokenFile)
 		if err != nil {
-			return "", fmt.Errorf("reading the token file %s: %w", c.BearerTokenFile, err)
+			return Token{}, fmt.Errorf("reading the token file %s: %w", c.BearerTokenFile, err)
 		}
 		token = string(b)
 	}
 	if token == "" {
-		return "", nil
+		return Token{}, nil
 	}
 	t, ok, err := ParseToken(token)
 	if err != nil || !ok {
-		return "", err
+		return Token{}, err
 	}
-	return t.Node, nil
+	return t, nil
 }

@@ -25,10 +25,10 @@ func TestParseToken(t *testing.T) {
 	if _, ok, err := ParseToken("static-token"); ok || err != nil {
 		t.Errorf("a static token: ok=%v err=%v", ok, err)
 	}
-	if n, err := NodeOf(&rest.Config{BearerToken: bound}); err != nil || n != "node-a" {
-		t.Errorf("NodeOf: %q %v", n, err)
+	if tok, err := BoundNode(&rest.Config{BearerToken: bound}); err != nil || tok.Node != "node-a" {
+		t.Errorf("BoundNode: %+v %v", tok, err)
 	}
-	if n, err := NodeOf(&rest.Config{}); err != nil || n != "" {
-		t.Errorf("NodeOf without a token: %q %v", n, err)
+	if tok, err := BoundNode(&rest.Config{}); err != nil || tok.Node != "" {
+		t.Errorf("BoundNode without a token: %+v %v", tok, err)
 	}
 }

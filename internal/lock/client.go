@@ -44,6 +44,10 @@ type FactsFunc func(ctx context.Context, holder string) (HolderFacts, error)
 type Params struct {
 	StaleAfter time.Duration // a record without heartbeat for this long is dead
 	TTL        time.Duration // 0: locks never expire
+	// Owner is the Node the agent's token is bound to, if it is. A lock it
+	// takes is then owned by that Node, so the garbage collector deletes the
+	// lock when the Node goes, and it never takes over another's lock.
+	Owner *NodeRef
 }
 
 // Acquire takes the lock for node if Decide says it is free. It decides on
@@ -66,7 +70,7 @@ func (c *Client) Acquire(ctx context.Context, name, node string, current *coordv
 	}
 	if l == nil {
 		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
-		setHolder(l, node, now, p.TTL)
+		setHolder(l, node, now, p)
 		created, err := c.leases().Create(ctx, l, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil, Verdict{Why: "lost the race to create " + name}, nil
@@ -87,12 +91,12 @@ func (c *Client) Acquire(ctx context.Context, name, node string, current *coordv
 			return nil, Verdict{}, err
 		}
 	}
-	v := Decide(l, node, hf, now, p.StaleAfter, p.TTL)
+	v := Decide(l, node, hf, now, p)
 	if !v.Free {
 		return nil, v, nil
 	}
 	l = l.DeepCopy()
-	setHolder(l, node, now, p.TTL)
+	setHolder(l, node, now, p)
 	updated, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})
 	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -103,7 +107,7 @@ func (c *Client) Acquire(ctx context.Context, name, node string, current *coordv
 	return updated, v, nil
 }
 
-func setHolder(l *coordv1.Lease, node string, now time.Time, ttl time.Duration) {
+func setHolder(l *coordv1.Lease, node string, now time.Time, p Params) {
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
@@ -113,9 +117,13 @@ func setHolder(l *coordv1.Lease, node string, now time.Time, ttl time.Duration) 
 	l.Spec.AcquireTime = &t
 	l.Spec.RenewTime = &t
 	l.Spec.LeaseDurationSeconds = nil
-	if ttl > 0 {
-		s := int32(ttl.Seconds())
+	if p.TTL > 0 {
+		s := int32(p.TTL.Seconds())
 		l.Spec.LeaseDurationSeconds = &s
+	}
+	l.OwnerReferences = withoutNodeOwners(l.OwnerReferences)
+	if p.Owner != nil {
+		l.OwnerReferences = append(l.OwnerReferences, p.Owner.ownerReference())
 	}
 }
 
@@ -144,6 +152,7 @@ func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease
 		l.Spec.AcquireTime = nil
 		l.Spec.RenewTime = nil
 		l.Spec.LeaseDurationSeconds = nil
+		l.OwnerReferences = withoutNodeOwners(l.OwnerReferences)
 		written, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	})

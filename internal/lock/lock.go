@@ -12,6 +12,8 @@ import (
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -72,8 +74,11 @@ type Verdict struct {
 // Decide says whether node may take lock l now (DESIGN section 5): a lock is
 // free when nobody holds it, when node already holds it, when its holder's
 // Node is gone and the holder's record heartbeat is stale, or when a TTL is
-// set and the holder has not renewed it within the TTL.
-func Decide(l *coordv1.Lease, node string, holder HolderFacts, now time.Time, staleAfter, ttl time.Duration) Verdict {
+// set and the holder has not renewed it within the TTL. An agent whose token
+// is bound to its Node (p.Owner set) never takes over another's lock: the
+// admission policy forbids it, and the lock goes with its holder's Node
+// instead (the garbage collector deletes it).
+func Decide(l *coordv1.Lease, node string, holder HolderFacts, now time.Time, p Params) Verdict {
 	h := Holder(l)
 	switch {
 	case h == "":
@@ -81,22 +86,64 @@ func Decide(l *coordv1.Lease, node string, holder HolderFacts, now time.Time, st
 	case h == node:
 		return Verdict{Free: true, Why: "already held by this node"}
 	}
-	if ttl > 0 {
+	if p.Owner != nil {
+		if !holder.NodeExists {
+			if ownedByNode(l, h) {
+				return Verdict{Why: fmt.Sprintf("held by %s, whose Node is gone (the garbage collector deletes the lock with it)", h)}
+			}
+			return Verdict{Why: fmt.Sprintf("held by %s, whose Node is gone; the lock has no owner to go with, so an admin must free it: kustodian-ctl release %s", h, h)}
+		}
+		return Verdict{Why: "held by " + h}
+	}
+	if p.TTL > 0 {
 		renewed := time.Time{}
 		if l.Spec.RenewTime != nil {
 			renewed = l.Spec.RenewTime.Time
 		} else if l.Spec.AcquireTime != nil {
 			renewed = l.Spec.AcquireTime.Time
 		}
-		if now.Sub(renewed) > ttl {
-			return Verdict{Free: true, Why: fmt.Sprintf("holder %s did not renew it within the TTL %s", h, ttl)}
+		if now.Sub(renewed) > p.TTL {
+			return Verdict{Free: true, Why: fmt.Sprintf("holder %s did not renew it within the TTL %s", h, p.TTL)}
 		}
 	}
 	if !holder.NodeExists {
-		if holder.Record == nil || !holder.Record.Live(now, staleAfter) {
+		if holder.Record == nil || !holder.Record.Live(now, p.StaleAfter) {
 			return Verdict{Free: true, Why: fmt.Sprintf("holder %s has no Node object and no live agent", h)}
 		}
 		return Verdict{Why: fmt.Sprintf("held by %s (its Node object is gone but its agent is alive)", h)}
 	}
 	return Verdict{Why: "held by " + h}
+}
+
+// NodeRef names a Node: the one an agent's token is bound to.
+type NodeRef struct {
+	Name string
+	UID  string
+}
+
+// ownerReference makes a lock depend on its holder's Node.
+func (n NodeRef) ownerReference() metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: types.UID(n.UID)}
+}
+
+// ownedByNode tells whether l is owned by the Node named node.
+func ownedByNode(l *coordv1.Lease, node string) bool {
+	for _, r := range l.OwnerReferences {
+		if r.Kind == "Node" && r.APIVersion == "v1" && r.Name == node {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutNodeOwners drops the Node owners from a lock being given back or
+// passed on: a lock belongs to its current holder's Node only.
+func withoutNodeOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	var out []metav1.OwnerReference
+	for _, r := range refs {
+		if !(r.Kind == "Node" && r.APIVersion == "v1") {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -23,8 +23,14 @@ func lease(holder string, renewed time.Time) *coordv1.Lease {
 	return l
 }
 
+func owned(l *coordv1.Lease, node string) *coordv1.Lease {
+	l.OwnerReferences = []metav1.OwnerReference{NodeRef{Name: node, UID: "uid-" + node}.ownerReference()}
+	return l
+}
+
 func TestDecide(t *testing.T) {
 	const stale = 40 * time.Second
+	me := &NodeRef{Name: "me", UID: "uid-me"}
 	live := &Record{Node: "a", Heartbeat: t0.Add(-10 * time.Second)}
 	dead := &Record{Node: "a", Heartbeat: t0.Add(-41 * time.Second)}
 	for _, tc := range []struct {
@@ -32,23 +38,30 @@ func TestDecide(t *testing.T) {
 		lease  *coordv1.Lease
 		facts  HolderFacts
 		ttl    time.Duration
+		owner  *NodeRef
 		free   bool
 		reason string
 	}{
-		{"nobody holds it", lease("", time.Time{}), HolderFacts{}, 0, true, ""},
-		{"nil holder", &coordv1.Lease{}, HolderFacts{}, 0, true, ""},
-		{"I hold it", lease("me", t0.Add(-time.Hour)), HolderFacts{}, 0, true, "already held"},
-		{"held by a live node", lease("a", t0.Add(-time.Hour)), HolderFacts{NodeExists: true, Record: live}, 0, false, "held by a"},
-		{"held by a node whose agent is dead, Node still there", lease("a", t0.Add(-time.Hour)), HolderFacts{NodeExists: true, Record: dead}, 0, false, "held by a"},
-		{"held by a node that rebooted: no record, Node there", lease("a", t0.Add(-time.Hour)), HolderFacts{NodeExists: true}, 0, false, "held by a"},
-		{"Node gone, agent alive", lease("a", t0.Add(-time.Hour)), HolderFacts{Record: live}, 0, false, "agent is alive"},
-		{"Node gone, heartbeat stale", lease("a", t0.Add(-time.Hour)), HolderFacts{Record: dead}, 0, true, "no Node object"},
-		{"Node gone, no record", lease("a", t0.Add(-time.Hour)), HolderFacts{}, 0, true, "no Node object"},
-		{"TTL not expired", lease("a", t0.Add(-time.Minute)), HolderFacts{NodeExists: true, Record: live}, 2 * time.Minute, false, "held by a"},
-		{"TTL expired", lease("a", t0.Add(-3*time.Minute)), HolderFacts{NodeExists: true, Record: live}, 2 * time.Minute, true, "TTL"},
-		{"no expiry by default, however old", lease("a", t0.Add(-24*time.Hour)), HolderFacts{NodeExists: true}, 0, false, "held by a"},
+		{"nobody holds it", lease("", time.Time{}), HolderFacts{}, 0, nil, true, ""},
+		{"nil holder", &coordv1.Lease{}, HolderFacts{}, 0, nil, true, ""},
+		{"I hold it", lease("me", t0.Add(-time.Hour)), HolderFacts{}, 0, nil, true, "already held"},
+		{"held by a live node", lease("a", t0.Add(-time.Hour)), HolderFacts{NodeExists: true, Record: live}, 0, nil, false, "held by a"},
+		{"held by a node whose agent is dead, Node still there", lease("a", t0.Add(-time.Hour)), HolderFacts{NodeExists: true, Record: dead}, 0, nil, false, "held by a"},
+		{"held by a node that rebooted: no record, Node there", lease("a", t0.Add(-time.Hour)), HolderFacts{NodeExists: true}, 0, nil, false, "held by a"},
+		{"Node gone, agent alive", lease("a", t0.Add(-time.Hour)), HolderFacts{Record: live}, 0, nil, false, "agent is alive"},
+		{"Node gone, heartbeat stale", lease("a", t0.Add(-time.Hour)), HolderFacts{Record: dead}, 0, nil, true, "no Node object"},
+		{"Node gone, no record", lease("a", t0.Add(-time.Hour)), HolderFacts{}, 0, nil, true, "no Node object"},
+		{"TTL not expired", lease("a", t0.Add(-time.Minute)), HolderFacts{NodeExists: true, Record: live}, 2 * time.Minute, nil, false, "held by a"},
+		{"TTL expired", lease("a", t0.Add(-3*time.Minute)), HolderFacts{NodeExists: true, Record: live}, 2 * time.Minute, nil, true, "TTL"},
+		{"no expiry by default, however old", lease("a", t0.Add(-24*time.Hour)), HolderFacts{NodeExists: true}, 0, nil, false, "held by a"},
+		// A node-bound agent never takes over: the lock goes with its
+		// holder's Node through the garbage collector, or an admin frees it.
+		{"bound: Node gone, heartbeat stale, lock owned by it", owned(lease("a", t0.Add(-time.Hour)), "a"), HolderFacts{Record: dead}, 0, me, false, "garbage collector"},
+		{"bound: Node gone, lock without owner", lease("a", t0.Add(-time.Hour)), HolderFacts{}, 0, me, false, "kustodian-ctl release a"},
+		{"bound: live holder", owned(lease("a", t0.Add(-time.Hour)), "a"), HolderFacts{NodeExists: true, Record: live}, 0, me, false, "held by a"},
+		{"bound: free lock", lease("", time.Time{}), HolderFacts{}, 0, me, true, ""},
 	} {
-		v := Decide(tc.lease, "me", tc.facts, t0, stale, tc.ttl)
+		v := Decide(tc.lease, "me", tc.facts, t0, Params{StaleAfter: stale, TTL: tc.ttl, Owner: tc.owner})
 		if v.Free != tc.free || !strings.Contains(v.Why, tc.reason) {
 			t.Errorf("%s: got %+v, want free=%v with %q", tc.name, v, tc.free, tc.reason)
 		}

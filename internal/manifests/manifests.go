@@ -1,6 +1,6 @@
 // Package manifests is what `kustodian-ctl install` puts into a cluster: the
-// namespace, the agents' ServiceAccount and the RBAC the protocol needs and
-// nothing more. Objects outside the namespace carry its name, so that
+// namespace, the agents' ServiceAccount, the RBAC the protocol needs and
+// nothing more, and the admission policies that keep each node to itself. Objects outside the namespace carry its name, so that
 // several installations (tests, separate fleets) never share them.
 package manifests
 
@@ -85,7 +85,7 @@ func Objects(o Options) []Object {
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(cluster, o.KuredNamespace),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: cluster}, Subjects: agent}},
 	}
-	return out
+	return append(out, policyObjects(o)...)
 }
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {

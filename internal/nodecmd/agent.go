@@ -16,6 +16,7 @@ import (
 	"github.com/kustodian/kustodian/internal/agent"
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/identity"
+	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/logging"
 	"github.com/kustodian/kustodian/internal/login1"
 	"github.com/kustodian/kustodian/internal/systemd"
@@ -52,6 +53,7 @@ variable; a flag beats the environment, which beats the file.`,
 		return agent.New(agent.Options{
 			Config:   cfg,
 			NodeName: node,
+			Owner:    nc.bound,
 			Kube:     kube,
 			Log:      log,
 			Notifier: systemd.SdNotifier{Log: log},
@@ -65,8 +67,11 @@ variable; a flag beats the environment, which beats the file.`,
 type nodeContext struct {
 	cfg  config.Agent
 	node string
-	rest *rest.Config
-	kube kubernetes.Interface
+	// bound is the Node the kubeconfig's token is bound to; nil for other
+	// credentials.
+	bound *lock.NodeRef
+	rest  *rest.Config
+	kube  kubernetes.Interface
 }
 
 // connect loads the configuration, the node's name and a client of the
@@ -80,7 +85,7 @@ func (cf *configFlags) connect() (nodeContext, error) {
 	if nc.rest, err = loadKubeconfig(nc.cfg.Kubeconfig); err != nil {
 		return nc, err
 	}
-	if nc.node, err = nodeName(nc.cfg, nc.rest); err != nil {
+	if nc.node, nc.bound, err = nodeName(nc.cfg, nc.rest); err != nil {
 		return nc, err
 	}
 	if nc.kube, err = kubernetes.NewForConfig(nc.rest); err != nil {
@@ -129,26 +134,31 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 
 // nodeName is the Node the kubeconfig's token is bound to (a node-scoped
 // kubeconfig from kustodian-ctl kubeconfig), else --node-name, else the
-// hostname. A --node-name that disagrees with the token is refused: the
-// token works only for its own node.
-func nodeName(cfg config.Agent, rc *rest.Config) (string, error) {
-	bound, err := identity.NodeOf(rc)
+// hostname; bound is that Node when there is one. A --node-name that
+// disagrees with the token is refused: the token works only for its own
+// node. So is lock.ttl: expiry means other nodes take the lock over, which
+// the admission policy forbids node-bound tokens.
+func nodeName(cfg config.Agent, rc *rest.Config) (name string, bound *lock.NodeRef, err error) {
+	tok, err := identity.BoundNode(rc)
 	if err != nil {
-		return "", fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+		return "", nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 	}
-	if bound != "" {
-		if cfg.NodeName != "" && cfg.NodeName != bound {
-			return "", fmt.Errorf("node name %q disagrees with kubeconfig %s, whose token is bound to node %q; use that node's kubeconfig (kustodian-ctl kubeconfig %s) or drop --node-name",
-				cfg.NodeName, cfg.Kubeconfig, bound, cfg.NodeName)
+	if tok.Node != "" {
+		if cfg.NodeName != "" && cfg.NodeName != tok.Node {
+			return "", nil, fmt.Errorf("node name %q disagrees with kubeconfig %s, whose token is bound to node %q; use that node's kubeconfig (kustodian-ctl kubeconfig %s) or drop --node-name",
+				cfg.NodeName, cfg.Kubeconfig, tok.Node, cfg.NodeName)
 		}
-		return bound, nil
+		if cfg.Lock.TTL > 0 {
+			return "", nil, fmt.Errorf("lock.ttl is set, but kubeconfig %s has a node-bound token, and no node-bound agent may take over another's lock; unset lock.ttl (a lock goes with its holder's Node)", cfg.Kubeconfig)
+		}
+		return tok.Node, &lock.NodeRef{Name: tok.Node, UID: tok.NodeUID}, nil
 	}
 	if cfg.NodeName != "" {
-		return cfg.NodeName, nil
+		return cfg.NodeName, nil, nil
 	}
 	h, err := os.Hostname()
 	if err != nil || h == "" {
-		return "", fmt.Errorf("no node name: the hostname is unknown (%v); set --node-name", err)
+		return "", nil, fmt.Errorf("no node name: the hostname is unknown (%v); set --node-name", err)
 	}
-	return strings.ToLower(h), nil
+	return strings.ToLower(h), nil, nil
 }

@@ -469,8 +469,9 @@ func TestAgentSurvivesKill9InEveryState(t *testing.T) {
 func TestAgentLockOfDeletedNode(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
-	a := newAgent(t, e, nodes[0], "--stay")
-	b := newAgent(t, e, nodes[1])
+	const why = "the takeover of a deleted Node's lock once its heartbeat is stale is the rule for agents whose tokens are not bound to their Nodes (a node-bound token dies with its Node, and its lock goes with it: TestAgentLockGoesWithItsNode)"
+	a := newAdminAgent(t, e, nodes[0], why, "--stay")
+	b := newAdminAgent(t, e, nodes[1], why)
 	a.request("upgrade")
 	a.start()
 	a.waitInProgress(cluster.DefaultTimeout)
@@ -499,6 +500,47 @@ func TestAgentLockOfDeletedNode(t *testing.T) {
 		t.Fatalf("lock holder %q, want %s", h, nodes[1])
 	}
 	b.completes()
+}
+
+// 6b. With node-bound tokens no agent takes over another's lock (the
+// admission policy forbids it); the lock is owned by its holder's Node, and
+// the garbage collector deletes it with the Node. The holder's token dies
+// with its Node too, so its agent can do nothing more in the cluster.
+func TestAgentLockGoesWithItsNode(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a := newAgent(t, e, nodes[0], "--stay")
+	b := newAgent(t, e, nodes[1])
+	a.request("upgrade")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.LockName("default", 0), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a0 := nodeObject(e, nodes[0])
+	if refs := l.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != nodes[0] || refs[0].UID != a0.UID {
+		t.Fatalf("the lock's owners are %+v, want the Node %s (uid %s)", refs, nodes[0], a0.UID)
+	}
+	b.request("upgrade")
+	b.start()
+	waitRecord(e, nodes[1], "Waiting", inState(lock.Waiting))
+
+	if err := e.Client.CoreV1().Nodes().Delete(e.Ctx, nodes[0], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitInProgress(cluster.DefaultTimeout)
+	l, err = e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.LockName("default", 0), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.UID == "" || lock.Holder(l) != nodes[1] || len(l.OwnerReferences) != 1 || l.OwnerReferences[0].Name != nodes[1] {
+		t.Fatalf("lock after the holder's Node went: holder %q owners %+v", lock.Holder(l), l.OwnerReferences)
+	}
+	b.completes()
+	if l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.LockName("default", 0), metav1.GetOptions{}); err != nil || lock.Holder(l) != "" || len(l.OwnerReferences) != 0 {
+		t.Errorf("a released lock keeps holder or owners: %v %+v", err, l)
+	}
 }
 
 // 7. A node an admin cordoned before maintenance stays cordoned after it.
@@ -589,6 +631,7 @@ func TestAgentRefusesBadInput(t *testing.T) {
 		setup func(a *agentProc)
 		args  []string
 		env   []string
+		admin string // why the agent runs with admin credentials
 		want  string
 	}{
 		{name: "unknown config key", args: []string{"--config", badConfig}, want: badConfig + `: unknown key "drain.timout"`},
@@ -599,10 +642,17 @@ func TestAgentRefusesBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, want: "is not a regular file"},
-		{name: "missing namespace", args: []string{"--namespace", "nowhere"}, want: `namespace "nowhere" does not exist`},
+		{name: "missing namespace", args: []string{"--namespace", "nowhere"}, want: `may not read the Leases of namespace "nowhere": Kustodian is not installed there`},
+		{name: "missing namespace, admin credentials", args: []string{"--namespace", "nowhere"}, admin: "only an admin may read namespaces", want: `namespace "nowhere" does not exist`},
+		{name: "lock.ttl with a node-bound token", args: []string{"--lock-ttl", "1m"}, want: "lock.ttl is set, but kubeconfig"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := newAgent(t, e, nodes[0], tc.args...)
+			var a *agentProc
+			if tc.admin != "" {
+				a = newAdminAgent(t, e, nodes[0], tc.admin, tc.args...)
+			} else {
+				a = newAgent(t, e, nodes[0], tc.args...)
+			}
 			if tc.setup != nil {
 				tc.setup(a)
 			} else {
@@ -721,8 +771,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 func TestAgentLockTTL(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
-	a := newAgent(t, e, nodes[0], "--lock-ttl", "3s")
-	b := newAgent(t, e, nodes[1], "--lock-ttl", "3s")
+	const why = "an expired lock is taken over by another node, which the admission policy forbids node-bound tokens (an agent with one refuses lock.ttl: TestAgentRefusesBadInput)"
+	a := newAdminAgent(t, e, nodes[0], why, "--lock-ttl", "3s")
+	b := newAdminAgent(t, e, nodes[1], why, "--lock-ttl", "3s")
 	a.request("upgrade")
 	a.start()
 	a.waitInProgress(cluster.DefaultTimeout)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
 	"github.com/kustodian/kustodian/test/timeline"
 )
 
@@ -46,10 +48,30 @@ type agentProc struct {
 	err  error
 }
 
-// newAgent prepares an agent for node; start it with start().
+// newAgent prepares the agent of node as a fleet runs it: with the node's
+// own kubeconfig (kustodian-ctl kubeconfig: a token bound to its Node) in an
+// installation with the admission policies (kustodian-ctl install). Extra
+// arguments may name another --kubeconfig. Start it with start().
 func newAgent(t *testing.T, e *cluster.Env, node string, extra ...string) *agentProc {
 	t.Helper()
-	spec := agentproc.Spec{Binary: kustodianBinary(t), Kubeconfig: e.Kubeconfig, Namespace: e.Namespace,
+	kubeconfig := e.Kubeconfig // overridden by the --kubeconfig in extra
+	if !slices.Contains(extra, "--kubeconfig") {
+		kubeconfig = nodecreds.Kubeconfig(e, node)
+	}
+	return prepareAgent(t, e, node, kubeconfig, extra...)
+}
+
+// newAdminAgent prepares an agent with the admin's kubeconfig, for the
+// tests of what only agents without a node-bound token do; why says which.
+func newAdminAgent(t *testing.T, e *cluster.Env, node, why string, extra ...string) *agentProc {
+	t.Helper()
+	t.Logf("the agent of %s runs with admin credentials: %s", node, why)
+	return prepareAgent(t, e, node, e.Kubeconfig, extra...)
+}
+
+func prepareAgent(t *testing.T, e *cluster.Env, node, kubeconfig string, extra ...string) *agentProc {
+	t.Helper()
+	spec := agentproc.Spec{Binary: kustodianBinary(t), Kubeconfig: kubeconfig, Namespace: e.Namespace,
 		Node: node, Dir: t.TempDir(), Extra: extra}
 	p := &agentProc{t: t, env: e, node: node, dir: spec.Dir, args: spec.Args(), logPath: spec.LogFile(), spec: spec}
 	t.Cleanup(func() {

@@ -45,8 +45,8 @@ func TestNodeKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := identity.NodeOf(rc); err != nil || n != nodes[0] {
-		t.Fatalf("the token is bound to %q (%v), want %s", n, err, nodes[0])
+	if tok, err := identity.BoundNode(rc); err != nil || tok.Node != nodes[0] || tok.NodeUID != string(nodeObject(e, nodes[0]).UID) {
+		t.Fatalf("the token is bound to %+v (%v), want %s", tok, err, nodes[0])
 	}
 	nodeClient := kubernetes.NewForConfigOrDie(rc)
 	review, err := nodeClient.AuthenticationV1().SelfSubjectReviews().Create(e.Ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{})

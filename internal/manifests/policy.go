@@ -1,0 +1,186 @@
+package manifests
+
+import (
+	"fmt"
+
+	admv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kustodian/kustodian/internal/kured"
+)
+
+// The ValidatingAdmissionPolicies tie each agent token to the Node it is
+// bound to (DESIGN section 8). RBAC cannot say "only your own Node" or "only
+// your own record"; these policies can, because a Node-bound token carries
+// the Node's name and UID in the user's extra info, which the API server
+// fills in from the verified token. Each policy matches one kind of object,
+// so that its expressions are type-checked against that kind alone.
+//
+// What they cannot do: look anything up (is the holder's Node gone?) or read
+// a clock. So no node may ever take over another node's lock; a lock is owned
+// by its holder's Node (ownerReference) and the garbage collector deletes it
+// when that Node goes. And an eviction names only the pod, so evictions are
+// left to RBAC.
+
+const (
+	extraNodeName = "authentication.kubernetes.io/node-name"
+	extraNodeUID  = "authentication.kubernetes.io/node-uid"
+)
+
+var (
+	gvrPolicy  = admv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies")
+	gvrBinding = admv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings")
+)
+
+// policy is one ValidatingAdmissionPolicy before it is dressed as an object.
+type policy struct {
+	suffix      string
+	rules       []admv1.NamedRuleWithOperations
+	variables   []admv1.Variable
+	validations []admv1.Validation
+}
+
+func rule(group, resource string, ops ...admv1.OperationType) admv1.NamedRuleWithOperations {
+	return admv1.NamedRuleWithOperations{RuleWithOperations: admv1.RuleWithOperations{
+		Operations: ops,
+		Rule:       admv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}},
+	}}
+}
+
+func check(expression, messageExpression string) admv1.Validation {
+	return admv1.Validation{Expression: expression, MessageExpression: messageExpression, Reason: ptr(metav1.StatusReasonForbidden)}
+}
+
+func variable(name, expression string) admv1.Variable {
+	return admv1.Variable{Name: name, Expression: expression}
+}
+
+// Variables every policy has: the node the token is bound to, or "".
+var nodeVariables = []admv1.Variable{
+	variable("node", fmt.Sprintf("'%s' in request.userInfo.extra ? request.userInfo.extra['%s'][0] : ''", extraNodeName, extraNodeName)),
+	variable("nodeUID", fmt.Sprintf("'%s' in request.userInfo.extra ? request.userInfo.extra['%s'][0] : ''", extraNodeUID, extraNodeUID)),
+}
+
+// changedKeys lists the keys of a map (labels, annotations) that differ
+// between oldObject and object, except those under prefix.
+func changedKeys(field, except string) string {
+	return fmt.Sprintf(`(object.metadata.?%[1]s.orValue({}).filter(k, !(%[2]s) && (!(k in oldObject.metadata.?%[1]s.orValue({})) || oldObject.metadata.%[1]s[k] != object.metadata.%[1]s[k])) +
+ oldObject.metadata.?%[1]s.orValue({}).filter(k, !(%[2]s) && !(k in object.metadata.?%[1]s.orValue({}))))`, field, except)
+}
+
+func policies(o Options) []policy {
+	self := "'node ' + variables.node"
+	return []policy{{
+		// Every write of the agents' ServiceAccount needs a Node-bound token,
+		// evictions included (the one write the other policies cannot scope).
+		suffix: "bound",
+		rules:  []admv1.NamedRuleWithOperations{rule("*", "*/*", admv1.Create, admv1.Update, admv1.Delete)},
+		validations: []admv1.Validation{check("variables.node != ''",
+			"'the token of ' + request.userInfo.username + ' is not bound to a Node; give each node its own kubeconfig: kustodian-ctl kubeconfig NODE'")},
+	}, {
+		// Its own Node: cordon, and kustodian.io/ labels and annotations.
+		suffix: "nodes",
+		rules:  []admv1.NamedRuleWithOperations{rule("", "nodes", admv1.Update)},
+		variables: []admv1.Variable{
+			variable("labels", changedKeys("labels", "k.startsWith('kustodian.io/')")),
+			variable("annotations", changedKeys("annotations", "k.startsWith('kustodian.io/')")),
+		},
+		validations: []admv1.Validation{
+			check("object.metadata.name == variables.node",
+				self+" + ' may change only its own Node, not ' + object.metadata.name"),
+			check(`object.spec.?taints.orValue([]) == oldObject.spec.?taints.orValue([]) &&
+object.spec.?podCIDR == oldObject.spec.?podCIDR && object.spec.?podCIDRs == oldObject.spec.?podCIDRs &&
+object.spec.?providerID == oldObject.spec.?providerID && object.spec.?configSource == oldObject.spec.?configSource &&
+object.spec.?externalID == oldObject.spec.?externalID`,
+				self+" + ' may change only spec.unschedulable of its Node, not its taints or other fields'"),
+			check("size(variables.labels) == 0",
+				self+" + ' may change only kustodian.io/ labels of its Node, not ' + variables.labels.join(', ')"),
+			check("size(variables.annotations) == 0",
+				self+" + ' may change only kustodian.io/ annotations of its Node, not ' + variables.annotations.join(', ')"),
+			check(`object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([]) &&
+object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])`,
+				self+" + ' may not change the finalizers or owners of its Node'"),
+		},
+	}, {
+		// Leases: its own record, and locks it takes or gives back.
+		suffix: "leases",
+		rules:  []admv1.NamedRuleWithOperations{rule("coordination.k8s.io", "leases", admv1.Create, admv1.Update, admv1.Delete)},
+		variables: []admv1.Variable{
+			variable("isLock", "request.name.startsWith('lock-')"),
+			variable("holder", "object != null && has(object.spec.holderIdentity) ? object.spec.holderIdentity : ''"),
+			variable("oldHolder", "oldObject != null && has(oldObject.spec.holderIdentity) ? oldObject.spec.holderIdentity : ''"),
+		},
+		validations: []admv1.Validation{
+			check("variables.isLock || request.name == 'node-' + variables.node",
+				self+" + ' may write only its own record node-' + variables.node + ' and the lock Leases, not Lease ' + request.name"),
+			check("variables.isLock || request.operation == 'DELETE' || variables.holder == variables.node",
+				"'record ' + request.name + ' must name its own node as holder, not \"' + variables.holder + '\"'"),
+			check("!variables.isLock || request.operation != 'DELETE'",
+				self+" + ' may not delete lock ' + request.name"),
+			check("!variables.isLock || variables.oldHolder == '' || variables.oldHolder == variables.node",
+				"'lock ' + request.name + ' is held by ' + variables.oldHolder + '; ' + "+self+" + ' may neither take it over nor release it (an admin may: kustodian-ctl release ' + variables.oldHolder + ')'"),
+			check("!variables.isLock || variables.holder == '' || variables.holder == variables.node",
+				self+" + ' may make only itself the holder of lock ' + request.name + ', not ' + variables.holder"),
+			check(`!variables.isLock || variables.holder != variables.node ||
+(size(object.metadata.?ownerReferences.orValue([])) == 1 && object.metadata.ownerReferences.all(r, r.kind == 'Node' && r.name == variables.node && r.uid == variables.nodeUID))`,
+				"'lock ' + request.name + ' held by ' + variables.node + ' must be owned by its Node alone (uid ' + variables.nodeUID + '), so that it goes with the Node'"),
+		},
+	}, {
+		// Events: about its own Node only.
+		suffix: "events",
+		rules:  []admv1.NamedRuleWithOperations{rule("", "events", admv1.Create, admv1.Update)},
+		validations: []admv1.Validation{check("object.involvedObject.kind == 'Node' && object.involvedObject.name == variables.node",
+			self+" + ' may record Events only about its own Node, not about ' + object.involvedObject.kind + ' ' + object.involvedObject.name")},
+	}, {
+		// Kured's DaemonSet: its lock annotation, for this node's own entry.
+		suffix: "kured",
+		rules:  []admv1.NamedRuleWithOperations{rule("apps", "daemonsets", admv1.Update)},
+		variables: []admv1.Variable{
+			variable("annotations", changedKeys("annotations", "k == '"+kuredLockAnnotation+"'")),
+			variable("lock", "object.metadata.?annotations[?'"+kuredLockAnnotation+"'].orValue('')"),
+			variable("oldLock", "oldObject.metadata.?annotations[?'"+kuredLockAnnotation+"'].orValue('')"),
+			variable("entry", `'"nodeID":"kustodian:' + variables.node + '"'`),
+		},
+		validations: []admv1.Validation{
+			check("object.spec == oldObject.spec && object.metadata.?labels == oldObject.metadata.?labels && size(variables.annotations) == 0",
+				self+" + ' may change only the annotation "+kuredLockAnnotation+" of DaemonSet ' + request.namespace + '/' + request.name"),
+			check("variables.lock == variables.oldLock || variables.lock.contains(variables.entry) || variables.oldLock.contains(variables.entry)",
+				self+" + ' may change Kured\\'s lock only to take or give back its own entry kustodian:' + variables.node"),
+		},
+	}}
+}
+
+const kuredLockAnnotation = kured.LockAnnotation
+
+func ptr[T any](v T) *T { return &v }
+
+// policyObjects are the policies and their bindings, named after the
+// installation's namespace and matching only its agents' ServiceAccount.
+func policyObjects(o Options) []Object {
+	user := fmt.Sprintf("system:serviceaccount:%s:%s", o.Namespace, AgentServiceAccount)
+	var out []Object
+	for _, p := range policies(o) {
+		name := AgentServiceAccount + "-" + o.Namespace + "-" + p.suffix
+		out = append(out,
+			Object{gvrPolicy, &admv1.ValidatingAdmissionPolicy{
+				TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+				ObjectMeta: meta(name, ""),
+				Spec: admv1.ValidatingAdmissionPolicySpec{
+					FailurePolicy:    ptr(admv1.Fail),
+					MatchConstraints: &admv1.MatchResources{ResourceRules: p.rules},
+					MatchConditions:  []admv1.MatchCondition{{Name: "kustodian-agent", Expression: fmt.Sprintf("request.userInfo.username == '%s'", user)}},
+					Variables:        append(append([]admv1.Variable{}, nodeVariables...), p.variables...),
+					Validations:      p.validations,
+				},
+			}},
+			Object{gvrBinding, &admv1.ValidatingAdmissionPolicyBinding{
+				TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+				ObjectMeta: meta(name, ""),
+				Spec: admv1.ValidatingAdmissionPolicyBindingSpec{
+					PolicyName:        name,
+					ValidationActions: []admv1.ValidationAction{admv1.Deny},
+				},
+			}})
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+// Package nodecreds gives tests what a real fleet has: Kustodian installed
+// in the test's namespace with kustodian-ctl install (ServiceAccount, RBAC,
+// admission policies) and each node's own kubeconfig from kustodian-ctl
+// kubeconfig, so that the agents under test run on node-scoped rights.
+package nodecreds
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/kustodian/kustodian/internal/manifests"
+	"github.com/kustodian/kustodian/test/buildbin"
+	"github.com/kustodian/kustodian/test/cluster"
+)
+
+var state struct {
+	sync.Mutex
+	installed map[string]bool   // namespace
+	files     map[string]string // namespace/node → kubeconfig
+}
+
+// Ctl runs kustodian-ctl with the test's admin kubeconfig and namespace.
+func Ctl(e *cluster.Env, args ...string) (string, error) {
+	cmd := exec.CommandContext(e.Ctx, buildbin.Ctl(e.T), append([]string{"--kubeconfig", e.Kubeconfig, "-n", e.Namespace}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// Install runs kustodian-ctl install for the test's namespace (Kured's
+// DaemonSet, if a test makes one, lives there too), once per test, and
+// removes what it put outside the namespace when the test ends.
+func Install(e *cluster.Env) {
+	e.T.Helper()
+	state.Lock()
+	defer state.Unlock()
+	if state.installed[e.Namespace] {
+		return
+	}
+	if out, err := Ctl(e, "install", "--kured-namespace", e.Namespace); err != nil {
+		e.T.Fatalf("kustodian-ctl install: %v\n%s", err, out)
+	}
+	if state.installed == nil {
+		state.installed = map[string]bool{}
+	}
+	state.installed[e.Namespace] = true
+	e.T.Cleanup(func() {
+		state.Lock()
+		delete(state.installed, e.Namespace)
+		state.Unlock()
+		if err := Uninstall(e.Config, e.Namespace); err != nil {
+			e.T.Errorf("removing the installation of %s: %v", e.Namespace, err)
+		}
+	})
+}
+
+// Uninstall deletes what an installation put outside its namespace (the
+// namespace itself goes with the test's).
+func Uninstall(rc *rest.Config, ns string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	for _, obj := range manifests.Objects(manifests.Options{Namespace: ns, KuredNamespace: ns, KuredDaemonSet: "kured"}) {
+		b, err := json.Marshal(obj.Object)
+		if err != nil {
+			return err
+		}
+		var u unstructured.Unstructured
+		if err := u.UnmarshalJSON(b); err != nil {
+			return err
+		}
+		if u.GetNamespace() == ns || (u.GetNamespace() == "" && u.GetName() == ns) {
+			continue
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(obj.Resource)
+		if u.GetNamespace() != "" {
+			ri = dyn.Resource(obj.Resource).Namespace(u.GetNamespace())
+		}
+		if err := ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s %s: %w", obj.Resource.Resource, u.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Kubeconfig is node's own kubeconfig (kustodian-ctl kubeconfig, a token
+// bound to the Node, the CA inlined), minted once per test and node.
+func Kubeconfig(e *cluster.Env, node string) string {
+	e.T.Helper()
+	Install(e)
+	key := e.Namespace + "/" + node
+	state.Lock()
+	path, ok := state.files[key]
+	state.Unlock()
+	if ok {
+		return path
+	}
+	path = filepath.Join(e.T.TempDir(), node+".kubeconfig")
+	if out, err := Ctl(e, "kubeconfig", node, "-f", path); err != nil {
+		e.T.Fatalf("kustodian-ctl kubeconfig %s: %v\n%s", node, err, out)
+	}
+	state.Lock()
+	if state.files == nil {
+		state.files = map[string]string{}
+	}
+	state.files[key] = path
+	state.Unlock()
+	e.T.Cleanup(func() {
+		state.Lock()
+		delete(state.files, key)
+		state.Unlock()
+	})
+	return path
+}
