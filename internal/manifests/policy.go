@@ -68,15 +68,19 @@ func changedKeys(field, except string) string {
  oldObject.metadata.?%[1]s.orValue({}).filter(k, !(%[2]s) && !(k in object.metadata.?%[1]s.orValue({}))))`, field, except)
 }
 
+// boundCheck refuses tokens not bound to a Node. Every policy checks it
+// first, so that such a token meets this message whichever policy speaks.
+var boundCheck = check("variables.node != ''",
+	"'the token of ' + request.userInfo.username + ' is not bound to a Node; give each node its own kubeconfig: kustodian-ctl kubeconfig NODE'")
+
 func policies(o Options) []policy {
 	self := "'node ' + variables.node"
 	return []policy{{
 		// Every write of the agents' ServiceAccount needs a Node-bound token,
 		// evictions included (the one write the other policies cannot scope).
-		suffix: "bound",
-		rules:  []admv1.NamedRuleWithOperations{rule("*", "*/*", admv1.Create, admv1.Update, admv1.Delete)},
-		validations: []admv1.Validation{check("variables.node != ''",
-			"'the token of ' + request.userInfo.username + ' is not bound to a Node; give each node its own kubeconfig: kustodian-ctl kubeconfig NODE'")},
+		suffix:      "bound",
+		rules:       []admv1.NamedRuleWithOperations{rule("*", "*/*", admv1.Create, admv1.Update, admv1.Delete)},
+		validations: []admv1.Validation{boundCheck},
 	}, {
 		// Its own Node: cordon, and kustodian.io/ labels and annotations.
 		suffix: "nodes",
@@ -160,6 +164,9 @@ func policyObjects(o Options) []Object {
 	user := fmt.Sprintf("system:serviceaccount:%s:%s", o.Namespace, AgentServiceAccount)
 	var out []Object
 	for _, p := range policies(o) {
+		if p.suffix != "bound" {
+			p.validations = append([]admv1.Validation{boundCheck}, p.validations...)
+		}
 		name := AgentServiceAccount + "-" + o.Namespace + "-" + p.suffix
 		out = append(out,
 			Object{gvrPolicy, &admv1.ValidatingAdmissionPolicy{

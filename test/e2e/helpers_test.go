@@ -13,6 +13,7 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
 	"github.com/kustodian/kustodian/test/timeline"
 )
 
@@ -47,7 +48,7 @@ func newWaitingAgent(t *testing.T, e *cluster.Env) *waitingAgent {
 	if err := cluster.CreateNode(e.Ctx, e.Client, node, nil); err != nil {
 		t.Fatal(err)
 	}
-	w := &waitingAgent{spec: agentproc.Spec{Binary: filepath.Join(binaries(t), "kustodian"), Kubeconfig: e.Kubeconfig,
+	w := &waitingAgent{spec: agentproc.Spec{Binary: filepath.Join(binaries(t), "kustodian"), Kubeconfig: nodecreds.Kubeconfig(e, node),
 		Namespace: e.Namespace, Node: node, Dir: t.TempDir(), Extra: []string{"--stay"}}}
 	cmd, err := agentproc.Start(w.spec)
 	if err != nil {

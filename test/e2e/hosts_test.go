@@ -8,11 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
 	"github.com/kustodian/kustodian/test/nspawn"
 )
 
@@ -50,10 +48,10 @@ func newHost(t *testing.T, e *cluster.Env, i int) *host {
 		t.Fatal(err)
 	}
 	hh := &host{Host: h, e: e, t: t}
-	hh.install()
 	if err := cluster.CreateNode(ctx, e.Client, name, map[string]string{cluster.LabelTestEnv: e.ID}); err != nil {
 		t.Fatal(err)
 	}
+	hh.install()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("journal of %s (kustodian):\n%s", name, h.Journal(context.Background(), "kustodian.service"))
@@ -76,21 +74,9 @@ func (h *host) install() {
 	for _, unit := range []string{"kustodian.path", "kustodian.service"} {
 		copyFile(t, repoFile(t, "systemd/"+unit), filepath.Join(h.Dir, "usr/lib/systemd/system", unit), 0o644)
 	}
-	// The admin kubeconfig, with its certificates inlined: the host cannot
-	// see the files it names. (The identity issue gives each node its own.)
-	cfg, err := clientcmd.LoadFromFile(h.e.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(h.Dir, "etc/kustodian"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmd.WriteToFile(*cfg, filepath.Join(h.Dir, "etc/kustodian/kubeconfig")); err != nil {
-		t.Fatal(err)
-	}
+	// The node's own kubeconfig (kustodian-ctl kubeconfig: a token bound to
+	// its Node, the CA inlined), as a fleet has it.
+	copyFile(t, nodecreds.Kubeconfig(h.e, h.Name), filepath.Join(h.Dir, "etc/kustodian/kubeconfig"), 0o600)
 	conf := fmt.Sprintf("namespace: %s\nqueue:\n  heartbeat: 1s\ndrain:\n  evictErrorRetryDelay: 300ms\n", h.e.Namespace)
 	if err := os.WriteFile(filepath.Join(h.Dir, "etc/kustodian/config.yaml"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)

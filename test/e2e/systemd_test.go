@@ -16,6 +16,7 @@ import (
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
 // The units pass systemd-analyze verify, and their hardening scores well.
@@ -363,6 +364,7 @@ echo done
 // holds it itself during its maintenance.
 func TestKuredLockOnAHost(t *testing.T) {
 	e := cluster.New(t)
+	nodecreds.Install(e, "kube-system")
 	h := newHost(t, e, 0)
 	labels := map[string]string{"app": "kured"}
 	held := `{"nodeID":"other-node","metadata":{"unschedulable":false},"created":"` + time.Now().UTC().Format(time.RFC3339) + `","TTL":0}`

@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/kured"
@@ -878,16 +879,22 @@ func kuredAnnotation(t *testing.T, e *cluster.Env) string {
 
 func setKuredAnnotation(t *testing.T, e *cluster.Env, value string) {
 	t.Helper()
-	ds, err := e.Client.AppsV1().DaemonSets(e.Namespace).Get(e.Ctx, "kured", metav1.GetOptions{})
+	dss := e.Client.AppsV1().DaemonSets(e.Namespace)
+	// The DaemonSet controller writes the status meanwhile.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := dss.Get(e.Ctx, "kured", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if value == "" {
+			delete(ds.Annotations, kured.LockAnnotation)
+		} else {
+			ds.Annotations[kured.LockAnnotation] = value
+		}
+		_, err = dss.Update(e.Ctx, ds, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if value == "" {
-		delete(ds.Annotations, kured.LockAnnotation)
-	} else {
-		ds.Annotations[kured.LockAnnotation] = value
-	}
-	if _, err := e.Client.AppsV1().DaemonSets(e.Namespace).Update(e.Ctx, ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

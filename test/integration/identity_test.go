@@ -9,16 +9,25 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authentication/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kustodian/kustodian/internal/identity"
+	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/manifests"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
 // kustodian-ctl kubeconfig mints a kubeconfig whose token is bound to the
@@ -162,4 +171,192 @@ func TestUninstall(t *testing.T) {
 	if _, err := e.Client.RbacV1().ClusterRoles().Get(e.Ctx, "kustodian-agent-"+e.Namespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ClusterRole still there: %v", err)
 	}
+}
+
+// denied checks that err is the admission policy's refusal saying want.
+func denied(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Errorf("%s: allowed, want it refused with %q", what, want)
+	case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want):
+		t.Errorf("%s: %v, want forbidden with %q", what, err, want)
+	}
+}
+
+// clientFor is a clientset for a kubeconfig file.
+func clientFor(t *testing.T, path string) kubernetes.Interface {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(rc)
+}
+
+// Node A's kubeconfig, in an installation with the admission policies,
+// runs A's cycle (TestInstallThenNodeScopedCycle, and every agent test) but
+// cannot touch B or anything beyond its own: each attempt is refused with a
+// message that says what the node may do.
+func TestNodeScopedPolicy(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a, b := nodes[0], nodes[1]
+	nodeA := clientFor(t, nodecreds.Kubeconfig(e, a))
+	leasesA := nodeA.CoordinationV1().Leases(e.Namespace)
+	cordon := []byte(`{"spec":{"unschedulable":true}}`)
+
+	kuredDaemonSet(t, e, "")
+	tr, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := rest.AnonymousClientConfig(e.Config)
+	rc.BearerToken = tr.Status.Token
+	unbound := kubernetes.NewForConfigOrDie(rc)
+
+	// The policies take effect a moment after install: wait until each one
+	// refuses a dry run of a request it must refuse.
+	dry := []string{metav1.DryRunAll}
+	probes := map[string]func(ctx context.Context) error{
+		"nodes": func(ctx context.Context) error {
+			_, err := nodeA.CoreV1().Nodes().Patch(ctx, b, types.StrategicMergePatchType, cordon, metav1.PatchOptions{DryRun: dry})
+			return err
+		},
+		"leases": func(ctx context.Context) error {
+			_, err := leasesA.Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(b)}}, metav1.CreateOptions{DryRun: dry})
+			return err
+		},
+		"events": func(ctx context.Context) error {
+			_, err := nodeA.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: b}}, metav1.CreateOptions{DryRun: dry})
+			return err
+		},
+		"kured": func(ctx context.Context) error {
+			ds, err := nodeA.AppsV1().DaemonSets(e.Namespace).Get(ctx, "kured", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			ds.Spec.Template.Spec.Containers[0].Image = "probe"
+			_, err = nodeA.AppsV1().DaemonSets(e.Namespace).Update(ctx, ds, metav1.UpdateOptions{DryRun: dry})
+			return err
+		},
+		"bound": func(ctx context.Context) error {
+			err := unbound.PolicyV1().Evictions(e.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: e.Namespace},
+				DeleteOptions: &metav1.DeleteOptions{DryRun: dry}})
+			return err
+		},
+	}
+	for name, probe := range probes {
+		policy := "kustodian-agent-" + e.Namespace + "-" + name
+		e.Eventually("policy "+policy+" to take effect", cluster.DefaultTimeout, func(ctx context.Context) error {
+			if err := probe(ctx); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'") {
+				return fmt.Errorf("not refused by it: %v", err)
+			}
+			return nil
+		})
+	}
+
+	// Its own Node: cordon and kustodian.io/ labels and annotations only.
+	patchA := func(patch string) error {
+		_, err := nodeA.CoreV1().Nodes().Patch(e.Ctx, a, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
+	if err := patchA(`{"spec":{"unschedulable":true},"metadata":{"labels":{"kustodian.io/state":"Draining"},"annotations":{"kustodian.io/cordoned":"true"}}}`); err != nil {
+		t.Errorf("node %s may not cordon and label itself: %v", a, err)
+	}
+	if err := patchA(`{"spec":{"unschedulable":null},"metadata":{"labels":{"kustodian.io/state":null},"annotations":{"kustodian.io/cordoned":null}}}`); err != nil {
+		t.Errorf("node %s may not undo that: %v", a, err)
+	}
+	_, err = nodeA.CoreV1().Nodes().Patch(e.Ctx, b, types.StrategicMergePatchType, cordon, metav1.PatchOptions{})
+	denied(t, "cordon node B", err, "node "+a+" may change only its own Node, not "+b)
+	denied(t, "taint itself", patchA(`{"spec":{"taints":[{"key":"x","value":"y","effect":"NoSchedule"}]}}`),
+		"may change only spec.unschedulable of its Node, not its taints")
+	denied(t, "label itself outside kustodian.io/", patchA(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`),
+		"may change only kustodian.io/ labels of its Node, not node-role.kubernetes.io/control-plane")
+	denied(t, "drop a label of its own", patchA(`{"metadata":{"labels":{"`+cluster.LabelTestEnv+`":null}}}`),
+		"may change only kustodian.io/ labels of its Node, not "+cluster.LabelTestEnv)
+	denied(t, "annotate itself outside kustodian.io/", patchA(`{"metadata":{"annotations":{"example.com/x":"y"}}}`),
+		"may change only kustodian.io/ annotations of its Node, not example.com/x")
+
+	// Records: its own only.
+	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(b)}, Spec: coordv1.LeaseSpec{HolderIdentity: &b}}, metav1.CreateOptions{})
+	denied(t, "write record node-B", err, "node "+a+" may write only its own record node-"+a+" and the lock Leases, not Lease node-"+b)
+	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "anything"}}, metav1.CreateOptions{})
+	denied(t, "write another Lease", err, "not Lease anything")
+
+	// Locks: only itself as holder, owned by its Node; never another's.
+	lockName := lock.LockName("default", 0)
+	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName}, Spec: coordv1.LeaseSpec{HolderIdentity: &b}}, metav1.CreateOptions{})
+	denied(t, "make B the holder of a lock", err, "node "+a+" may make only itself the holder of lock "+lockName+", not "+b)
+	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName}, Spec: coordv1.LeaseSpec{HolderIdentity: &a}}, metav1.CreateOptions{})
+	denied(t, "hold a lock that is not owned by its Node", err, "must be owned by its Node alone")
+
+	nodeB := nodeObject(e, b)
+	heldByB := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName, OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: b, UID: nodeB.UID}}},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &b}}
+	if _, err := e.Client.CoordinationV1().Leases(e.Namespace).Create(e.Ctx, heldByB, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := leasesA.Get(e.Ctx, lockName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	take := l.DeepCopy()
+	take.Spec.HolderIdentity = &a
+	take.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a, UID: nodeObject(e, a).UID}}
+	_, err = leasesA.Update(e.Ctx, take, metav1.UpdateOptions{})
+	denied(t, "take a lock held by B", err, "lock "+lockName+" is held by "+b+"; node "+a+" may neither take it over nor release it (an admin may: kustodian-ctl release "+b+")")
+	release := l.DeepCopy()
+	empty := ""
+	release.Spec.HolderIdentity = &empty
+	release.OwnerReferences = nil
+	_, err = leasesA.Update(e.Ctx, release, metav1.UpdateOptions{})
+	denied(t, "release B's lock", err, "is held by "+b+"; node "+a+" may neither take it over nor release it")
+	denied(t, "delete B's lock", leasesA.Delete(e.Ctx, lockName, metav1.DeleteOptions{}), "may not delete lock "+lockName)
+
+	// Events: about its own Node only.
+	ev := func(node string) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: node, UID: nodeObject(e, node).UID},
+			Reason:         "Test", Message: "test", Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "kustodian"}}
+	}
+	if _, err := nodeA.CoreV1().Events(metav1.NamespaceDefault).Create(e.Ctx, ev(a), metav1.CreateOptions{}); err != nil {
+		t.Errorf("an Event about its own Node: %v", err)
+	}
+	_, err = nodeA.CoreV1().Events(metav1.NamespaceDefault).Create(e.Ctx, ev(b), metav1.CreateOptions{})
+	denied(t, "an Event about B", err, "may record Events only about its own Node, not about Node "+b)
+
+	// Kured's DaemonSet: only its own entry in the lock annotation.
+	dsA := nodeA.AppsV1().DaemonSets(e.Namespace)
+	updateDS := func(change func(ds *appsv1.DaemonSet)) error {
+		// The DaemonSet controller writes its status meanwhile.
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			ds, err := dsA.Get(e.Ctx, "kured", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			change(ds)
+			_, err = dsA.Update(e.Ctx, ds, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	own := `{"nodeID":"kustodian:` + a + `","metadata":{"unschedulable":false},"created":"2026-11-22T00:00:00Z","TTL":0}`
+	if err := updateDS(func(ds *appsv1.DaemonSet) { ds.Annotations[kured.LockAnnotation] = own }); err != nil {
+		t.Errorf("taking Kured's lock for itself: %v", err)
+	}
+	denied(t, "change Kured's pod template", updateDS(func(ds *appsv1.DaemonSet) {
+		ds.Spec.Template.Spec.Containers[0].Image = "evil"
+	}), "may change only the annotation "+kured.LockAnnotation+" of DaemonSet "+e.Namespace+"/kured")
+	setKuredAnnotation(t, e, strings.ReplaceAll(own, "kustodian:"+a, b)) // Kured rebooting B
+	denied(t, "clear Kured's lock held by B", updateDS(func(ds *appsv1.DaemonSet) {
+		delete(ds.Annotations, kured.LockAnnotation)
+	}), "may change Kured's lock only to take or give back its own entry kustodian:"+a)
+
+	// A kustodian-agent token not bound to a Node may write nothing, not even
+	// an eviction.
+	_, err = unbound.CoordinationV1().Leases(e.Namespace).Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(a)}, Spec: coordv1.LeaseSpec{HolderIdentity: &a}}, metav1.CreateOptions{})
+	denied(t, "an unbound token writing a record", err, "is not bound to a Node; give each node its own kubeconfig: kustodian-ctl kubeconfig NODE")
+	err = unbound.PolicyV1().Evictions("kube-system").Evict(e.Ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "no-such-pod", Namespace: "kube-system"}})
+	denied(t, "an unbound token evicting", err, "is not bound to a Node")
 }

@@ -37,17 +37,18 @@ func Ctl(e *cluster.Env, args ...string) (string, error) {
 	return string(out), err
 }
 
-// Install runs kustodian-ctl install for the test's namespace (Kured's
-// DaemonSet, if a test makes one, lives there too), once per test, and
-// removes what it put outside the namespace when the test ends.
-func Install(e *cluster.Env) {
+// Install runs kustodian-ctl install for the test's namespace, once per
+// test, with Kured's DaemonSet in kuredNamespace, and removes what it put
+// outside the namespace when the test ends. Kubeconfig installs with Kured
+// in the test's namespace unless the test installed first.
+func Install(e *cluster.Env, kuredNamespace string) {
 	e.T.Helper()
 	state.Lock()
 	defer state.Unlock()
 	if state.installed[e.Namespace] {
 		return
 	}
-	if out, err := Ctl(e, "install", "--kured-namespace", e.Namespace); err != nil {
+	if out, err := Ctl(e, "install", "--kured-namespace", kuredNamespace); err != nil {
 		e.T.Fatalf("kustodian-ctl install: %v\n%s", err, out)
 	}
 	if state.installed == nil {
@@ -58,7 +59,7 @@ func Install(e *cluster.Env) {
 		state.Lock()
 		delete(state.installed, e.Namespace)
 		state.Unlock()
-		if err := Uninstall(e.Config, e.Namespace); err != nil {
+		if err := Uninstall(e.Config, e.Namespace, kuredNamespace); err != nil {
 			e.T.Errorf("removing the installation of %s: %v", e.Namespace, err)
 		}
 	})
@@ -66,14 +67,14 @@ func Install(e *cluster.Env) {
 
 // Uninstall deletes what an installation put outside its namespace (the
 // namespace itself goes with the test's).
-func Uninstall(rc *rest.Config, ns string) error {
+func Uninstall(rc *rest.Config, ns, kuredNamespace string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return err
 	}
-	for _, obj := range manifests.Objects(manifests.Options{Namespace: ns, KuredNamespace: ns, KuredDaemonSet: "kured"}) {
+	for _, obj := range manifests.Objects(manifests.Options{Namespace: ns, KuredNamespace: kuredNamespace, KuredDaemonSet: "kured"}) {
 		b, err := json.Marshal(obj.Object)
 		if err != nil {
 			return err
@@ -100,7 +101,7 @@ func Uninstall(rc *rest.Config, ns string) error {
 // bound to the Node, the CA inlined), minted once per test and node.
 func Kubeconfig(e *cluster.Env, node string) string {
 	e.T.Helper()
-	Install(e)
+	Install(e, e.Namespace)
 	key := e.Namespace + "/" + node
 	state.Lock()
 	path, ok := state.files[key]
