@@ -25,12 +25,14 @@ func newInstallCommand(o *options) *cobra.Command {
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "install",
-		Short: "Install Kustodian's namespace, ServiceAccount and RBAC into the cluster",
+		Short: "Install Kustodian's namespace, ServiceAccount, RBAC and admission policies into the cluster",
 		Long: `install applies (server-side apply, field manager kustodian-ctl) the namespace,
-the ServiceAccount kustodian-agent whose Node-bound tokens the agents use, and the
-RBAC the protocol needs and nothing more; it creates the control ConfigMap when it
-is missing (an existing pause is kept). It reports what it created or changed.
---dry-run or -o yaml prints the manifests instead.`,
+the ServiceAccount kustodian-agent whose Node-bound tokens the agents use, the
+RBAC the protocol needs and nothing more, and ValidatingAdmissionPolicies that
+keep each node's token to its own Node, its own record and the locks it holds
+(docs/security.md); it creates the control ConfigMap when it is missing (an
+existing pause is kept). It reports what it created or changed. --dry-run or
+-o yaml prints the manifests instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			objs := manifests.Objects(manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS})
