@@ -103,17 +103,17 @@ func TestInstallThenNodeScopedCycle(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	out := mustCtl(t, e, "install", "--kured-namespace", e.Namespace)
-	for _, want := range []string{"serviceaccounts kustodian-agent in " + e.Namespace + " created", "clusterroles kustodian-agent-" + e.Namespace + " created", "configmaps control in " + e.Namespace + " created"} {
+	for _, want := range []string{"serviceaccounts kustodian-agent in " + e.Namespace + " created", "clusterroles kustodian-agent-" + e.Namespace + " created",
+		"validatingadmissionpolicies kustodian-agent-" + e.Namespace + "-leases created", "validatingadmissionpolicybindings kustodian-agent-" + e.Namespace + "-leases created",
+		"configmaps control in " + e.Namespace + " created"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("install output lacks %q:\n%s", want, out)
 		}
 	}
 	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = e.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "kustodian-agent-"+e.Namespace, metav1.DeleteOptions{})
-		_ = e.Client.RbacV1().ClusterRoles().Delete(ctx, "kustodian-agent-"+e.Namespace, metav1.DeleteOptions{})
-		_ = e.Client.RbacV1().RoleBindings("default").Delete(ctx, "kustodian-agent-"+e.Namespace, metav1.DeleteOptions{})
-		_ = e.Client.RbacV1().Roles("default").Delete(ctx, "kustodian-agent-"+e.Namespace, metav1.DeleteOptions{})
+		if err := nodecreds.Uninstall(e.Config, e.Namespace, e.Namespace); err != nil {
+			t.Error(err)
+		}
 	})
 	again := mustCtl(t, e, "install", "--kured-namespace", e.Namespace)
 	if strings.Contains(again, "created") || strings.Contains(again, "configured") {
@@ -170,6 +170,9 @@ func TestUninstall(t *testing.T) {
 	}
 	if _, err := e.Client.RbacV1().ClusterRoles().Get(e.Ctx, "kustodian-agent-"+e.Namespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ClusterRole still there: %v", err)
+	}
+	if _, err := e.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(e.Ctx, "kustodian-agent-"+e.Namespace+"-leases", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("admission policy still there: %v", err)
 	}
 }
 
