@@ -73,7 +73,7 @@ demo: tools build ## a rolling maintenance of $(NODES) nodes on the local contro
 
 BENCH_FLAGS ?=
 bench: tools build ## latency, rollout makespan, API requests and memory of the agents (DESIGN section 11)
-	go run ./test/cmd/bench --kustodian bin/kustodian $(BENCH_FLAGS)
+	go run ./test/cmd/bench --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin/ dist/

@@ -30,11 +30,36 @@ var state struct {
 	files     map[string]string // namespace/node → kubeconfig
 }
 
-// Ctl runs kustodian-ctl with the test's admin kubeconfig and namespace.
-func Ctl(e *cluster.Env, args ...string) (string, error) {
-	cmd := exec.CommandContext(e.Ctx, buildbin.Ctl(e.T), append([]string{"--kubeconfig", e.Kubeconfig, "-n", e.Namespace}, args...)...)
+// Ctl is kustodian-ctl run with an admin kubeconfig in one namespace.
+type Ctl struct {
+	Binary, Kubeconfig, Namespace string
+}
+
+// Run runs it with args and returns its output.
+func (c Ctl) Run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.Binary, append([]string{"--kubeconfig", c.Kubeconfig, "-n", c.Namespace}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// Install runs kustodian-ctl install, with Kured's DaemonSet in kuredNamespace.
+func (c Ctl) Install(ctx context.Context, kuredNamespace string) error {
+	if out, err := c.Run(ctx, "install", "--kured-namespace", kuredNamespace); err != nil {
+		return fmt.Errorf("kustodian-ctl install: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// NodeKubeconfig writes node's own kubeconfig to path.
+func (c Ctl) NodeKubeconfig(ctx context.Context, node, path string) error {
+	if out, err := c.Run(ctx, "kubeconfig", node, "-f", path); err != nil {
+		return fmt.Errorf("kustodian-ctl kubeconfig %s: %w\n%s", node, err, out)
+	}
+	return nil
+}
+
+func ctlFor(e *cluster.Env) Ctl {
+	return Ctl{Binary: buildbin.Ctl(e.T), Kubeconfig: e.Kubeconfig, Namespace: e.Namespace}
 }
 
 // Install runs kustodian-ctl install for the test's namespace, once per
@@ -48,8 +73,8 @@ func Install(e *cluster.Env, kuredNamespace string) {
 	if state.installed[e.Namespace] {
 		return
 	}
-	if out, err := Ctl(e, "install", "--kured-namespace", kuredNamespace); err != nil {
-		e.T.Fatalf("kustodian-ctl install: %v\n%s", err, out)
+	if err := ctlFor(e).Install(e.Ctx, kuredNamespace); err != nil {
+		e.T.Fatal(err)
 	}
 	if state.installed == nil {
 		state.installed = map[string]bool{}
@@ -110,8 +135,8 @@ func Kubeconfig(e *cluster.Env, node string) string {
 		return path
 	}
 	path = filepath.Join(e.T.TempDir(), node+".kubeconfig")
-	if out, err := Ctl(e, "kubeconfig", node, "-f", path); err != nil {
-		e.T.Fatalf("kustodian-ctl kubeconfig %s: %v\n%s", node, err, out)
+	if err := ctlFor(e).NodeKubeconfig(e.Ctx, node, path); err != nil {
+		e.T.Fatal(err)
 	}
 	state.Lock()
 	if state.files == nil {

@@ -44,11 +44,13 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
 	"github.com/kustodian/kustodian/test/timeline"
 )
 
 type options struct {
-	binary, workdir    string
+	binary, ctl        string
+	workdir            string
 	runs, rolloutRuns  int
 	nodes, podsPerNode int
 	keepCluster        bool
@@ -57,6 +59,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.binary, "kustodian", "bin/kustodian", "the kustodian binary")
+	flag.StringVar(&o.ctl, "kustodian-ctl", "bin/kustodian-ctl", "the kustodian-ctl binary (install, node kubeconfigs)")
 	flag.IntVar(&o.runs, "runs", 7, "runs of each latency measurement")
 	flag.IntVar(&o.rolloutRuns, "rollout-runs", 3, "runs of the rolling maintenance")
 	flag.IntVar(&o.nodes, "nodes", 20, "nodes in the rolling maintenance")
@@ -129,17 +132,27 @@ type bench struct {
 	n int // namespaces made
 }
 
-// namespace makes a fresh namespace for one measurement.
+// namespace makes a fresh installation (kustodian-ctl install: RBAC and
+// admission policies) in a fresh namespace for one measurement.
 func (b *bench) namespace(ctx context.Context) (string, error) {
 	b.n++
 	name := fmt.Sprintf("bench-%d-%d", os.Getpid(), b.n)
-	_, err := b.c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	return name, err
+	return name, b.ctl(name).Install(ctx, "kube-system")
 }
 
-func (b *bench) spec(ns, node string, extra ...string) agentproc.Spec {
-	return agentproc.Spec{Binary: b.o.binary, Kubeconfig: b.c.Kubeconfig, Namespace: ns, Node: node,
+func (b *bench) ctl(ns string) nodecreds.Ctl {
+	return nodecreds.Ctl{Binary: b.o.ctl, Kubeconfig: b.c.Kubeconfig, Namespace: ns}
+}
+
+// spec is the agent of node, with the node's own kubeconfig, as on a fleet.
+func (b *bench) spec(ctx context.Context, ns, node string, extra ...string) (agentproc.Spec, error) {
+	s := agentproc.Spec{Binary: b.o.binary, Namespace: ns, Node: node,
 		Dir: filepath.Join(b.o.workdir, ns, node), Extra: append([]string{"--stay"}, extra...)}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return s, err
+	}
+	s.Kubeconfig = filepath.Join(s.Dir, "kubeconfig")
+	return s, b.ctl(ns).NodeKubeconfig(ctx, node, s.Kubeconfig)
 }
 
 // requestToCordon: an idle agent, a request file created, the Node seen
@@ -150,7 +163,10 @@ func (b *bench) requestToCordon(ctx context.Context) error {
 		return err
 	}
 	node := cluster.NodeName(0)
-	s := b.spec(ns, node)
+	s, err := b.spec(ctx, ns, node)
+	if err != nil {
+		return err
+	}
 	cmd, err := startAgent(ctx, s)
 	if err != nil {
 		return err
@@ -213,7 +229,14 @@ func (b *bench) releaseToGrant(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	specs := []agentproc.Spec{b.spec(ns, cluster.NodeName(1)), b.spec(ns, cluster.NodeName(2))}
+	var specs []agentproc.Spec
+	for _, node := range []string{cluster.NodeName(1), cluster.NodeName(2)} {
+		s, err := b.spec(ctx, ns, node)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, s)
+	}
 	for _, s := range specs {
 		cmd, err := startAgent(ctx, s)
 		if err != nil {
@@ -308,7 +331,10 @@ func (b *bench) rollouts(ctx context.Context, auditLog string) error {
 		var specs []agentproc.Spec
 		var cmds []*exec.Cmd
 		for i := range o.nodes {
-			s := b.spec(ns, cluster.NodeName(i))
+			s, err := b.spec(ctx, ns, cluster.NodeName(i))
+			if err != nil {
+				return err
+			}
 			cmd, err := agentproc.Start(s)
 			if err != nil {
 				return err

@@ -29,6 +29,7 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
 	"github.com/kustodian/kustodian/test/timeline"
 )
 
@@ -86,6 +87,11 @@ func run(ctx context.Context, o options) error {
 	if err := prepare(ctx, c.Client, o.namespace, nodes); err != nil {
 		return err
 	}
+	ctl := nodecreds.Ctl{Binary: o.ctl, Kubeconfig: c.Kubeconfig, Namespace: o.namespace}
+	if err := ctl.Install(ctx, "kube-system"); err != nil {
+		return err
+	}
+	fmt.Printf("kustodian-ctl install: namespace %s, RBAC and admission policies; each agent runs with its node's own kubeconfig\n", o.namespace)
 	fmt.Println("workloads: shop/web 10 pods (PDB minAvailable 8), shop/api 5 (PDB maxUnavailable 1), shop/db 3 (PDB minAvailable 2)")
 	if err := workloads(ctx, c.Client); err != nil {
 		return err
@@ -135,7 +141,12 @@ func run(ctx context.Context, o options) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		p, err := agentproc.Start(agentproc.Spec{Binary: o.kustodian, Kubeconfig: c.Kubeconfig, Namespace: o.namespace,
+		// Each agent with its node's own kubeconfig, as on a fleet.
+		kubeconfig := filepath.Join(dir, "kubeconfig")
+		if err := ctl.NodeKubeconfig(ctx, n, kubeconfig); err != nil {
+			return err
+		}
+		p, err := agentproc.Start(agentproc.Spec{Binary: o.kustodian, Kubeconfig: kubeconfig, Namespace: o.namespace,
 			Node: n, Dir: dir, Extra: []string{"--stay", "--queue-heartbeat", "2s", "--drain-evict-error-retry-delay", "1s"}})
 		if err != nil {
 			return err
