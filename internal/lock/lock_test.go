@@ -171,3 +171,26 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// A lock taken by a node-bound agent is owned by that Node alone (a previous
+// holder's Node owner goes); releasing it drops the owner; other owners stay.
+func TestLockOwners(t *testing.T) {
+	other := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Thing", Name: "t", UID: "uid-t"}
+	l := owned(lease("a", t0), "a")
+	l.OwnerReferences = append(l.OwnerReferences, other)
+	me := NodeRef{Name: "me", UID: "uid-me"}
+	setHolder(l, "me", t0, Params{Owner: &me})
+	if want := []metav1.OwnerReference{other, me.ownerReference()}; !reflect.DeepEqual(l.OwnerReferences, want) {
+		t.Errorf("owners after taking: %+v, want %+v", l.OwnerReferences, want)
+	}
+	if !ownedByNode(l, "me") || ownedByNode(l, "a") {
+		t.Errorf("ownedByNode wrong for %+v", l.OwnerReferences)
+	}
+	setHolder(l, "b", t0, Params{}) // an agent with admin credentials
+	if want := []metav1.OwnerReference{other}; !reflect.DeepEqual(l.OwnerReferences, want) {
+		t.Errorf("owners after an unbound agent took it: %+v, want %+v", l.OwnerReferences, want)
+	}
+	if got := withoutNodeOwners([]metav1.OwnerReference{me.ownerReference()}); got != nil {
+		t.Errorf("withoutNodeOwners kept %+v", got)
+	}
+}
