@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kustodian/kustodian/internal/status"
 	"github.com/kustodian/kustodian/internal/version"
@@ -63,6 +64,12 @@ func NewRoot(streams genericiooptions.IOStreams, invokedAs string) *cobra.Comman
 		use, display = "kustodian", "kubectl kustodian"
 	}
 	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
+	// client-go's default limiter (5 qps, burst 10) made install, a GET and
+	// an apply per object, take 400 ms per object after the first five.
+	o.config.WrapConfigFn = func(c *rest.Config) *rest.Config {
+		c.QPS, c.Burst = 50, 100
+		return c
+	}
 	ns := DefaultNamespace
 	o.config.Namespace = &ns
 	root := &cobra.Command{
