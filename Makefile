@@ -27,9 +27,9 @@ build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl
 	ln -sf kustodian-ctl bin/kubectl-kustodian
 
-docs: ## regenerate the man pages in docs/man from the command trees
+docs: ## regenerate the man pages (docs/man) and the default config file (packaging/config.yaml)
 	rm -f docs/man/*.1
-	go run ./test/cmd/gendocs docs/man
+	go run ./test/cmd/gendocs docs/man packaging/config.yaml
 
 test: deps lint test-unit test-integration ## everything: the README's test command
 

@@ -1,8 +1,11 @@
 package nodecmd
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +119,51 @@ func TestEveryOptionHasAFlagAndAKnownType(t *testing.T) {
 		if fs.Lookup(flag) == nil {
 			t.Errorf("flag --%s of the command-line contract is missing", flag)
 		}
+	}
+}
+
+// The packages' /etc/kustodian/config.yaml is what the code generates (make
+// docs), every option is in it, and uncommented it is exactly the defaults.
+func TestDefaultConfigFile(t *testing.T) {
+	want := DefaultConfigFile()
+	got, err := os.ReadFile("../../packaging/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("packaging/config.yaml differs from what the code generates: run make docs")
+	}
+	// Uncomment every setting: "#key: v", "#  key: v" and their "## text"
+	// and "#  # text" comments; the header ("# text") stays a comment.
+	setting := regexp.MustCompile(`^#(#|[A-Za-z]|  )`)
+	var uncommented []string
+	for _, line := range strings.Split(string(want), "\n") {
+		if setting.MatchString(line) {
+			line = line[1:]
+		}
+		uncommented = append(uncommented, line)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(strings.Join(uncommented, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, err := readFile(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range agentOptions {
+		if !v.IsSet(o.key) {
+			t.Errorf("key %s is missing from the default config file", o.key)
+		}
+	}
+	cf := addConfigFlags(pflag.NewFlagSet("test", pflag.ContinueOnError))
+	cf.configFile = path
+	_ = cf.flags.Set("config", path)
+	cfg, err := cf.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg, config.Defaults()) {
+		t.Errorf("the uncommented default config file gives\n%+v\nwant the defaults\n%+v", cfg, config.Defaults())
 	}
 }

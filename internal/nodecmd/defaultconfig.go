@@ -1,0 +1,62 @@
+package nodecmd
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/config"
+)
+
+// DefaultConfigFile is the configuration file the packages install as
+// /etc/kustodian/config.yaml: every key with its default, commented out,
+// and what it does. `make docs` writes it to packaging/config.yaml; a test
+// keeps that file equal to this.
+func DefaultConfigFile() []byte {
+	var b bytes.Buffer
+	b.WriteString(`# Kustodian agent configuration (kustodian agent, kustodian run, ...).
+#
+# Every key is shown with its default, commented out: uncomment and change
+# what you need. A flag beats the environment (KUSTODIAN_*), which beats this
+# file, which beats the default; kustodian agent --help lists them all.
+# The agent reads this file at each start; a package upgrade keeps your edits.
+`)
+	defaults := config.Defaults()
+	section := ""
+	for _, o := range agentOptions {
+		parent, leaf, nested := strings.Cut(o.key, ".")
+		if !nested {
+			parent, leaf = "", o.key
+		}
+		indent := ""
+		if parent != "" {
+			if parent != section {
+				fmt.Fprintf(&b, "\n#%s:\n", parent)
+			}
+			indent = "  "
+		} else {
+			b.WriteString("\n")
+		}
+		section = parent
+		fmt.Fprintf(&b, "#%s# %s\n#%s%s: %s\n", indent, o.usage, indent, leaf, yamlValue(o.field(&defaults)))
+	}
+	return b.Bytes()
+}
+
+func yamlValue(v any) string {
+	switch p := v.(type) {
+	case *string:
+		if *p == "" {
+			return `""`
+		}
+		return *p
+	case *bool:
+		return fmt.Sprint(*p)
+	case *int:
+		return fmt.Sprint(*p)
+	case *time.Duration:
+		return p.String()
+	}
+	panic(fmt.Sprintf("unsupported option type %T", v))
+}
