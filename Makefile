@@ -21,11 +21,47 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench build docs test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench build docs packages package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl
 	ln -sf kustodian-ctl bin/kubectl-kustodian
+
+# Heavy tools are built once into the cache, outside the repository (the same
+# place test/cluster uses).
+CACHE ?= $(or $(KUSTODIAN_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kustodian)
+GORELEASER_VERSION := v2.15.1
+GORELEASER := $(CACHE)/tools/goreleaser-$(GORELEASER_VERSION)/goreleaser
+# Package version: each commit's build upgrades the one before.
+KUSTODIAN_VERSION ?= 0.0.0~dev$(shell git log -1 --format=%cd --date=format:%Y%m%d%H%M%S 2>/dev/null)
+
+packages: deps $(GORELEASER) ## .deb and .rpm (amd64, arm64) into dist/, offline, with goreleaser and nfpm
+	KUSTODIAN_VERSION='$(KUSTODIAN_VERSION)' $(GORELEASER) release --snapshot --clean
+	@ls dist/*.deb dist/*.rpm
+
+$(GORELEASER):
+	@echo "building goreleaser $(GORELEASER_VERSION) into $(dir $@) (minutes, once)"
+	GOBIN=$(dir $@) go install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+# What the packages ship besides the binaries: gzipped man pages, shell
+# completions and the documentation tree (goreleaser's before hook).
+package-assets: build
+	rm -rf build/assets
+	mkdir -p build/assets/man build/assets/completions build/assets/doc/docs build/assets/doc/examples
+	for page in docs/man/*.1; do gzip -9n < "$$page" > "build/assets/man/$$(basename "$$page").gz"; done
+	for shell in bash zsh fish; do \
+	  bin/kustodian completion $$shell > build/assets/completions/kustodian.$$shell; \
+	  bin/kustodian-ctl completion $$shell > build/assets/completions/kustodian-ctl.$$shell; \
+	done
+	cp README.md build/assets/doc/
+	cp docs/*.md build/assets/doc/docs/
+	cp -r examples/. build/assets/doc/examples/
+	cp -r ansible build/assets/doc/
+	chmod -R u=rwX,go=rX build/assets/doc
+	{ echo "kustodian ($(KUSTODIAN_VERSION)) unstable; urgency=medium"; echo; \
+	  echo "  * Built from commit $(COMMIT); the changes are in the Git history."; echo; \
+	  echo " -- Kustodian developers <kustodian@users.noreply.github.com>  $$(date -R -u -d @$$(git log -1 --format=%ct 2>/dev/null || date +%s))"; \
+	} | gzip -9n > build/assets/changelog.gz
 
 docs: ## regenerate the man pages (docs/man) and the default config file (packaging/config.yaml)
 	rm -f docs/man/*.1
@@ -38,7 +74,7 @@ test-unit: deps
 
 # -p 1: each package of integration tests runs its own control plane; on two
 # cores they are faster one after the other than side by side.
-test-integration: deps tools
+test-integration: deps tools packages
 	go test -count=1 -p 1 -timeout 30m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
 
 lint: deps
@@ -49,9 +85,10 @@ lint: deps
 tools: deps ## build the control plane into the cache (minutes the first time)
 	test/tools/build.sh >/dev/null
 
-# Debian packages the end-to-end tests need: debootstrap makes the hosts' root
-# file system, systemd-container boots them (systemd-nspawn).
-APT_PACKAGES := debootstrap systemd-container
+# Debian packages the tests need: debootstrap makes the hosts' root file
+# system, systemd-container boots them (systemd-nspawn); lintian, rpm and
+# rpmlint check the packages.
+APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint
 deps: ## install what the tests need (Debian packages, as root), check Go
 	@command -v go >/dev/null || { echo "make: go is not installed; install Go 1.26 or newer" >&2; exit 1; }
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -76,4 +113,4 @@ bench: tools build ## latency, rollout makespan, API requests and memory of the 
 	go run ./test/cmd/bench --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl $(BENCH_FLAGS)
 
 clean:
-	rm -rf bin/ dist/
+	rm -rf bin/ dist/ build/

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Kustodian's postinst (deb: "configure" [version upgraded from]) and %post
+# (rpm: the number of installed versions), as debhelper would write them.
+# First install: enable and start kustodian.path. Upgrade: reload the units
+# only; a running agent (a maintenance in progress) is never restarted.
+set -e
+
+case "$1" in
+configure) first=$([ -z "$2" ] && echo yes || echo no) ;; # deb
+1) first=yes ;;                                            # rpm: installed
+[0-9]*) first=no ;;                                        # rpm: upgraded
+*) exit 0 ;;                                               # deb: abort-*
+esac
+
+if [ -d /run/systemd/system ]; then
+	systemctl daemon-reload || echo "kustodian: systemctl daemon-reload failed" >&2
+fi
+
+if [ "$first" = yes ] && command -v systemctl >/dev/null 2>&1; then
+	# enable works without a running systemd (it only makes the links).
+	systemctl enable kustodian.path || echo "kustodian: could not enable kustodian.path" >&2
+	if [ -d /run/systemd/system ]; then
+		systemctl start kustodian.path || echo "kustodian: could not start kustodian.path" >&2
+	fi
+	if [ ! -e /etc/kustodian/kubeconfig ]; then
+		echo "kustodian: give this node its kubeconfig: kustodian-ctl kubeconfig NODE -f /etc/kustodian/kubeconfig (see /usr/share/doc/kustodian)"
+	fi
+fi
+exit 0
