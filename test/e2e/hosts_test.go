@@ -10,6 +10,7 @@ import (
 
 	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/dist"
 	"github.com/kustodian/kustodian/test/nodecreds"
 	"github.com/kustodian/kustodian/test/nspawn"
 )
@@ -26,9 +27,8 @@ func repoFile(t *testing.T, rel string) string {
 	return p
 }
 
-// host is a booted systemd host with Kustodian installed by hand (the
-// packages issue installs it with apt), configured for the test's
-// namespace, whose Node exists in the cluster.
+// host is a booted systemd host with Kustodian's .deb installed with apt,
+// configured for the test's namespace, whose Node exists in the cluster.
 type host struct {
 	*nspawn.Host
 	e *cluster.Env
@@ -51,7 +51,6 @@ func newHost(t *testing.T, e *cluster.Env, i int) *host {
 	if err := cluster.CreateNode(ctx, e.Client, name, map[string]string{cluster.LabelTestEnv: e.ID}); err != nil {
 		t.Fatal(err)
 	}
-	hh.install()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("journal of %s (kustodian):\n%s", name, h.Journal(context.Background(), "kustodian.service"))
@@ -61,19 +60,17 @@ func newHost(t *testing.T, e *cluster.Env, i int) *host {
 	if err := h.Boot(ctx); err != nil {
 		t.Fatal(err)
 	}
+	hh.install()
 	return hh
 }
 
-// install copies the binaries, the units, a kubeconfig and a configuration
-// into the host's root file system.
+// install installs the .deb with apt on the booted host, as an operator
+// would, then gives it the node's own kubeconfig and a configuration for
+// the test's namespace.
 func (h *host) install() {
 	t := h.t
-	bin := binaries(t)
-	copyFile(t, filepath.Join(bin, "kustodian"), filepath.Join(h.Dir, "usr/bin/kustodian"), 0o755)
-	copyFile(t, filepath.Join(bin, "kustodian-ctl"), filepath.Join(h.Dir, "usr/bin/kustodian-ctl"), 0o755)
-	for _, unit := range []string{"kustodian.path", "kustodian.service"} {
-		copyFile(t, repoFile(t, "systemd/"+unit), filepath.Join(h.Dir, "usr/lib/systemd/system", unit), 0o644)
-	}
+	copyFile(t, dist.Package(t, "deb"), filepath.Join(h.Dir, "root/kustodian.deb"), 0o644)
+	h.run("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", "/root/kustodian.deb")
 	// The node's own kubeconfig (kustodian-ctl kubeconfig: a token bound to
 	// its Node, the CA inlined), as a fleet has it.
 	copyFile(t, nodecreds.Kubeconfig(h.e, h.Name), filepath.Join(h.Dir, "etc/kustodian/kubeconfig"), 0o600)
@@ -81,6 +78,20 @@ func (h *host) install() {
 	if err := os.WriteFile(filepath.Join(h.Dir, "etc/kustodian/config.yaml"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// pathUnitReady checks that the package enabled and started kustodian.path.
+func (h *host) pathUnitReady() {
+	h.t.Helper()
+	if got := h.property("kustodian.path", "UnitFileState"); got != "enabled" {
+		h.t.Fatalf("kustodian.path is %q after the install, want enabled", got)
+	}
+	h.waitFor("kustodian.path to be active", func() error {
+		if got := h.property("kustodian.path", "ActiveState"); got != "active" {
+			return fmt.Errorf("ActiveState %s", got)
+		}
+		return nil
+	})
 }
 
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {

@@ -23,7 +23,7 @@ import (
 func TestUnitsVerify(t *testing.T) {
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
-	h.run("systemd-analyze", "verify", "--man=no", "/usr/lib/systemd/system/kustodian.service", "/usr/lib/systemd/system/kustodian.path")
+	h.run("systemd-analyze", "verify", "--man=no", "/lib/systemd/system/kustodian.service", "/lib/systemd/system/kustodian.path")
 	out := h.run("systemd-analyze", "security", "--no-pager", "kustodian.service")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	t.Logf("systemd-analyze security: %s", lines[len(lines)-1])
@@ -39,7 +39,7 @@ func TestUnitsVerify(t *testing.T) {
 func TestPathUnitRunsAMaintenance(t *testing.T) {
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
-	h.run("systemctl", "enable", "--now", "kustodian.path")
+	h.pathUnitReady()
 	if s := h.property("kustodian.path", "SubState"); s != "waiting" {
 		t.Fatalf("kustodian.path is %q, want waiting", s)
 	}
@@ -122,7 +122,7 @@ func TestBlockInhibitorDuringDrain(t *testing.T) {
 			t.Fatalf("pod %s on %s, want %s", p.Name, p.Spec.NodeName, h.Name)
 		}
 	}
-	h.run("systemctl", "enable", "--now", "kustodian.path")
+	h.pathUnitReady()
 	h.run("touch", "/var/maintenance-required")
 	h.waitFor("a drain blocked by the PDB", func() error {
 		l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.RecordName(h.Name), metav1.GetOptions{})
@@ -229,7 +229,7 @@ func TestRebootKeepsTheLock(t *testing.T) {
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
 	waiter := newWaitingAgent(t, e)
-	h.run("systemctl", "enable", "--now", "kustodian.path")
+	h.pathUnitReady()
 	h.run("touch", "/var/maintenance-required")
 	h.waitFor("the go-ahead", func() error {
 		if !h.exists("var/maintenance-in-progress") {
@@ -306,7 +306,7 @@ echo done
 	if err := os.WriteFile(filepath.Join(h.Dir, "usr/local/bin/patch.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h.run("systemctl", "enable", "--now", "kustodian.path")
+	h.pathUnitReady()
 	tl := recordTimeline(t, e)
 	h.run("kustodian", "run", "--id", "kernel-1", "--", "/usr/local/bin/patch.sh")
 	e.Eventually(h.Name+" granted", cluster.DefaultTimeout, func(context.Context) error {
@@ -394,7 +394,7 @@ func TestKuredLockOnAHost(t *testing.T) {
 		return got.Annotations[kured.LockAnnotation]
 	}
 
-	h.run("systemctl", "enable", "--now", "kustodian.path")
+	h.pathUnitReady()
 	h.run("touch", "/var/maintenance-required")
 	h.waitFor("to wait for Kured", func() error {
 		l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.RecordName(h.Name), metav1.GetOptions{})

@@ -12,23 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kustodian/kustodian/test/dist"
 	"github.com/kustodian/kustodian/test/nspawn"
 )
-
-// Package finds the amd64 package of the given format in dist/; a missing
-// one fails the test (make test builds them first).
-func Package(t *testing.T, format string) string {
-	t.Helper()
-	matches, _ := filepath.Glob(filepath.Join("..", "..", "dist", "kustodian_*_linux_amd64."+format))
-	if len(matches) != 1 {
-		t.Fatalf("want one dist/kustodian_*_linux_amd64.%s, found %v: run make packages", format, matches)
-	}
-	abs, err := filepath.Abs(matches[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
 
 func run(t *testing.T, env []string, name string, args ...string) string {
 	t.Helper()
@@ -62,7 +48,7 @@ var wantFiles = []string{
 }
 
 func TestDebLintianAndContents(t *testing.T) {
-	deb := Package(t, "deb")
+	deb := dist.Package(t, "deb")
 	out, _ := exec.Command("lintian", "--tag-display-limit", "0", deb).CombinedOutput()
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(line, "E: ") {
@@ -104,7 +90,7 @@ func cpioWrapper(t *testing.T) string {
 }
 
 func TestRpmlintAndContents(t *testing.T) {
-	rpm := Package(t, "rpm")
+	rpm := dist.Package(t, "rpm")
 	cmd := exec.Command("rpmlint", "-r", filepath.Join("..", "..", "packaging", "rpmlintrc"), rpm)
 	cmd.Env = append(os.Environ(), "PATH="+cpioWrapper(t)+":"+os.Getenv("PATH"))
 	out, _ := cmd.CombinedOutput()
@@ -127,7 +113,7 @@ func TestRpmlintAndContents(t *testing.T) {
 // files land, the scriptlets enable the path unit without starting
 // anything; rpm -e removes both.
 func TestRpmInstallIntoScratchRoot(t *testing.T) {
-	rpm := Package(t, "rpm")
+	rpm := dist.Package(t, "rpm")
 	tarball, err := nspawn.Tarball(context.Background(), testLog{t})
 	if err != nil {
 		t.Fatal(err)
