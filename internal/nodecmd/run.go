@@ -37,7 +37,13 @@ pending completes the maintenance. Exit 0 with the reboot sentinel present and
 --reboot auto (default) reboots the node through logind, keeping the lock, and
 runs CMD again after the boot: jobs must be idempotent. A non-zero exit leaves the
 node Failed, cordoned, with the lock held. --wait follows the job to its end and
-exits with its exit code.`,
+exits with its exit code.
+
+With --id, run is idempotent: when a job of that ID exists already (with the
+same command), it is not submitted again; run prints its state and exits 0
+once it succeeded and the node is given back, with the job's exit code once
+it failed, and 75 while it is pending or running (--wait follows it instead).
+Automation polls it that way, across the job's reboots.`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	cf := addConfigFlags(cmd.Flags())
@@ -52,13 +58,16 @@ exits with its exit code.`,
 		if reboot != jobs.RebootAuto && reboot != jobs.RebootNever {
 			return fmt.Errorf("--reboot %q: use auto or never", reboot)
 		}
+		store := jobStore(cfg.StateDir)
 		if id == "" {
 			id = "job-" + time.Now().UTC().Format("20060102-150405")
+		} else if existing, err := store.Get(id); err == nil {
+			// Submitted before (a re-run of a playbook): report, or follow, it.
+			return followExisting(cmd.Context(), store, existing, args, cfg.RequestFile, wait, cmd.OutOrStdout())
 		}
 		if _, err := os.Stat(cfg.RequestFile); err == nil {
 			return fmt.Errorf("maintenance is already requested on this node (%s exists); wait for it to end", cfg.RequestFile)
 		}
-		store := jobStore(cfg.StateDir)
 		job := &jobs.Job{ID: id, Command: args, Reboot: reboot, Created: time.Now().UTC(), State: jobs.Pending}
 		if err := store.Create(job); err != nil {
 			return err
@@ -81,6 +90,44 @@ exits with its exit code.`,
 		return nil
 	}
 	return cmd
+}
+
+// ExitPending is the exit code of `kustodian run --id ID` for a job that
+// is still pending or running (EX_TEMPFAIL): ask again later.
+const ExitPending = 75
+
+// followExisting reports a job submitted before under the same ID instead
+// of submitting it again: exit 0 once it succeeded and the node is given
+// back, its exit code once it failed, ExitPending meanwhile (or, with
+// --wait, follows it to its end).
+func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []string, request string, wait bool, out io.Writer) error {
+	if strings.Join(j.Command, "\x00") != strings.Join(args, "\x00") {
+		return fmt.Errorf("job %s exists already with another command (%s); choose another --id", j.ID, strings.Join(j.Command, " "))
+	}
+	if wait {
+		code, err := waitJob(ctx, store, j.ID, request, out)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return exitCode(code)
+		}
+		return nil
+	}
+	fmt.Fprintln(out, j.Summary())
+	_, err := os.Stat(request)
+	switch {
+	case j.State == jobs.Failed:
+		if j.ExitCode != nil && *j.ExitCode != 0 {
+			return exitCode(*j.ExitCode)
+		}
+		return exitCode(1)
+	case j.State == jobs.Succeeded && errors.Is(err, os.ErrNotExist):
+		return nil
+	default:
+		fmt.Fprintln(out, "not done yet")
+		return exitCode(ExitPending)
+	}
 }
 
 // exitCode makes the binary exit with a job's code.

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -992,15 +993,33 @@ func TestManagedJobs(t *testing.T) {
 	if h := lockHolder(e); h != "" {
 		t.Errorf("lock held by %q after a successful job", h)
 	}
+	// Run again with the same ID (a re-run playbook): reported, not redone.
+	again, err := runJob(t, a, "--id", "ok-1", "--", "sh", "-c", "echo patching; echo done").CombinedOutput()
+	if err != nil || !strings.Contains(string(again), "job ok-1 (run 1): succeeded") {
+		t.Errorf("the same job again: %v\n%s", err, again)
+	}
+	if _, err := os.Stat(a.requestFile()); err == nil {
+		t.Error("the same job again requested maintenance again")
+	}
+	if out, err := runJob(t, a, "--id", "ok-1", "--", "true").CombinedOutput(); err == nil || !strings.Contains(string(out), "exists already with another command") {
+		t.Errorf("the same ID with another command: %v\n%s", err, out)
+	}
 
-	bad := runJob(t, a, "--id", "bad-1", "--", "sh", "-c", "echo 'E: broken packages' >&2; exit 3")
-	if out, err := bad.CombinedOutput(); err != nil {
+	badJob := []string{"--id", "bad-1", "--", "sh", "-c", "echo 'E: broken packages' >&2; exit 3"}
+	if out, err := runJob(t, a, badJob...).CombinedOutput(); err != nil {
 		t.Fatalf("kustodian run: %v\n%s", err, out)
+	}
+	var exit *exec.ExitError
+	if out, err := runJob(t, a, badJob...).CombinedOutput(); !errors.As(err, &exit) || exit.ExitCode() != 75 || !strings.Contains(string(out), "job bad-1 (run 0): pending") {
+		t.Errorf("a pending job asked again: %v\n%s", err, out)
 	}
 	a.start()
 	waitRecord(e, nodes[0], "Failed by its job", inStateSaying(lock.Failed, "job bad-1 (run 1): failed, exit 3: E: broken packages"))
 	if h := lockHolder(e); h != nodes[0] || !nodeObject(e, nodes[0]).Spec.Unschedulable {
 		t.Errorf("after a failed job: holder %q, cordoned %v", h, nodeObject(e, nodes[0]).Spec.Unschedulable)
+	}
+	if out, err := runJob(t, a, badJob...).CombinedOutput(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("a failed job asked again: %v, want exit 3\n%s", err, out)
 	}
 	wait := runJob(t, a, "--id", "another", "--", "true")
 	if out, err := wait.CombinedOutput(); err == nil || !strings.Contains(string(out), "already requested") {
