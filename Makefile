@@ -87,8 +87,9 @@ tools: deps ## build the control plane into the cache (minutes the first time)
 
 # Debian packages the tests need: debootstrap makes the hosts' root file
 # system, systemd-container boots them (systemd-nspawn); lintian, rpm and
-# rpmlint check the packages.
-APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint
+# rpmlint check the packages; ansible and ansible-lint run and check the
+# rollout.
+APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint ansible ansible-lint
 deps: ## install what the tests need (Debian packages, as root), check Go
 	@command -v go >/dev/null || { echo "make: go is not installed; install Go 1.26 or newer" >&2; exit 1; }
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
