@@ -64,6 +64,8 @@ Automation polls it that way, across the job's reboots.`,
 		} else if existing, err := store.Get(id); err == nil {
 			// Submitted before (a re-run of a playbook): report, or follow, it.
 			return followExisting(cmd.Context(), store, existing, args, cfg.RequestFile, wait, cmd.OutOrStdout())
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
 		if _, err := os.Stat(cfg.RequestFile); err == nil {
 			return fmt.Errorf("maintenance is already requested on this node (%s exists); wait for it to end", cfg.RequestFile)

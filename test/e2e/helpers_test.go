@@ -83,3 +83,12 @@ func (w *waitingAgent) waitInProgress(e *cluster.Env) {
 		return nil
 	})
 }
+
+func nodeUnschedulable(t *testing.T, e *cluster.Env, node string) bool {
+	t.Helper()
+	n, err := e.Client.CoreV1().Nodes().Get(e.Ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Spec.Unschedulable
+}

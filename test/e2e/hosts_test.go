@@ -37,6 +37,14 @@ type host struct {
 
 func newHost(t *testing.T, e *cluster.Env, i int) *host {
 	t.Helper()
+	h := newBareHost(t, e, i)
+	h.install()
+	return h
+}
+
+// newBareHost is a booted host whose Node exists, without Kustodian.
+func newBareHost(t *testing.T, e *cluster.Env, i int) *host {
+	t.Helper()
 	ctx := e.Ctx
 	tarball, err := nspawn.Tarball(ctx, testLog{t})
 	if err != nil {
@@ -60,7 +68,6 @@ func newHost(t *testing.T, e *cluster.Env, i int) *host {
 	if err := h.Boot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hh.install()
 	return hh
 }
 

@@ -32,10 +32,11 @@ const Suite = "bookworm"
 
 // Packages are installed into the root file system besides debootstrap's
 // minimal base. Changing them changes the cache key.
-var Packages = []string{"systemd", "systemd-sysv", "dbus", "psmisc", "procps"}
+// openssh-server, python3 and python3-apt let Ansible manage a host.
+var Packages = []string{"systemd", "systemd-sysv", "dbus", "psmisc", "procps", "openssh-server", "python3", "python3-apt"}
 
 // imageVersion changes the cache key when prepareRoot changes.
-const imageVersion = "2"
+const imageVersion = "3"
 
 // cacheDir is where the root file system tarball is kept.
 func cacheDir() string { return filepath.Join(cluster.CacheRoot(), "rootfs") }
@@ -106,6 +107,13 @@ func prepareRoot(root string) error {
 			return err
 		}
 	}
+	// No sshd unless a test asks for one (EnableSSH): the hosts share the
+	// machine's network, so they cannot all listen on port 22.
+	for _, link := range []string{"etc/systemd/system/multi-user.target.wants/ssh.service", "etc/systemd/system/sshd.service"} {
+		if err := os.Remove(filepath.Join(root, link)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 	// A persistent journal, so that a test can read what happened before a
 	// reboot.
 	if err := os.MkdirAll(filepath.Join(root, "var/log/journal"), 0o2755); err != nil {
@@ -122,6 +130,25 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// EnableSSH starts sshd in the booted host on 127.0.0.1:port, letting in
+// root with authorizedKey (a public key line).
+func (h *Host) EnableSSH(ctx context.Context, port int, authorizedKey string) error {
+	conf := fmt.Sprintf("Port %d\nListenAddress 127.0.0.1\nPermitRootLogin prohibit-password\n", port)
+	if err := os.WriteFile(filepath.Join(h.Dir, "etc/ssh/sshd_config.d/test.conf"), []byte(conf), 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(h.Dir, "root/.ssh"), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(h.Dir, "root/.ssh/authorized_keys"), []byte(authorizedKey), 0o600); err != nil {
+		return err
+	}
+	if out, err := h.Exec(ctx, "systemctl", "enable", "--now", "ssh.service"); err != nil {
+		return fmt.Errorf("starting sshd in %s: %v: %s", h.Name, err, out)
+	}
+	return nil
 }
 
 // Host is one booted (or bootable) container.
@@ -290,6 +317,30 @@ func (h *Host) WaitExit(ctx context.Context) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.exit, nil
+}
+
+// KeepBooting boots the host again whenever it reboots (nspawn exits 133),
+// as a machine comes back by itself, until stop is called; stop waits for
+// the loop to end. A boot that fails is reported to logf.
+func (h *Host) KeepBooting(logf func(format string, args ...any)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			code, err := h.WaitExit(ctx)
+			if err != nil || code != 133 {
+				return
+			}
+			if err := h.Boot(ctx); err != nil {
+				if ctx.Err() == nil {
+					logf("booting %s again after its reboot: %v", h.Name, err)
+				}
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // Running reports whether nspawn still runs.

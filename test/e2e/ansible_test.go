@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/buildbin"
+	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/dist"
+	"github.com/kustodian/kustodian/test/nodecreds"
+)
+
+// freePort is a TCP port on 127.0.0.1 that nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// buildDeb builds a tiny Debian package with dpkg-deb.
+func buildDeb(t *testing.T, dir, name, version string) string {
+	t.Helper()
+	root := filepath.Join(dir, name+"-"+version)
+	control := fmt.Sprintf("Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: Kustodian tests <tests@example.com>\nDescription: a package the example maintenance upgrades\n", name, version)
+	for path, content := range map[string]string{
+		"DEBIAN/control":                 control,
+		"usr/share/" + name + "/version": version + "\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deb := filepath.Join(dir, fmt.Sprintf("%s_%s_all.deb", name, version))
+	if out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", root, deb).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb: %v\n%s", err, out)
+	}
+	return deb
+}
+
+// newerBuild repacks the .deb with a higher version: a newer package build.
+func newerBuild(t *testing.T, deb, dir string) (string, string) {
+	t.Helper()
+	root := filepath.Join(dir, "repack")
+	if out, err := exec.Command("dpkg-deb", "--raw-extract", deb, root).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -R: %v\n%s", err, out)
+	}
+	controlPath := filepath.Join(root, "DEBIAN", "control")
+	b, err := os.ReadFile(controlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version string
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		if v, ok := strings.CutPrefix(l, "Version: "); ok {
+			version = v + ".1"
+			lines[i] = "Version: " + version
+		}
+	}
+	if err := os.WriteFile(controlPath, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "kustodian_"+version+"_linux_amd64.deb")
+	if b, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", root, out).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -b: %v\n%s", err, b)
+	}
+	return out, version
+}
+
+// playbook runs ansible-playbook from the repository's ansible/ directory.
+func playbook(t *testing.T, inventory, name string, extra ...string) string {
+	t.Helper()
+	args := append([]string{"-i", inventory, filepath.Join(repoDir(t), "ansible", name)}, extra...)
+	cmd := exec.Command("ansible-playbook", args...)
+	cmd.Env = append(os.Environ(),
+		"ANSIBLE_HOST_KEY_CHECKING=False",
+		"ANSIBLE_SSH_ARGS=-o ControlMaster=auto -o ControlPersist=30s -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no",
+		"ANSIBLE_SSH_RETRIES=10", // rides out the hosts' reboots
+		"ANSIBLE_PYTHON_INTERPRETER=/usr/bin/python3",
+		"ANSIBLE_NOCOLOR=1",
+		"ANSIBLE_RETRY_FILES_ENABLED=False",
+		"ANSIBLE_LOCAL_TEMP="+t.TempDir(),
+	)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("ansible-playbook %s (%s):\n%s", name, time.Since(start).Round(100*time.Millisecond), lastLinesOf(string(out), 40))
+	if err != nil {
+		t.Fatalf("ansible-playbook %s: %v", name, err)
+	}
+	return string(out)
+}
+
+func lastLinesOf(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func repoDir(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Three Debian hosts with sshd: the role installs the package and each
+// node's own kubeconfig, rollout.yml rolls examples/upgrade-package.sh
+// (which needs a reboot) across them, canary first, one node at a time;
+// then a newer package build installed while idle keeps the configuration,
+// and a purge leaves nothing running.
+func TestAnsibleRollout(t *testing.T) {
+	e := cluster.New(t)
+	nodecreds.Install(e, e.Namespace) // the cluster side, once: kustodian-ctl install
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id_ed25519")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := buildDeb(t, dir, "kustodian-example", "1.0")
+	v2 := buildDeb(t, dir, "kustodian-example", "2.0")
+
+	var hosts []*host
+	var inventory strings.Builder
+	inventory.WriteString("[nodes]\n")
+	for i := range 3 {
+		h := newBareHost(t, e, i)
+		t.Cleanup(h.KeepBooting(t.Logf)) // the example's reboots
+		hosts = append(hosts, h)
+		port := freePort(t)
+		if err := h.EnableSSH(e.Ctx, port, string(pub)); err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, v1, filepath.Join(h.Dir, "root/example.deb"), 0o644)
+		h.run("dpkg", "--install", "/root/example.deb")
+		fmt.Fprintf(&inventory, "%s ansible_host=127.0.0.1 ansible_port=%d ansible_user=root ansible_ssh_private_key_file=%s\n", h.Name, port, key)
+	}
+	fmt.Fprintf(&inventory, `
+[nodes:vars]
+kustodian_package_file=%s
+kustodian_ctl=%s
+kustodian_admin_kubeconfig=%s
+kustodian_namespace=%s
+kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay": "300ms"}}
+`, dist.Package(t, "deb"), buildbin.Ctl(t), e.Kubeconfig, e.Namespace)
+	inv := filepath.Join(dir, "inventory")
+	if err := os.WriteFile(inv, []byte(inventory.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The role.
+	playbook(t, inv, "site.yml")
+	configs := map[string]string{}
+	for _, h := range hosts {
+		h.pathUnitReady()
+		st, err := os.Stat(filepath.Join(h.Dir, "etc/kustodian/kubeconfig"))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: kubeconfig %v (mode %v), want 0600", h.Name, err, st.Mode().Perm())
+		}
+		b, err := os.ReadFile(filepath.Join(h.Dir, "etc/kustodian/config.yaml"))
+		if err != nil || !strings.Contains(string(b), "namespace: "+e.Namespace) || !strings.Contains(string(b), "heartbeat: 1s") {
+			t.Fatalf("%s: config.yaml %v:\n%s", h.Name, err, b)
+		}
+		configs[h.Name] = string(b)
+	}
+
+	// The rollout.
+	tl := recordTimeline(t, e)
+	const id = "upgrade-example"
+	out := playbook(t, inv, "rollout.yml", "-e", "rollout_script="+filepath.Join(repoDir(t), "examples", "upgrade-package.sh"),
+		"-e", "rollout_id="+id, "-e", fmt.Sprintf(`{"rollout_files": [%q], "rollout_args": ["/var/lib/kustodian/rollout/%s/%s"]}`, v2, id, filepath.Base(v2)))
+	if !strings.Contains(out, "failed=0") {
+		t.Errorf("the rollout reported failures")
+	}
+	var names []string
+	for _, h := range hosts {
+		names = append(names, h.Name)
+		if got := strings.TrimSpace(h.run("dpkg-query", "--show", "--showformat", "${Version}", "kustodian-example")); got != "2.0" {
+			t.Errorf("%s: kustodian-example %s, want 2.0", h.Name, got)
+		}
+		if job := h.run("cat", "/var/lib/kustodian/jobs/"+id+".json"); !strings.Contains(job, `"runs": 2`) && !strings.Contains(job, `"runs":2`) {
+			t.Errorf("%s: the job did not run twice (before and after its reboot): %s", h.Name, job)
+		}
+		if nodeUnschedulable(t, e, h.Name) {
+			t.Errorf("%s left cordoned", h.Name)
+		}
+	}
+	e.Eventually("every node Idle", cluster.DefaultTimeout, func(context.Context) error { return tl.AllIdle(names) })
+	if err := tl.CheckExclusive(1); err != nil {
+		t.Error(err)
+	}
+	// The canary was done before any other node asked.
+	var canaryDone, othersFirst time.Time
+	for _, tr := range tl.Transitions() {
+		switch {
+		case tr.Node == names[0] && tr.State == lock.Idle:
+			canaryDone = tr.At
+		case tr.Node != names[0] && othersFirst.IsZero() && tr.State != lock.Idle:
+			othersFirst = tr.At
+		}
+	}
+	if canaryDone.IsZero() || othersFirst.IsZero() || !canaryDone.Before(othersFirst) {
+		t.Errorf("canary done at %v, another node first seen at %v:\n%s", canaryDone, othersFirst, tl)
+	}
+	t.Logf("timeline:\n%s", tl)
+
+	// A newer build, while idle: upgraded, configuration kept.
+	newer, version := newerBuild(t, dist.Package(t, "deb"), dir)
+	playbook(t, inv, "site.yml", "-e", "kustodian_package_file="+newer)
+	for _, h := range hosts {
+		if got := strings.TrimSpace(h.run("dpkg-query", "--show", "--showformat", "${Version}", "kustodian")); got != version {
+			t.Errorf("%s: kustodian %s after the upgrade, want %s", h.Name, got, version)
+		}
+		if b, _ := os.ReadFile(filepath.Join(h.Dir, "etc/kustodian/config.yaml")); string(b) != configs[h.Name] {
+			t.Errorf("%s: the upgrade changed config.yaml:\n%s", h.Name, b)
+		}
+		h.pathUnitReady()
+	}
+
+	// Purge: nothing left running or installed.
+	for _, h := range hosts {
+		h.run("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "purge", "-y", "-q", "kustodian")
+		if units := h.run("systemctl", "list-units", "--all", "--no-legend", "kustodian*"); strings.TrimSpace(units) != "" {
+			t.Errorf("%s: units left after the purge:\n%s", h.Name, units)
+		}
+		if procs, _ := h.Exec(e.Ctx, "pgrep", "-a", "kustodian"); strings.TrimSpace(procs) != "" {
+			t.Errorf("%s: processes left after the purge:\n%s", h.Name, procs)
+		}
+		for _, path := range []string{"etc/kustodian", "usr/bin/kustodian", "var/lib/kustodian"} {
+			if h.exists("/" + path) {
+				t.Errorf("%s: /%s left after the purge", h.Name, path)
+			}
+		}
+	}
+}
