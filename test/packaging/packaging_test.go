@@ -149,3 +149,18 @@ func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// The role and the playbooks pass Debian's ansible-lint (production profile,
+// ansible/.ansible-lint).
+func TestAnsibleLint(t *testing.T) {
+	cmd := exec.Command("ansible-lint", "--offline", "--nocolor")
+	cmd.Dir = filepath.Join("..", "..", "ansible")
+	out, err := cmd.CombinedOutput()
+	t.Logf("ansible-lint:\n%s", out)
+	if err != nil {
+		t.Errorf("ansible-lint: %v", err)
+	}
+	if !strings.Contains(string(out), "Passed with production profile") {
+		t.Errorf("ansible-lint did not pass the production profile")
+	}
+}
