@@ -36,7 +36,10 @@ GORELEASER := $(CACHE)/tools/goreleaser-$(GORELEASER_VERSION)/goreleaser
 KUSTODIAN_VERSION ?= 0.0.0~dev$(shell git log -1 --format=%cd --date=format:%Y%m%d%H%M%S 2>/dev/null)
 
 packages: deps $(GORELEASER) ## .deb and .rpm (amd64, arm64) into dist/, offline, with goreleaser and nfpm
-	KUSTODIAN_VERSION='$(KUSTODIAN_VERSION)' $(GORELEASER) release --snapshot --clean
+	KUSTODIAN_VERSION='$(KUSTODIAN_VERSION)' KUSTODIAN_COMMIT='$(COMMIT)' \
+	  KUSTODIAN_DATE="$$(git log -1 --format=%cI 2>/dev/null || echo unknown)" \
+	  KUSTODIAN_TIMESTAMP="$$(git log -1 --format=%ct 2>/dev/null || date +%s)" \
+	  $(GORELEASER) release --snapshot --clean
 	@ls dist/*.deb dist/*.rpm
 
 $(GORELEASER):

@@ -15,8 +15,10 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/jobs"
+	"github.com/kustodian/kustodian/internal/lock"
 )
 
 // lastLines is how much of a job's output its record keeps.
@@ -42,8 +44,9 @@ exits with its exit code.
 With --id, run is idempotent: when a job of that ID exists already (with the
 same command), it is not submitted again; run prints its state and exits 0
 once it succeeded and the node is given back, with the job's exit code once
-it failed, and 75 while it is pending or running (--wait follows it instead).
-Automation polls it that way, across the job's reboots.`,
+it failed, 75 while it is pending or running, and 76 when it is pending behind
+a lock that a Failed node holds (--wait follows it instead). Automation polls
+it that way, across the job's reboots.`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	cf := addConfigFlags(cmd.Flags())
@@ -63,7 +66,9 @@ Automation polls it that way, across the job's reboots.`,
 			id = "job-" + time.Now().UTC().Format("20060102-150405")
 		} else if existing, err := store.Get(id); err == nil {
 			// Submitted before (a re-run of a playbook): report, or follow, it.
-			return followExisting(cmd.Context(), store, existing, args, cfg.RequestFile, wait, cmd.OutOrStdout())
+			return followExisting(cmd.Context(), store, existing, args, cfg.RequestFile, wait, cmd.OutOrStdout(), func(ctx context.Context) string {
+				return blockedBy(ctx, cf)
+			})
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
@@ -95,14 +100,50 @@ Automation polls it that way, across the job's reboots.`,
 }
 
 // ExitPending is the exit code of `kustodian run --id ID` for a job that
-// is still pending or running (EX_TEMPFAIL): ask again later.
-const ExitPending = 75
+// is still pending or running (EX_TEMPFAIL): ask again later. ExitBlocked:
+// the job waits for a lock that a Failed node holds, so it will not run
+// until an admin steps in.
+const (
+	ExitPending = 75
+	ExitBlocked = 76
+)
+
+// blockedBy says why this node's pending job cannot get a lock: every slot
+// of its group is held by another node whose maintenance Failed. "" when a
+// slot is free or may become free, or when the cluster cannot be asked.
+func blockedBy(ctx context.Context, cf *configFlags) string {
+	nc, err := cf.connect()
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	locks := &lock.Client{Kube: nc.kube, Namespace: nc.cfg.Namespace}
+	var why []string
+	for slot := range nc.cfg.Lock.Slots {
+		name := lock.LockName(nc.cfg.Lock.Group, slot)
+		l, err := nc.kube.CoordinationV1().Leases(nc.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		holder := lock.Holder(l)
+		if holder == "" || holder == nc.node {
+			return ""
+		}
+		r, err := locks.GetRecord(ctx, holder)
+		if err != nil || r == nil || r.State != lock.Failed {
+			return ""
+		}
+		why = append(why, fmt.Sprintf("%s holds %s and Failed: %s", holder, name, r.Message))
+	}
+	return strings.Join(why, "; ")
+}
 
 // followExisting reports a job submitted before under the same ID instead
 // of submitting it again: exit 0 once it succeeded and the node is given
 // back, its exit code once it failed, ExitPending meanwhile (or, with
 // --wait, follows it to its end).
-func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []string, request string, wait bool, out io.Writer) error {
+func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []string, request string, wait bool, out io.Writer, blocked func(context.Context) string) error {
 	if strings.Join(j.Command, "\x00") != strings.Join(args, "\x00") {
 		return fmt.Errorf("job %s exists already with another command (%s); choose another --id", j.ID, strings.Join(j.Command, " "))
 	}
@@ -126,6 +167,13 @@ func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []s
 		return exitCode(1)
 	case j.State == jobs.Succeeded && errors.Is(err, os.ErrNotExist):
 		return nil
+	case j.State == jobs.Pending:
+		if why := blocked(ctx); why != "" {
+			fmt.Fprintln(out, "blocked: "+why+"; the job runs once an admin repairs that node or releases its lock (kustodian-ctl release)")
+			return exitCode(ExitBlocked)
+		}
+		fmt.Fprintln(out, "not done yet")
+		return exitCode(ExitPending)
 	default:
 		fmt.Fprintln(out, "not done yet")
 		return exitCode(ExitPending)

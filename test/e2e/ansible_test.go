@@ -85,6 +85,15 @@ func newerBuild(t *testing.T, deb, dir string) (string, string) {
 // playbook runs ansible-playbook from the repository's ansible/ directory.
 func playbook(t *testing.T, inventory, name string, extra ...string) string {
 	t.Helper()
+	out, err := runPlaybook(t, inventory, name, extra...)
+	if err != nil {
+		t.Fatalf("ansible-playbook %s: %v", name, err)
+	}
+	return out
+}
+
+func runPlaybook(t *testing.T, inventory, name string, extra ...string) (string, error) {
+	t.Helper()
 	args := append([]string{"-i", inventory, filepath.Join(repoDir(t), "ansible", name)}, extra...)
 	cmd := exec.Command("ansible-playbook", args...)
 	cmd.Env = append(os.Environ(),
@@ -99,10 +108,7 @@ func playbook(t *testing.T, inventory, name string, extra ...string) string {
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("ansible-playbook %s (%s):\n%s", name, time.Since(start).Round(100*time.Millisecond), lastLinesOf(string(out), 40))
-	if err != nil {
-		t.Fatalf("ansible-playbook %s: %v", name, err)
-	}
-	return string(out)
+	return string(out), err
 }
 
 func lastLinesOf(s string, n int) string {
@@ -239,10 +245,28 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 		h.pathUnitReady()
 	}
 
+	// A script that fails: its node stays Failed with the lock, and the
+	// playbook stops for every node at once (the others are blocked behind
+	// it), reporting the failure, instead of waiting for rollout_timeout.
+	failing := filepath.Join(dir, "failing.sh")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'E: the mirror is unreachable' >&2\nexit 4\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runPlaybook(t, inv, "rollout.yml", "-e", "rollout_script="+failing, "-e", "rollout_id=failing", "-e", "rollout_canary=false", "-e", "rollout_timeout=900")
+	if err == nil {
+		t.Fatal("the failing rollout succeeded")
+	}
+	for _, want := range []string{"job failing (run 1): failed, exit 4: E: the mirror is unreachable", "blocked: ", "holds lock-default-0 and Failed", "Failed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the failing rollout's output lacks %q", want)
+		}
+	}
+
 	// Purge: nothing left running or installed.
 	for _, h := range hosts {
 		h.run("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "purge", "-y", "-q", "kustodian")
-		if units := h.run("systemctl", "list-units", "--all", "--no-legend", "kustodian*"); strings.TrimSpace(units) != "" {
+		// (systemd may still list a stopped unit as "not-found inactive dead".)
+		if units := h.run("systemctl", "list-units", "--no-legend", "--state=active,activating,deactivating,reloading,failed", "kustodian*"); strings.TrimSpace(units) != "" {
 			t.Errorf("%s: units left after the purge:\n%s", h.Name, units)
 		}
 		if procs, _ := h.Exec(e.Ctx, "pgrep", "-a", "kustodian"); strings.TrimSpace(procs) != "" {

@@ -958,7 +958,8 @@ func TestAgentKuredLock(t *testing.T) {
 func runJob(t *testing.T, a *agentProc, args ...string) *exec.Cmd {
 	t.Helper()
 	full := append([]string{"run", "--config", "/dev/null", "--request-file", a.requestFile(),
-		"--in-progress-file", a.inProgressFile(), "--state-dir", a.spec.Dir + "/state"}, args...)
+		"--in-progress-file", a.inProgressFile(), "--state-dir", a.spec.Dir + "/state",
+		"--kubeconfig", a.spec.Kubeconfig, "--namespace", a.spec.Namespace, "--node-name", a.node}, args...)
 	return exec.CommandContext(a.env.Ctx, kustodianBinary(t), full...)
 }
 
@@ -1034,6 +1035,39 @@ func TestManagedJobs(t *testing.T) {
 	a.waitInProgress(cluster.DefaultTimeout)
 	waitRecord(e, nodes[0], "InMaintenance for the raw request", inState(lock.InMaintenance))
 	a.completes()
+}
+
+// A job waiting behind a node whose maintenance Failed says so (exit 76)
+// instead of "not done yet": automation stops waiting for it.
+func TestJobBlockedBehindAFailedNode(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a, b := newAgent(t, e, nodes[0]), newAgent(t, e, nodes[1], "--stay")
+	if out, err := runJob(t, a, "--id", "bad", "--", "sh", "-c", "echo 'E: broken' >&2; exit 3").CombinedOutput(); err != nil {
+		t.Fatalf("kustodian run: %v\n%s", err, out)
+	}
+	a.start()
+	waitRecord(e, nodes[0], "Failed by its job", inState(lock.Failed))
+	job := []string{"--id", "next", "--", "true"}
+	if out, err := runJob(t, b, job...).CombinedOutput(); err != nil {
+		t.Fatalf("kustodian run: %v\n%s", err, out)
+	}
+	b.start()
+	waitRecord(e, nodes[1], "Waiting", inState(lock.Waiting))
+	var exit *exec.ExitError
+	out, err := runJob(t, b, job...).CombinedOutput()
+	if !errors.As(err, &exit) || exit.ExitCode() != 76 || !strings.Contains(string(out), "blocked: "+nodes[0]+" holds lock-default-0 and Failed") {
+		t.Errorf("a job behind a Failed node: %v\n%s", err, out)
+	}
+	// The admin releases the failed node: the job goes ahead.
+	mustCtl(t, e, "release", nodes[0])
+	e.Eventually("the job to succeed", cluster.DefaultTimeout, func(context.Context) error {
+		out, err := runJob(t, b, job...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 }
 
 // kustodian reboot refuses unless this node is in maintenance and holds

@@ -71,6 +71,13 @@ func TestDebLintianAndContents(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "conffiles")); err != nil || strings.TrimSpace(string(b)) != "/etc/kustodian/config.yaml" {
 		t.Errorf("conffiles: %q %v, want /etc/kustodian/config.yaml", b, err)
 	}
+	// The packaged binary says which version and commit it is.
+	version := strings.TrimSpace(run(t, nil, "dpkg-deb", "--field", deb, "Version"))
+	bin := filepath.Join(t.TempDir(), "kustodian")
+	run(t, nil, "sh", "-c", "dpkg-deb --fsys-tarfile \"$1\" | tar -xO ./usr/bin/kustodian > \"$2\" && chmod +x \"$2\"", "sh", deb, bin)
+	if out := run(t, nil, bin, "version"); !strings.Contains(out, "kustodian "+version+" (commit ") || strings.Contains(out, "commit none") || strings.Contains(out, "commit unknown") {
+		t.Errorf("the packaged kustodian says %q, want version %s and its commit", out, version)
+	}
 	for _, script := range []string{"postinst", "prerm", "postrm"} {
 		if _, err := os.Stat(filepath.Join(dir, script)); err != nil {
 			t.Errorf("no %s: %v", script, err)
