@@ -232,9 +232,28 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 	}
 	t.Logf("timeline:\n%s", tl)
 
-	// A newer build, while idle: upgraded, configuration kept.
+	// A newer build, while idle, from an apt repository this time (the
+	// role's other way in): upgraded, configuration kept.
 	newer, version := newerBuild(t, dist.Package(t, "deb"), dir)
-	playbook(t, inv, "site.yml", "-e", "kustodian_package_file="+newer)
+	repo := filepath.Join(dir, "repo")
+	copyFile(t, newer, filepath.Join(repo, filepath.Base(newer)), 0o644)
+	scan := exec.Command("sh", "-c", "dpkg-scanpackages --multiversion . /dev/null > Packages")
+	scan.Dir = repo
+	if out, err := scan.CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-scanpackages: %v\n%s", err, out)
+	}
+	for _, h := range hosts {
+		for _, f := range []string{filepath.Base(newer), "Packages"} {
+			copyFile(t, filepath.Join(repo, f), filepath.Join(h.Dir, "srv/kustodian-repo", f), 0o644)
+		}
+		list := "deb [trusted=yes] file:/srv/kustodian-repo ./\n"
+		if err := os.WriteFile(filepath.Join(h.Dir, "etc/apt/sources.list.d/kustodian.list"), []byte(list), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Only this repository: the test needs no mirror.
+		h.run("apt-get", "update", "-q", "-o", "Dir::Etc::sourcelist=sources.list.d/kustodian.list", "-o", "Dir::Etc::sourceparts=-", "-o", "APT::Get::List-Cleanup=0")
+	}
+	playbook(t, inv, "site.yml", "-e", "kustodian_package_file=", "-e", "kustodian_package_state=latest")
 	for _, h := range hosts {
 		if got := strings.TrimSpace(h.run("dpkg-query", "--show", "--showformat", "${Version}", "kustodian")); got != version {
 			t.Errorf("%s: kustodian %s after the upgrade, want %s", h.Name, got, version)
