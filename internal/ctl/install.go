@@ -42,11 +42,7 @@ existing pause is kept). It reports what it created or changed. --dry-run or
 			if output != "" {
 				return fmt.Errorf("install prints only -o yaml")
 			}
-			rc, err := o.config.ToRESTConfig()
-			if err != nil {
-				return err
-			}
-			dyn, err := dynamic.NewForConfig(rc)
+			dyn, err := o.dynamicClient()
 			if err != nil {
 				return err
 			}

@@ -39,14 +39,7 @@ its record but is skipped (no position) until it returns.`,
 				printQueue(w, q)
 				return nil
 			}
-			if watch {
-				return watchStatus(cmd.Context(), r, o.streams.Out, output, print, status.MaintenanceStatus.Queue)
-			}
-			s, err := r.Read(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return print(o.streams.Out, s)
+			return o.show(cmd.Context(), r, watch, output, print, status.MaintenanceStatus.Queue)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")

@@ -5,13 +5,16 @@
 package ctl
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -38,13 +41,45 @@ func (o *options) namespace() string {
 	return DefaultNamespace
 }
 
-func (o *options) client() (kubernetes.Interface, error) {
+// restConfig is the API server connection the flags describe.
+func (o *options) restConfig() (*rest.Config, error) {
 	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "kustodian-ctl/" + version.Version
+	return cfg, nil
+}
+
+func (o *options) client() (kubernetes.Interface, error) {
+	cfg, err := o.restConfig()
+	if err != nil {
+		return nil, err
+	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// dynamicClient writes manifests of any kind (install, uninstall).
+func (o *options) dynamicClient() (dynamic.Interface, error) {
+	cfg, err := o.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.NewForConfig(cfg)
+}
+
+// show prints the status once or, with watch, again at every change that
+// alters rows.
+func (o *options) show(ctx context.Context, r status.Reader, watch bool, output string,
+	print func(io.Writer, status.MaintenanceStatus) error, rows func(status.MaintenanceStatus) []status.Node) error {
+	if watch {
+		return watchStatus(ctx, r, o.streams.Out, output, print, rows)
+	}
+	s, err := r.Read(ctx)
+	if err != nil {
+		return err
+	}
+	return print(o.streams.Out, s)
 }
 
 // reader reads the status of the namespace -n names.

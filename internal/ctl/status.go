@@ -40,14 +40,7 @@ one row per node that is not Idle, or per NODE named. --all includes Idle nodes.
 				}
 				return printStatus(w, s, output)
 			}
-			if watch {
-				return watchStatus(cmd.Context(), r, o.streams.Out, output, print, statusRows(nodes, all))
-			}
-			s, err := r.Read(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return print(o.streams.Out, s)
+			return o.show(cmd.Context(), r, watch, output, print, statusRows(nodes, all))
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")

@@ -39,11 +39,7 @@ removes everything anyway.`,
 					return fmt.Errorf("%s holds %s: it is in maintenance; finish or release it first (kustodian-ctl release %s), or pass --force", l.Holder, l.Name, l.Holder)
 				}
 			}
-			rc, err := o.config.ToRESTConfig()
-			if err != nil {
-				return err
-			}
-			dyn, err := dynamic.NewForConfig(rc)
+			dyn, err := o.dynamicClient()
 			if err != nil {
 				return err
 			}

@@ -73,7 +73,7 @@ func changedKeys(field, except string) string {
 var boundCheck = check("variables.node != ''",
 	"'the token of ' + request.userInfo.username + ' is not bound to a Node; give each node its own kubeconfig: kustodian-ctl kubeconfig NODE'")
 
-func policies(o Options) []policy {
+func policies() []policy {
 	self := "'node ' + variables.node"
 	return []policy{{
 		// Every write of the agents' ServiceAccount needs a Node-bound token,
@@ -163,7 +163,7 @@ func ptr[T any](v T) *T { return &v }
 func policyObjects(o Options) []Object {
 	user := fmt.Sprintf("system:serviceaccount:%s:%s", o.Namespace, AgentServiceAccount)
 	var out []Object
-	for _, p := range policies(o) {
+	for _, p := range policies() {
 		if p.suffix != "bound" {
 			p.validations = append([]admv1.Validation{boundCheck}, p.validations...)
 		}

@@ -77,11 +77,17 @@ type nodeContext struct {
 // connect loads the configuration, the node's name and a client of the
 // API server for it.
 func (cf *configFlags) connect() (nodeContext, error) {
-	var nc nodeContext
-	var err error
-	if nc.cfg, err = cf.load(); err != nil {
-		return nc, err
+	cfg, err := cf.load()
+	if err != nil {
+		return nodeContext{}, err
 	}
+	return connectWith(cfg)
+}
+
+// connectWith is connect for a configuration loaded already.
+func connectWith(cfg config.Agent) (nodeContext, error) {
+	nc := nodeContext{cfg: cfg}
+	var err error
 	if nc.rest, err = loadKubeconfig(nc.cfg.Kubeconfig); err != nil {
 		return nc, err
 	}

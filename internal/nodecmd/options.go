@@ -47,7 +47,7 @@ var agentOptions = []option{
 	{"logFormat", "log-format", "log format: auto (text on a terminal, else JSON), text or json", func(a *config.Agent) any { return &a.LogFormat }},
 	{"lock.group", "lock-group", "group of nodes sharing the lock", func(a *config.Agent) any { return &a.Lock.Group }},
 	{"lock.slots", "lock-slots", "how many nodes of the group may be in maintenance at once", func(a *config.Agent) any { return &a.Lock.Slots }},
-	{"lock.ttl", "lock-ttl", "let a lock expire when its holder stops renewing it (0: never; the lock survives reboots)", func(a *config.Agent) any { return &a.Lock.TTL }},
+	{"lock.ttl", "lock-ttl", "let a lock expire when its holder stops renewing it (0: never; the lock survives reboots). Refused with a node-bound token: no such agent may take over another's lock", func(a *config.Agent) any { return &a.Lock.TTL }},
 	{"queue.heartbeat", "queue-heartbeat", "how often the agent renews its node record; 4 missed beats make it stale", func(a *config.Agent) any { return &a.Queue.Heartbeat }},
 	{"queue.priority", "queue-priority", "higher priorities are granted first", func(a *config.Agent) any { return &a.Queue.Priority }},
 	{"drain.timeout", "drain-timeout", "give up draining after this long (0: never)", func(a *config.Agent) any { return &a.Drain.Timeout }},

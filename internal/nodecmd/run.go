@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/lock"
 )
@@ -67,7 +68,7 @@ it that way, across the job's reboots.`,
 		} else if existing, err := store.Get(id); err == nil {
 			// Submitted before (a re-run of a playbook): report, or follow, it.
 			return followExisting(cmd.Context(), store, existing, args, cfg.RequestFile, wait, cmd.OutOrStdout(), func(ctx context.Context) string {
-				return blockedBy(ctx, cf)
+				return blockedBy(ctx, cfg)
 			})
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -87,14 +88,7 @@ it that way, across the job's reboots.`,
 		if !wait {
 			return nil
 		}
-		code, err := waitJob(cmd.Context(), store, id, cfg.RequestFile, cmd.OutOrStdout())
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			return exitCode(code)
-		}
-		return nil
+		return waitJob(cmd.Context(), store, id, cfg.RequestFile, cmd.OutOrStdout())
 	}
 	return cmd
 }
@@ -111,8 +105,8 @@ const (
 // blockedBy says why this node's pending job cannot get a lock: every slot
 // of its group is held by another node whose maintenance Failed. "" when a
 // slot is free or may become free, or when the cluster cannot be asked.
-func blockedBy(ctx context.Context, cf *configFlags) string {
-	nc, err := cf.connect()
+func blockedBy(ctx context.Context, cfg config.Agent) string {
+	nc, err := connectWith(cfg)
 	if err != nil {
 		return ""
 	}
@@ -148,36 +142,36 @@ func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []s
 		return fmt.Errorf("job %s exists already with another command (%s); choose another --id", j.ID, strings.Join(j.Command, " "))
 	}
 	if wait {
-		code, err := waitJob(ctx, store, j.ID, request, out)
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			return exitCode(code)
-		}
-		return nil
+		return waitJob(ctx, store, j.ID, request, out)
 	}
 	fmt.Fprintln(out, j.Summary())
-	_, err := os.Stat(request)
-	switch {
-	case j.State == jobs.Failed:
-		if j.ExitCode != nil && *j.ExitCode != 0 {
-			return exitCode(*j.ExitCode)
-		}
-		return exitCode(1)
-	case j.State == jobs.Succeeded && errors.Is(err, os.ErrNotExist):
-		return nil
-	case j.State == jobs.Pending:
+	if ended, err := jobEnded(j, request); ended {
+		return err
+	}
+	if j.State == jobs.Pending {
 		if why := blocked(ctx); why != "" {
 			fmt.Fprintln(out, "blocked: "+why+"; the job runs once an admin repairs that node or releases its lock (kustodian-ctl release)")
 			return exitCode(ExitBlocked)
 		}
-		fmt.Fprintln(out, "not done yet")
-		return exitCode(ExitPending)
-	default:
-		fmt.Fprintln(out, "not done yet")
-		return exitCode(ExitPending)
 	}
+	fmt.Fprintln(out, "not done yet")
+	return exitCode(ExitPending)
+}
+
+// jobEnded tells whether a job has ended for good: failed (err is its exit
+// code), or succeeded with the request gone, the node given back (nil).
+func jobEnded(j *jobs.Job, request string) (ended bool, err error) {
+	switch j.State {
+	case jobs.Failed:
+		if j.ExitCode != nil && *j.ExitCode != 0 {
+			return true, exitCode(*j.ExitCode)
+		}
+		return true, exitCode(1)
+	case jobs.Succeeded:
+		_, err := os.Stat(request)
+		return errors.Is(err, os.ErrNotExist), nil
+	}
+	return false, nil
 }
 
 // exitCode makes the binary exit with a job's code.
@@ -185,45 +179,38 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("the job exited %d", int(e)) }
 
-// waitJob follows a job until it is done and, for a success, until the
-// request is gone (the node is given back).
-func waitJob(ctx context.Context, store jobs.Store, id, request string, out io.Writer) (int, error) {
+// waitJob follows a job until it has ended (jobEnded) and returns nil for
+// a success, the job's exit code (an exitCode) for a failure.
+func waitJob(ctx context.Context, store jobs.Store, id, request string, out io.Writer) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer w.Close()
 	for _, dir := range []string{store.Dir, filepath.Dir(request)} {
 		if err := w.Add(dir); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	last := ""
 	for {
 		j, err := store.Get(id)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if s := j.Summary(); s != last {
 			fmt.Fprintln(out, s)
 			last = s
 		}
-		if j.State == jobs.Failed {
-			code := 1
-			if j.ExitCode != nil && *j.ExitCode != 0 {
-				code = *j.ExitCode
-			}
-			return code, nil
-		}
-		if _, err := os.Stat(request); j.State == jobs.Succeeded && errors.Is(err, os.ErrNotExist) {
-			return 0, nil
+		if ended, err := jobEnded(j, request); ended {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return ctx.Err()
 		case <-w.Events:
 		case err := <-w.Errors:
-			return 0, err
+			return err
 		}
 	}
 }

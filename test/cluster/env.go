@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/kustodian/kustodian/internal/kured"
 )
 
 // LabelTestEnv marks the nodes of one test; the test's workloads select them,
@@ -144,6 +146,38 @@ func (e *Env) Deployment(name string, replicas int32) *appsv1.Deployment {
 		e.T.Fatalf("creating deployment %s/%s: %v", e.Namespace, name, err)
 	}
 	return d
+}
+
+// KuredDaemonSet creates a DaemonSet standing for Kured's (named kured)
+// in namespace, whose pods run nowhere, with lockValue in Kured's lock
+// annotation unless it is empty. One outside the test's namespace is
+// deleted when the test ends.
+func (e *Env) KuredDaemonSet(namespace, lockValue string) {
+	e.T.Helper()
+	labels := map[string]string{"app": "kured"}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kured", Namespace: namespace, Annotations: map[string]string{}},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{"test.kustodian.io/nowhere": "true"},
+					Containers:   []corev1.Container{{Name: "kured", Image: "kured"}},
+				},
+			},
+		},
+	}
+	if lockValue != "" {
+		ds.Annotations[kured.LockAnnotation] = lockValue
+	}
+	dss := e.Client.AppsV1().DaemonSets(namespace)
+	if _, err := dss.Create(e.Ctx, ds, metav1.CreateOptions{}); err != nil {
+		e.T.Fatalf("creating DaemonSet %s/kured: %v", namespace, err)
+	}
+	if namespace != e.Namespace {
+		e.T.Cleanup(func() { _ = dss.Delete(context.Background(), "kured", metav1.DeleteOptions{}) })
+	}
 }
 
 // PDB creates a PodDisruptionBudget with minAvailable over pods labelled app=<app>.

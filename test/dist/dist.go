@@ -13,31 +13,28 @@ import (
 // builds the packages first.
 func Package(t testing.TB, format string) string {
 	t.Helper()
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	matches, _ := filepath.Glob(filepath.Join(root, "dist", "kustodian_*_linux_amd64."+format))
+	matches, _ := filepath.Glob(filepath.Join(RepoRoot(t), "dist", "kustodian_*_linux_amd64."+format))
 	if len(matches) != 1 {
 		t.Fatalf("want one dist/kustodian_*_linux_amd64.%s, found %v: run make packages", format, matches)
 	}
 	return matches[0]
 }
 
-// repoRoot is the nearest directory at or above the working directory with
-// the .goreleaser.yaml.
-func repoRoot() (string, error) {
+// RepoRoot is the repository's root: the nearest directory at or above
+// the working directory with the .goreleaser.yaml.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", err
+		t.Fatal(err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, ".goreleaser.yaml")); err == nil {
-			return dir, nil
+			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", os.ErrNotExist
+			t.Fatal("no .goreleaser.yaml above the working directory: not in the repository")
 		}
 		dir = parent
 	}

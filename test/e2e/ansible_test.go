@@ -94,7 +94,7 @@ func playbook(t *testing.T, inventory, name string, extra ...string) string {
 
 func runPlaybook(t *testing.T, inventory, name string, extra ...string) (string, error) {
 	t.Helper()
-	args := append([]string{"-i", inventory, filepath.Join(repoDir(t), "ansible", name)}, extra...)
+	args := append([]string{"-i", inventory, filepath.Join(dist.RepoRoot(t), "ansible", name)}, extra...)
 	cmd := exec.Command("ansible-playbook", args...)
 	cmd.Env = append(os.Environ(),
 		"ANSIBLE_HOST_KEY_CHECKING=False",
@@ -117,15 +117,6 @@ func lastLinesOf(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func repoDir(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // Three Debian hosts with sshd: the role installs the package and each
@@ -195,7 +186,7 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 	// The rollout.
 	tl := recordTimeline(t, e)
 	const id = "upgrade-example"
-	out := playbook(t, inv, "rollout.yml", "-e", "rollout_script="+filepath.Join(repoDir(t), "examples", "upgrade-package.sh"),
+	out := playbook(t, inv, "rollout.yml", "-e", "rollout_script="+filepath.Join(dist.RepoRoot(t), "examples", "upgrade-package.sh"),
 		"-e", "rollout_id="+id, "-e", fmt.Sprintf(`{"rollout_files": [%q], "rollout_args": ["/var/lib/kustodian/rollout/%s/%s"]}`, v2, id, filepath.Base(v2)))
 	if !strings.Contains(out, "failed=0") {
 		t.Errorf("the rollout reported failures")

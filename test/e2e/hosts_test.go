@@ -18,15 +18,6 @@ import (
 // binaries is the directory of the static binaries, built once.
 func binaries(t *testing.T) string { return buildbin.Dir(t) }
 
-func repoFile(t *testing.T, rel string) string {
-	t.Helper()
-	p := filepath.Join("..", "..", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // host is a booted systemd host with Kustodian's .deb installed with apt,
 // configured for the test's namespace, whose Node exists in the cluster.
 type host struct {

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/kured"
@@ -367,26 +365,9 @@ func TestKuredLockOnAHost(t *testing.T) {
 	e := cluster.New(t)
 	nodecreds.Install(e, "kube-system")
 	h := newHost(t, e, 0)
-	labels := map[string]string{"app": "kured"}
 	held := `{"nodeID":"other-node","metadata":{"unschedulable":false},"created":"` + time.Now().UTC().Format(time.RFC3339) + `","TTL":0}`
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "kured", Namespace: "kube-system", Annotations: map[string]string{kured.LockAnnotation: held}},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{"test.kustodian.io/nowhere": "true"},
-					Containers:   []corev1.Container{{Name: "kured", Image: "kured"}},
-				},
-			},
-		},
-	}
+	e.KuredDaemonSet("kube-system", held)
 	dss := e.Client.AppsV1().DaemonSets("kube-system")
-	if _, err := dss.Create(e.Ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dss.Delete(context.Background(), "kured", metav1.DeleteOptions{}) })
 	annotation := func() string {
 		got, err := dss.Get(e.Ctx, "kured", metav1.GetOptions{})
 		if err != nil {

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -843,32 +842,6 @@ func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
 	finishInTurn(t, e, []*agentProc{other})
 }
 
-// kuredDaemonSet creates a DaemonSet standing for Kured's, in the test's
-// namespace (agents are pointed at it), whose pods run nowhere.
-func kuredDaemonSet(t *testing.T, e *cluster.Env, lockValue string) {
-	t.Helper()
-	labels := map[string]string{"app": "kured"}
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "kured", Namespace: e.Namespace, Annotations: map[string]string{}},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{"test.kustodian.io/nowhere": "true"},
-					Containers:   []corev1.Container{{Name: "kured", Image: "kured"}},
-				},
-			},
-		},
-	}
-	if lockValue != "" {
-		ds.Annotations[kured.LockAnnotation] = lockValue
-	}
-	if _, err := e.Client.AppsV1().DaemonSets(e.Namespace).Create(e.Ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func kuredAnnotation(t *testing.T, e *cluster.Env) string {
 	t.Helper()
 	ds, err := e.Client.AppsV1().DaemonSets(e.Namespace).Get(e.Ctx, "kured", metav1.GetOptions{})
@@ -907,7 +880,7 @@ func TestAgentKuredLock(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	held := `{"nodeID":"` + nodes[1] + `","metadata":{"unschedulable":false},"created":"` + time.Now().UTC().Format(time.RFC3339) + `","TTL":0}`
-	kuredDaemonSet(t, e, held)
+	e.KuredDaemonSet(e.Namespace, held)
 	a := newAgent(t, e, nodes[0], "--kured-namespace", e.Namespace)
 	a.request("upgrade")
 	a.start()

@@ -27,6 +27,7 @@ import (
 	"github.com/kustodian/kustodian/internal/status"
 	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
 // ctlBinary is kustodian-ctl, built once per test process.
@@ -35,9 +36,7 @@ func ctlBinary(t *testing.T) string { return buildbin.Ctl(t) }
 // ctl runs kustodian-ctl against the test's namespace with admin credentials.
 func ctl(t *testing.T, e *cluster.Env, args ...string) (string, error) {
 	t.Helper()
-	args = append([]string{"--kubeconfig", e.Kubeconfig, "-n", e.Namespace}, args...)
-	out, err := exec.CommandContext(e.Ctx, ctlBinary(t), args...).CombinedOutput()
-	return string(out), err
+	return nodecreds.CtlFor(e).Run(e.Ctx, args...)
 }
 
 func mustCtl(t *testing.T, e *cluster.Env, args ...string) string {

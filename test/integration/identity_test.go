@@ -209,7 +209,7 @@ func TestNodeScopedPolicy(t *testing.T) {
 	leasesA := nodeA.CoordinationV1().Leases(e.Namespace)
 	cordon := []byte(`{"spec":{"unschedulable":true}}`)
 
-	kuredDaemonSet(t, e, "")
+	e.KuredDaemonSet(e.Namespace, "")
 	tr, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,8 @@ func (c Ctl) NodeKubeconfig(ctx context.Context, node, path string) error {
 	return nil
 }
 
-func ctlFor(e *cluster.Env) Ctl {
+// CtlFor is kustodian-ctl with the test's admin kubeconfig and namespace.
+func CtlFor(e *cluster.Env) Ctl {
 	return Ctl{Binary: buildbin.Ctl(e.T), Kubeconfig: e.Kubeconfig, Namespace: e.Namespace}
 }
 
@@ -73,7 +74,7 @@ func Install(e *cluster.Env, kuredNamespace string) {
 	if state.installed[e.Namespace] {
 		return
 	}
-	if err := ctlFor(e).Install(e.Ctx, kuredNamespace); err != nil {
+	if err := CtlFor(e).Install(e.Ctx, kuredNamespace); err != nil {
 		e.T.Fatal(err)
 	}
 	if state.installed == nil {
@@ -135,7 +136,7 @@ func Kubeconfig(e *cluster.Env, node string) string {
 		return path
 	}
 	path = filepath.Join(e.T.TempDir(), node+".kubeconfig")
-	if err := ctlFor(e).NodeKubeconfig(e.Ctx, node, path); err != nil {
+	if err := CtlFor(e).NodeKubeconfig(e.Ctx, node, path); err != nil {
 		e.T.Fatal(err)
 	}
 	state.Lock()

@@ -5,6 +5,7 @@ package packaging
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,11 @@ var wantFiles = []string{
 
 func TestDebLintianAndContents(t *testing.T) {
 	deb := dist.Package(t, "deb")
-	out, _ := exec.Command("lintian", "--tag-display-limit", "0", deb).CombinedOutput()
+	out, err := exec.Command("lintian", "--tag-display-limit", "0", deb).CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("lintian did not run: %v", err) // not installed: make deps installs it
+	}
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(line, "E: ") {
 			t.Errorf("lintian: %s", line)
