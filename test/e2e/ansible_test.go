@@ -99,7 +99,6 @@ func runPlaybook(t *testing.T, inventory, name string, extra ...string) (string,
 	cmd.Env = append(os.Environ(),
 		"ANSIBLE_HOST_KEY_CHECKING=False",
 		"ANSIBLE_SSH_ARGS=-o ControlMaster=auto -o ControlPersist=30s -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no",
-		"ANSIBLE_SSH_RETRIES=10", // rides out the hosts' reboots
 		"ANSIBLE_PYTHON_INTERPRETER=/usr/bin/python3",
 		"ANSIBLE_NOCOLOR=1",
 		"ANSIBLE_RETRY_FILES_ENABLED=False",
@@ -107,7 +106,11 @@ func runPlaybook(t *testing.T, inventory, name string, extra ...string) (string,
 	)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	t.Logf("ansible-playbook %s (%s):\n%s", name, time.Since(start).Round(100*time.Millisecond), lastLinesOf(string(out), 40))
+	shown := string(out)
+	if err == nil {
+		shown = lastLinesOf(shown, 40)
+	}
+	t.Logf("ansible-playbook %s (%s):\n%s", name, time.Since(start).Round(100*time.Millisecond), shown)
 	return string(out), err
 }
 
@@ -223,6 +226,11 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 	}
 	t.Logf("timeline:\n%s", tl)
 
+	rolloutWithRebootsDuringPolls(t, e, hosts, inv, dir)
+	if err := tl.CheckExclusive(1); err != nil {
+		t.Error(err)
+	}
+
 	// A newer build, while idle, from an apt repository this time (the
 	// role's other way in): upgraded, configuration kept.
 	newer, version := newerBuild(t, dist.Package(t, "deb"), dir)
@@ -288,4 +296,110 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 			}
 		}
 	}
+}
+
+// pollWrapper stands in front of the real kustodian on the hosts for
+// rolloutWithRebootsDuringPolls: rollout.yml's polls of the job
+// reboot-during-polls, while the job runs (in-progress exists), take 20 s
+// and leave a marker meanwhile, so the job can time its reboot to land in
+// one. Each poll logs its start and end with the boot's ID: a start
+// without an end is a poll that a reboot cut.
+const pollWrapper = `#!/bin/sh
+if [ "$1 $2 $3" = "run --id reboot-during-polls" ] && [ -e /var/maintenance-in-progress ]; then
+	boot=$(cat /proc/sys/kernel/random/boot_id)
+	mkdir -p /run/kustodian-test /var/lib/kustodian-test
+	echo "start $boot $$" >> /var/lib/kustodian-test/polls
+	touch /run/kustodian-test/poll
+	sleep 20
+	rm -f /run/kustodian-test/poll
+	echo "end $boot $$" >> /var/lib/kustodian-test/polls
+fi
+exec /usr/bin/kustodian "$@"
+`
+
+// rebootsDuringPolls is the job's script: it needs two reboots, and asks
+// for each one only while a poll of rollout.yml is running on its node.
+const rebootsDuringPolls = `#!/bin/sh
+set -eu
+count=/var/lib/kustodian-test/reboots
+n=$(cat $count 2>/dev/null || echo 0)
+if [ "$n" -ge 2 ]; then
+	echo "rebooted $n times; done"
+	exit 0
+fi
+i=0
+until [ -e /run/kustodian-test/poll ]; do
+	i=$((i + 1))
+	if [ $i -gt 1200 ]; then echo "no poll came in 120 s" >&2; exit 3; fi
+	sleep 0.1
+done
+echo $((n + 1)) > $count
+touch /run/reboot-required
+echo "reboot $((n + 1)), while a poll runs"
+`
+
+// A job whose reboots land while rollout.yml is polling it, for certain:
+// every node reboots twice, each time in the middle of a poll. The
+// rollout must wait for the node to come back and ask again, and end
+// with every job done.
+func rolloutWithRebootsDuringPolls(t *testing.T, e *cluster.Env, hosts []*host, inv, dir string) {
+	t.Helper()
+	for _, h := range hosts {
+		if err := os.WriteFile(filepath.Join(h.Dir, "usr/local/bin/kustodian"), []byte(pollWrapper), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, h := range hosts {
+			_ = os.Remove(filepath.Join(h.Dir, "usr/local/bin/kustodian"))
+		}
+	}()
+	script := filepath.Join(dir, "reboots-during-polls.sh")
+	if err := os.WriteFile(script, []byte(rebootsDuringPolls), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const id = "reboot-during-polls"
+	defer func() {
+		if t.Failed() {
+			for _, h := range hosts {
+				polls, _ := h.Exec(e.Ctx, "cat", "/var/lib/kustodian-test/polls")
+				t.Logf("%s: the polls:\n%s\nthe job's journal:\n%s", h.Name, polls, h.Journal(e.Ctx, "kustodian-job-"+id+"-*"))
+			}
+		}
+	}()
+	out := playbook(t, inv, "rollout.yml", "-e", "rollout_script="+script, "-e", "rollout_id="+id, "-e", "rollout_timeout=900")
+	if !strings.Contains(out, "failed=0") {
+		t.Errorf("the rollout reported failures")
+	}
+	for _, h := range hosts {
+		if job := h.run("cat", "/var/lib/kustodian/jobs/"+id+".json"); !strings.Contains(job, `"runs": 3`) && !strings.Contains(job, `"runs":3`) {
+			t.Errorf("%s: the job did not run three times (two reboots): %s", h.Name, job)
+		}
+		polls := h.run("cat", "/var/lib/kustodian-test/polls")
+		if cut := cutPolls(polls); cut != 2 {
+			t.Errorf("%s: %d polls were cut by a reboot, want 2 (one per reboot):\n%s", h.Name, cut, polls)
+		}
+		if nodeUnschedulable(t, e, h.Name) {
+			t.Errorf("%s left cordoned", h.Name)
+		}
+	}
+}
+
+// cutPolls counts the polls that started and never ended: each "start
+// BOOT PID" line without its "end BOOT PID".
+func cutPolls(log string) int {
+	open := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		switch f[0] {
+		case "start":
+			open[f[1]+" "+f[2]] = true
+		case "end":
+			delete(open, f[1]+" "+f[2])
+		}
+	}
+	return len(open)
 }

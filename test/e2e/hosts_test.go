@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,14 +107,28 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	}
 }
 
-// run runs a command inside the host and fails the test if it fails.
+// run runs a command inside the host and fails the test if it fails. A
+// command that the host's reboot cut short (or that found it rebooting)
+// runs again once the host is back, if it comes back by itself
+// (KeepBooting): every command the tests run this way may run twice.
 func (h *host) run(args ...string) string {
 	h.t.Helper()
-	out, err := h.Exec(h.e.Ctx, args...)
-	if err != nil {
+	for {
+		boot := h.Boots()
+		out, err := h.Exec(h.e.Ctx, args...)
+		if err == nil {
+			return out
+		}
+		if errors.Is(err, nspawn.ErrDown) {
+			werr := h.WaitBoot(h.e.Ctx, boot, 2*cluster.DefaultTimeout)
+			if werr == nil {
+				h.t.Logf("%s: %s: the host rebooted under it; again", h.Name, strings.Join(args, " "))
+				continue
+			}
+			err = fmt.Errorf("%w; %v", err, werr)
+		}
 		h.t.Fatalf("%s: %s: %v\n%s", h.Name, strings.Join(args, " "), err, out)
 	}
-	return out
 }
 
 // property reads a unit property with systemctl show.

@@ -151,6 +151,10 @@ func (h *Host) EnableSSH(ctx context.Context, port int, authorizedKey string) er
 	return nil
 }
 
+// ErrDown says that a host was down when a command was to run in it, or
+// went down (a reboot, a poweroff) while the command ran.
+var ErrDown = errors.New("the host is down")
+
 // Host is one booted (or bootable) container.
 type Host struct {
 	Name string // machine name and hostname
@@ -161,7 +165,10 @@ type Host struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	exit   int
-	leader int // the container's PID 1, as seen from the host
+	leader int  // the container's PID 1, as seen from the host
+	boots  int  // how many times Boot started it
+	up     bool // Boot saw this run's systemd come up, and nspawn still runs
+	keep   bool // KeepBooting boots it again after a reboot
 }
 
 // NewHost unpacks the root file system into dir for a host called name.
@@ -198,7 +205,8 @@ func (h *Host) Boot(ctx context.Context) error {
 	logf.Close()
 	done := make(chan struct{})
 	h.mu.Lock()
-	h.cmd, h.done, h.leader = cmd, done, 0
+	h.cmd, h.done, h.leader, h.up = cmd, done, 0, false
+	h.boots++
 	h.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
@@ -208,7 +216,7 @@ func (h *Host) Boot(ctx context.Context) error {
 			code = ee.ExitCode()
 		}
 		h.mu.Lock()
-		h.exit = code
+		h.exit, h.up = code, false
 		h.mu.Unlock()
 		close(done)
 	}()
@@ -234,6 +242,13 @@ func (h *Host) Boot(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("booting %s: %v (%v)", h.Name, err, last)
 	}
+	h.mu.Lock()
+	select {
+	case <-done:
+	default:
+		h.up = true
+	}
+	h.mu.Unlock()
 	return nil
 }
 
@@ -243,15 +258,21 @@ func (h *Host) console(n int) string {
 }
 
 // leaderPID finds the container's init: the process named systemd below
-// the nspawn process.
+// the nspawn process; 0 while nspawn does not run (a PID kept from the run
+// before a reboot would name a dead process, or another one).
 func (h *Host) leaderPID() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.leader != 0 {
-		return h.leader
-	}
 	if h.cmd == nil || h.cmd.Process == nil {
 		return 0
+	}
+	select {
+	case <-h.done:
+		return 0
+	default:
+	}
+	if h.leader != 0 {
+		return h.leader
 	}
 	queue := []int{h.cmd.Process.Pid}
 	for len(queue) > 0 {
@@ -288,8 +309,19 @@ func comm(pid int) string {
 }
 
 // Exec runs a command inside the host (its mount, PID, UTS and IPC
-// namespaces; the network is shared) and returns its combined output.
+// namespaces; the network is shared) and returns its combined output. When
+// the host is down, or the command fails because the host went down under
+// it, the error wraps ErrDown (see WaitBoot).
 func (h *Host) Exec(ctx context.Context, args ...string) (string, error) {
+	boot := h.bootCount()
+	out, err := h.exec(ctx, args...)
+	if err != nil && h.wentDown(ctx, boot) {
+		return out, fmt.Errorf("%s: %s: %w (%v)", h.Name, strings.Join(args, " "), ErrDown, err)
+	}
+	return out, err
+}
+
+func (h *Host) exec(ctx context.Context, args ...string) (string, error) {
 	pid := h.leaderPID()
 	if pid == 0 {
 		return "", fmt.Errorf("host %s is not running", h.Name)
@@ -298,6 +330,50 @@ func (h *Host) Exec(ctx context.Context, args ...string) (string, error) {
 		"/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SYSTEMD_PAGER=", "TERM=dumb"}, args...)
 	out, err := exec.CommandContext(ctx, "nsenter", nsargs...).CombinedOutput()
 	return string(out), err
+}
+
+func (h *Host) bootCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.boots
+}
+
+// wentDown tells whether the host has been down since its boot number
+// boot: nspawn exited, booted again, or systemd inside is shutting down.
+func (h *Host) wentDown(ctx context.Context, boot int) bool {
+	if !h.Running() || h.bootCount() != boot {
+		return true
+	}
+	out, err := h.exec(ctx, "systemctl", "is-system-running")
+	state := strings.TrimSpace(out)
+	return state == "stopping" || (err != nil && !h.Running())
+}
+
+// Boots is how many times the host was started: a command that fails
+// with ErrDown can wait for the next boot with WaitBoot(ctx, Boots(), ...)
+// read before it ran.
+func (h *Host) Boots() int { return h.bootCount() }
+
+// WaitBoot waits, at most timeout, until a boot after boot number after
+// is up (KeepBooting boots the host again after a reboot). It fails at
+// once when nothing will boot it: it powered off, or nobody keeps booting
+// it.
+func (h *Host) WaitBoot(ctx context.Context, after int, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.boots > after && h.up {
+			return true, nil
+		}
+		select {
+		case <-h.done:
+			if !h.keep || h.exit != 133 {
+				return false, fmt.Errorf("host %s is down (nspawn exited %d) and nothing boots it again", h.Name, h.exit)
+			}
+		default:
+		}
+		return false, nil
+	})
 }
 
 // WaitExit waits for nspawn to exit and returns its exit code: 133 after a
@@ -325,8 +401,16 @@ func (h *Host) WaitExit(ctx context.Context) (int, error) {
 func (h *Host) KeepBooting(logf func(format string, args ...any)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	h.mu.Lock()
+	h.keep = true
+	h.mu.Unlock()
 	go func() {
 		defer close(done)
+		defer func() {
+			h.mu.Lock()
+			h.keep = false
+			h.mu.Unlock()
+		}()
 		for {
 			code, err := h.WaitExit(ctx)
 			if err != nil || code != 133 {
