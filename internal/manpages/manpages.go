@@ -5,10 +5,12 @@ package manpages
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kustodian/kustodian/internal/ctl"
@@ -29,10 +31,37 @@ func Write(dir string) error {
 		ctl.NewRoot(genericiooptions.NewTestIOStreamsDiscard(), "kustodian-ctl"),
 	} {
 		root.DisableAutoGenTag = true
+		homeAsVariable(root)
 		header := &doc.GenManHeader{Title: root.Name(), Section: "1", Source: "Kustodian", Manual: "Kustodian Manual", Date: &date}
 		if err := doc.GenManTree(root, header, dir); err != nil {
 			return fmt.Errorf("man pages of %s: %w", root.Name(), err)
 		}
 	}
 	return nil
+}
+
+// homeAsVariable writes defaults under the home directory of whoever
+// generates the pages (kubectl's --cache-dir: /root/.kube/cache) as
+// $HOME/...: the pages are the same for every builder, and true for every
+// reader.
+func homeAsVariable(root *cobra.Command) {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" || home == "/" {
+		return
+	}
+	home = strings.TrimSuffix(home, "/")
+	replace := func(f *pflag.Flag) {
+		if f.DefValue == home || strings.HasPrefix(f.DefValue, home+"/") {
+			f.DefValue = "$HOME" + strings.TrimPrefix(f.DefValue, home)
+		}
+	}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(replace)
+		c.PersistentFlags().VisitAll(replace)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }
