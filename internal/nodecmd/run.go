@@ -45,9 +45,9 @@ exits with its exit code.
 With --id, run is idempotent: when a job of that ID exists already (with the
 same command), it is not submitted again; run prints its state and exits 0
 once it succeeded and the node is given back, with the job's exit code once
-it failed, 75 while it is pending or running, and 76 when it is pending behind
-a lock that a Failed node holds (--wait follows it instead). Automation polls
-it that way, across the job's reboots.`,
+it failed (1 for a job's own 75 or 76), 75 while it is pending or running, and
+76 when it is pending behind a lock that a Failed node holds (--wait follows it
+instead). Automation polls it that way, across the job's reboots.`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	cf := addConfigFlags(cmd.Flags())
@@ -159,19 +159,29 @@ func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []s
 }
 
 // jobEnded tells whether a job has ended for good: failed (err is its exit
-// code), or succeeded with the request gone, the node given back (nil).
+// code, see failedJobCode), or succeeded with the request gone, the node
+// given back (nil).
 func jobEnded(j *jobs.Job, request string) (ended bool, err error) {
 	switch j.State {
 	case jobs.Failed:
-		if j.ExitCode != nil && *j.ExitCode != 0 {
-			return true, exitCode(*j.ExitCode)
-		}
-		return true, exitCode(1)
+		return true, exitCode(failedJobCode(j.ExitCode))
 	case jobs.Succeeded:
 		_, err := os.Stat(request)
 		return errors.Is(err, os.ErrNotExist), nil
 	}
 	return false, nil
+}
+
+// failedJobCode is what `kustodian run` exits with for a failed job: the
+// job's own exit code, except 0 (no code: the command did not start) and
+// the codes that mean something else here, ExitPending and ExitBlocked,
+// which become 1, so that automation never reads a failed job as one to
+// ask about again. The summary line keeps the job's real code.
+func failedJobCode(code *int) int {
+	if code == nil || *code == 0 || *code == ExitPending || *code == ExitBlocked {
+		return 1
+	}
+	return *code
 }
 
 // exitCode makes the binary exit with a job's code.
