@@ -166,7 +166,7 @@ type Host struct {
 	done   chan struct{}
 	exit   int
 	leader int  // the container's PID 1, as seen from the host
-	boots  int  // how many times Boot started it
+	boots  int  // how many boots came up
 	up     bool // Boot saw this run's systemd come up, and nspawn still runs
 	keep   bool // KeepBooting boots it again after a reboot
 }
@@ -206,7 +206,6 @@ func (h *Host) Boot(ctx context.Context) error {
 	done := make(chan struct{})
 	h.mu.Lock()
 	h.cmd, h.done, h.leader, h.up = cmd, done, 0, false
-	h.boots++
 	h.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
@@ -217,8 +216,8 @@ func (h *Host) Boot(ctx context.Context) error {
 		}
 		h.mu.Lock()
 		h.exit, h.up = code, false
+		close(done) // under the lock: Boot never sees it open after up was cleared
 		h.mu.Unlock()
-		close(done)
 	}()
 	var last error
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -247,6 +246,7 @@ func (h *Host) Boot(ctx context.Context) error {
 	case <-done:
 	default:
 		h.up = true
+		h.boots++
 	}
 	h.mu.Unlock()
 	return nil
@@ -338,19 +338,32 @@ func (h *Host) bootCount() int {
 	return h.boots
 }
 
-// wentDown tells whether the host has been down since its boot number
-// boot: nspawn exited, booted again, or systemd inside is shutting down.
+// wentDown tells whether the host has not been up all along since boot
+// number boot came up: it is booting, it booted again, nspawn exited, or
+// systemd inside is shutting down (or past answering: then nspawn exits
+// within seconds).
 func (h *Host) wentDown(ctx context.Context, boot int) bool {
-	if !h.Running() || h.bootCount() != boot {
+	h.mu.Lock()
+	up, boots := h.up, h.boots
+	h.mu.Unlock()
+	if !up || boots != boot || !h.Running() {
 		return true
 	}
-	out, err := h.exec(ctx, "systemctl", "is-system-running")
-	state := strings.TrimSpace(out)
-	return state == "stopping" || (err != nil && !h.Running())
+	out, _ := h.exec(ctx, "systemctl", "is-system-running")
+	switch strings.TrimSpace(out) {
+	case "running", "degraded", "starting", "initializing", "maintenance":
+		return false
+	case "stopping":
+		return true
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := h.WaitExit(wctx)
+	return err == nil
 }
 
-// Boots is how many times the host was started: a command that fails
-// with ErrDown can wait for the next boot with WaitBoot(ctx, Boots(), ...)
+// Boots is how many of the host's boots came up: a command that fails
+// with ErrDown can wait for the next one with WaitBoot(ctx, Boots(), ...)
 // read before it ran.
 func (h *Host) Boots() int { return h.bootCount() }
 
