@@ -313,7 +313,7 @@ func comm(pid int) string {
 // the host is down, or the command fails because the host went down under
 // it, the error wraps ErrDown (see WaitBoot).
 func (h *Host) Exec(ctx context.Context, args ...string) (string, error) {
-	boot := h.bootCount()
+	boot := h.Boots()
 	out, err := h.exec(ctx, args...)
 	if err != nil && h.wentDown(ctx, boot) {
 		return out, fmt.Errorf("%s: %s: %w (%v)", h.Name, strings.Join(args, " "), ErrDown, err)
@@ -330,12 +330,6 @@ func (h *Host) exec(ctx context.Context, args ...string) (string, error) {
 		"/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SYSTEMD_PAGER=", "TERM=dumb"}, args...)
 	out, err := exec.CommandContext(ctx, "nsenter", nsargs...).CombinedOutput()
 	return string(out), err
-}
-
-func (h *Host) bootCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.boots
 }
 
 // wentDown tells whether the host has not been up all along since boot
@@ -365,7 +359,11 @@ func (h *Host) wentDown(ctx context.Context, boot int) bool {
 // Boots is how many of the host's boots came up: a command that fails
 // with ErrDown can wait for the next one with WaitBoot(ctx, Boots(), ...)
 // read before it ran.
-func (h *Host) Boots() int { return h.bootCount() }
+func (h *Host) Boots() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.boots
+}
 
 // WaitBoot waits, at most timeout, until a boot after boot number after
 // is up (KeepBooting boots the host again after a reboot). It fails at
