@@ -36,6 +36,17 @@ type Agent struct {
 	Queue Queue
 	Drain Drain
 	Kured Kured
+	Gates Gates
+}
+
+// Gates configures the host-side gate and how often the head of a queue
+// re-reads the cluster-wide gates of its policy (DESIGN section 12).
+type Gates struct {
+	// Command, when set, runs on the host (through /bin/sh -c) before the
+	// agent tries the lock; non-zero blocks, its last line is the reason.
+	Command        string
+	CommandTimeout time.Duration
+	Poll           time.Duration
 }
 
 // Kured configures the interplay with Kured's lock.
@@ -46,17 +57,16 @@ type Kured struct {
 	DaemonSet string
 }
 
-// Lock configures the lock Leases.
+// Lock configures the lock Leases. How many nodes may go at once, and in
+// which groups, is the MaintenancePolicy's to say, so that two hosts never
+// disagree on it.
 type Lock struct {
-	Group string
-	Slots int
-	TTL   time.Duration // 0: the lock never expires
+	TTL time.Duration // 0: the lock never expires
 }
 
-// Queue configures the agent's place in the queue.
+// Queue configures the agent's record.
 type Queue struct {
 	Heartbeat time.Duration
-	Priority  int
 }
 
 // StaleAfter is how long a record may go without a heartbeat before its agent
@@ -91,7 +101,7 @@ func Defaults() Agent {
 		StateDir:       "/var/lib/kustodian",
 		Resync:         30 * time.Second,
 		LogFormat:      "auto",
-		Lock:           Lock{Group: "default", Slots: 1},
+		Gates:          Gates{CommandTimeout: time.Minute, Poll: 5 * time.Second},
 		Queue:          Queue{Heartbeat: 10 * time.Second},
 		Drain: Drain{
 			OnTimeout:            OnTimeoutHold,
@@ -108,7 +118,7 @@ func (a Agent) Files() hostfiles.Files {
 }
 
 // A DNS-1123 label: what Kubernetes accepts in the names Kustodian builds
-// (namespace, lock-<group>-<slot>).
+// (the namespace).
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // FieldError names the configuration key that is wrong.
@@ -156,12 +166,6 @@ func (a Agent) Validate() error {
 	default:
 		return bad("logFormat", "%q is not one of auto, text, json", a.LogFormat)
 	}
-	if !dnsLabel.MatchString(a.Lock.Group) || len(a.Lock.Group) > 40 {
-		return bad("lock.group", "%q is not a valid group name (lower-case letters, digits and '-')", a.Lock.Group)
-	}
-	if a.Lock.Slots < 1 || a.Lock.Slots > 1000 {
-		return bad("lock.slots", "must be between 1 and 1000, got %d", a.Lock.Slots)
-	}
 	if a.Lock.TTL < 0 {
 		return bad("lock.ttl", "must not be negative, got %s", a.Lock.TTL)
 	}
@@ -183,6 +187,12 @@ func (a Agent) Validate() error {
 	}
 	if a.Drain.SkipWaitForDeleteTimeout < 0 {
 		return bad("drain.skipWaitForDeleteTimeout", "must not be negative, got %s", a.Drain.SkipWaitForDeleteTimeout)
+	}
+	if a.Gates.CommandTimeout < time.Second {
+		return bad("gates.commandTimeout", "must be at least 1s, got %s", a.Gates.CommandTimeout)
+	}
+	if a.Gates.Poll < 500*time.Millisecond {
+		return bad("gates.poll", "must be at least 500ms, got %s", a.Gates.Poll)
 	}
 	switch a.Kured.Enabled {
 	case "auto", "true", "false":

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -56,6 +58,11 @@ existing pause is kept). It reports what it created or changed. --dry-run or
 					return err
 				}
 				fmt.Fprintln(o.streams.Out, what)
+				if obj.Resource == manifests.GVRCustomResourceDefinition {
+					if err := waitEstablished(cmd.Context(), dyn, manifests.CRDName); err != nil {
+						return err
+					}
+				}
 			}
 			what, err := ensureControl(cmd.Context(), client.CoreV1().ConfigMaps(o.namespace()), o.namespace())
 			if err != nil {
@@ -143,6 +150,29 @@ func target(dyn dynamic.Interface, obj manifests.Object) (dynamic.ResourceInterf
 		name += " in " + m.GetNamespace()
 	}
 	return ri, m, name, nil
+}
+
+// waitEstablished waits until the API server serves a CRD, so that
+// policies can be applied as soon as install returns.
+func waitEstablished(ctx context.Context, dyn dynamic.Interface, name string) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		crd, err := dyn.Resource(manifests.GVRCustomResourceDefinition).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, status.Explain(err, "get", "customresourcedefinitions", "")
+		}
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the CustomResourceDefinition %s is not established: %w", name, err)
+	}
+	return nil
 }
 
 // ensureControl creates the control ConfigMap if it is missing; an

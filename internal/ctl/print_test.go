@@ -131,7 +131,7 @@ func TestChangesLines(t *testing.T) {
 			r := lock.RecordFromLease(&l)
 			r.State, r.Message = lock.Draining, "cordoned; draining: 2 pods left"
 			r.ApplyTo(&l)
-		case lock.LockName("default", 0):
+		case lock.DefaultGroup.LockName(0):
 			holder := "n3"
 			l.Spec.HolderIdentity = &holder
 		}

@@ -3,6 +3,8 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kustodian/kustodian/internal/manifests"
+	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -46,6 +49,15 @@ removes everything anyway.`,
 			objs := manifests.Objects(manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS})
 			// Bindings and roles first, the namespace (with the Leases) last.
 			for i := len(objs) - 1; i >= 0; i-- {
+				if objs[i].Resource == manifests.GVRCustomResourceDefinition {
+					// Shared by every installation: it goes with the last.
+					if others, err := policiesElsewhere(ctx, dyn, o.namespace()); err != nil {
+						return err
+					} else if len(others) > 0 {
+						fmt.Fprintf(o.streams.Out, "customresourcedefinitions %s kept: MaintenancePolicies exist in %s\n", manifests.CRDName, strings.Join(others, ", "))
+						continue
+					}
+				}
 				what, err := remove(ctx, dyn, objs[i])
 				if err != nil {
 					return err
@@ -59,6 +71,27 @@ removes everything anyway.`,
 	cmd.Flags().StringVar(&kuredNS, "kured-namespace", "kube-system", "namespace of Kured's DaemonSet, as given to install")
 	cmd.Flags().StringVar(&kuredDS, "kured-daemonset", "kured", "name of Kured's DaemonSet, as given to install")
 	return cmd
+}
+
+// policiesElsewhere lists the other namespaces that hold MaintenancePolicies.
+func policiesElsewhere(ctx context.Context, dyn dynamic.Interface, ns string) ([]string, error) {
+	list, err := dyn.Resource(policy.GVR).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, status.Explain(err, "list", "maintenancepolicies", "")
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range list.Items {
+		if p.GetNamespace() != ns && !seen[p.GetNamespace()] {
+			seen[p.GetNamespace()] = true
+			out = append(out, p.GetNamespace())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 func remove(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (string, error) {

@@ -56,7 +56,7 @@ type Params struct {
 // agents racing exactly one wins. A lost race (409) or a lock that is not
 // free returns a nil Lease with the verdict and no error: re-read and
 // re-decide. On success it returns the Lease as written.
-func (c *Client) Acquire(ctx context.Context, name, node string, current *coordv1.Lease, p Params, facts FactsFunc) (*coordv1.Lease, Verdict, error) {
+func (c *Client) Acquire(ctx context.Context, name string, group GroupRef, node string, current *coordv1.Lease, p Params, facts FactsFunc) (*coordv1.Lease, Verdict, error) {
 	now := c.now()
 	l := current
 	if l == nil {
@@ -70,6 +70,7 @@ func (c *Client) Acquire(ctx context.Context, name, node string, current *coordv
 	}
 	if l == nil {
 		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
+		markGroup(l, group)
 		setHolder(l, node, now, p)
 		created, err := c.leases().Create(ctx, l, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -95,7 +96,11 @@ func (c *Client) Acquire(ctx context.Context, name, node string, current *coordv
 	if !v.Free {
 		return nil, v, nil
 	}
+	if g, ok := GroupOfLease(l); ok && g != group {
+		return nil, Verdict{Why: fmt.Sprintf("%s belongs to group %s, not %s: two policies make the same lock name; rename one", name, g, group)}, nil
+	}
 	l = l.DeepCopy()
+	markGroup(l, group)
 	setHolder(l, node, now, p)
 	updated, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})
 	if err != nil {
@@ -153,6 +158,10 @@ func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease
 		l.Spec.RenewTime = nil
 		l.Spec.LeaseDurationSeconds = nil
 		l.OwnerReferences = withoutNodeOwners(l.OwnerReferences)
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[AnnotationReleasedAt] = c.now().UTC().Format(time.RFC3339Nano)
 		written, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	})
@@ -160,6 +169,34 @@ func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease
 		return nil, fmt.Errorf("releasing lock %s/%s: %w", c.Namespace, name, err)
 	}
 	return written, nil
+}
+
+// SetDisrupted records on a lock that node holds which controllers lost
+// pods to its drain (see AnnotationDisrupted), and returns the Lease as
+// written; ErrNotHeld when node does not hold it.
+func (c *Client) SetDisrupted(ctx context.Context, name, node string, controllers []string) (*coordv1.Lease, error) {
+	var written *coordv1.Lease
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := c.leases().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
+		}
+		if Holder(l) != node {
+			return ErrNotHeld
+		}
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		v := FormatDisrupted(controllers)
+		if v == "" {
+			delete(l.Annotations, AnnotationDisrupted)
+		} else {
+			l.Annotations[AnnotationDisrupted] = v
+		}
+		written, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
+		return err
+	})
+	return written, err
 }
 
 // Renew refreshes renewTime of a lock node holds (needed only with a TTL)
@@ -253,4 +290,33 @@ func (c *Client) DeleteRecord(ctx context.Context, node string) error {
 		return fmt.Errorf("deleting record %s/%s: %w", c.Namespace, RecordName(node), err)
 	}
 	return nil
+}
+
+// Locks lists the lock Leases of the namespace (one LIST).
+func (c *Client) Locks(ctx context.Context) ([]coordv1.Lease, error) {
+	list, err := c.Kube.CoordinationV1().Leases(c.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the Leases of %s: %w", c.Namespace, err)
+	}
+	var out []coordv1.Lease
+	for _, l := range list.Items {
+		if IsLockName(l.Name) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// HeldBy is the name of a lock that node holds, or "".
+func (c *Client) HeldBy(ctx context.Context, node string) (string, error) {
+	locks, err := c.Locks(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, l := range locks {
+		if Holder(&l) == node {
+			return l.Name, nil
+		}
+	}
+	return "", nil
 }

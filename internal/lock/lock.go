@@ -1,5 +1,5 @@
 // Package lock owns Kustodian's cluster-side protocol: the lock Leases
-// lock-<group>-<slot>, the node records node-<node> and the FIFO queue they
+// lock-<policy>[-<group>]-<slot>, the node records node-<node> and the FIFO queue they
 // form. Locks are taken with optimistic concurrency (an Update carrying the
 // resourceVersion just read) and have no expiry by default, so a lock
 // survives its holder's reboot. client-go's leaderelection is deliberately
@@ -21,9 +21,6 @@ const (
 	recordPrefix = "node-"
 )
 
-// LockName is the Lease name of a group's slot.
-func LockName(group string, slot int) string { return fmt.Sprintf("%s%s-%d", lockPrefix, group, slot) }
-
 // RecordName is the Lease name of a node's record.
 func RecordName(node string) string { return recordPrefix + node }
 
@@ -33,19 +30,6 @@ func IsRecordName(name string) bool { return strings.HasPrefix(name, recordPrefi
 
 // NodeOfRecord is the node a record's name stands for.
 func NodeOfRecord(name string) string { return strings.TrimPrefix(name, recordPrefix) }
-
-// GroupOfLock parses lock-<group>-<slot>; ok is false for other names.
-func GroupOfLock(name string) (group string, ok bool) {
-	if !IsLockName(name) {
-		return "", false
-	}
-	rest := strings.TrimPrefix(name, lockPrefix)
-	i := strings.LastIndexByte(rest, '-')
-	if i <= 0 {
-		return "", false
-	}
-	return rest[:i], true
-}
 
 // Holder is the node named in a lock Lease, or "".
 func Holder(l *coordv1.Lease) string {

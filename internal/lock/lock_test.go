@@ -1,6 +1,8 @@
 package lock
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"reflect"
 	"strings"
 	"testing"
@@ -69,7 +71,7 @@ func TestDecide(t *testing.T) {
 }
 
 func rec(node string, prio int, requested time.Duration, heartbeatAge time.Duration) Record {
-	return Record{Node: node, State: Waiting, Group: "default", Priority: prio,
+	return Record{Node: node, State: Waiting, Policy: "default", Priority: prio,
 		Requested: t0.Add(requested), Heartbeat: t0.Add(-heartbeatAge)}
 }
 
@@ -82,7 +84,7 @@ func TestQueueOrdersByArrivalNotClocks(t *testing.T) {
 	b.QueueKey = "99999" // resource versions compare as numbers, not strings
 	c := rec("c", 0, 0, 0)
 	c.QueueKey = "1000"
-	q := Queue([]Record{b, c, a}, "default", t0, time.Minute)
+	q := Queue([]Record{b, c, a}, DefaultGroup, t0, time.Minute)
 	if got, want := nodes(q), []string{"a", "c", "b"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("queue %v, want %v", got, want)
 	}
@@ -103,10 +105,11 @@ func TestQueueOrder(t *testing.T) {
 		rec("b", 0, -2*time.Minute, time.Second), // same time as a: by name
 		rec("urgent", 10, 0, time.Second),        // priority first
 		rec("dead", 0, -time.Hour, time.Hour),    // stale heartbeat: out
-		{Node: "draining", State: Draining, Group: "default", Heartbeat: t0},
-		{Node: "other-group", State: Waiting, Group: "gpu", Heartbeat: t0},
+		{Node: "draining", State: Draining, Policy: "default", Heartbeat: t0},
+		{Node: "other-group", State: Waiting, Policy: "gpu", Heartbeat: t0},
+		{Node: "other-zone", State: Waiting, Policy: "default", Group: "zone-b", Heartbeat: t0},
 	}
-	q := Queue(records, "default", t0, 40*time.Second)
+	q := Queue(records, DefaultGroup, t0, 40*time.Second)
 	if got, want := nodes(q), []string{"urgent", "a", "b", "c"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("queue %v, want %v", got, want)
 	}
@@ -145,7 +148,7 @@ func TestMayTry(t *testing.T) {
 
 func TestRecordRoundTrip(t *testing.T) {
 	r := Record{Node: "n1", State: Draining, Since: t0, Reason: "kernel", Message: "draining: 2 pods left",
-		RequestID: "abc", Group: "default", Priority: 3, QueueKey: "42", Requested: t0.Add(-time.Minute), Heartbeat: t0}
+		RequestID: "abc", Policy: "zones", Group: "eu-1", Priority: 3, Blocked: "outside window", Gates: `[{"gate":"window"}]`, BlockedReported: true, QueueKey: "42", Requested: t0.Add(-time.Minute), Heartbeat: t0}
 	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: RecordName("n1"), Annotations: map[string]string{"other": "kept"}}}
 	r.ApplyTo(l)
 	if got := RecordFromLease(l); !reflect.DeepEqual(got, r) {
@@ -154,22 +157,51 @@ func TestRecordRoundTrip(t *testing.T) {
 	if l.Annotations["other"] != "kept" || l.Labels[LabelManagedBy] != ManagedBy {
 		t.Errorf("annotations/labels: %v %v", l.Annotations, l.Labels)
 	}
-	r.Reason, r.Priority = "", 0
+	r.Reason, r.Priority, r.BlockedReported, r.Gates = "", 0, false, ""
 	r.ApplyTo(l)
-	if _, ok := l.Annotations[AnnotationReason]; ok {
-		t.Error("an empty reason left its annotation behind")
+	for _, k := range []string{AnnotationReason, AnnotationPriority, AnnotationBlockedReported, AnnotationGates} {
+		if _, ok := l.Annotations[k]; ok {
+			t.Errorf("an empty value left annotation %s behind", k)
+		}
 	}
 }
 
 func TestNames(t *testing.T) {
-	if LockName("default", 0) != "lock-default-0" || RecordName("n") != "node-n" || NodeOfRecord("node-n") != "n" {
-		t.Error("names")
+	if RecordName("n") != "node-n" || NodeOfRecord("node-n") != "n" {
+		t.Error("record names")
 	}
-	for name, want := range map[string]string{"lock-default-0": "default", "lock-gpu-pool-3": "gpu-pool", "node-x": "", "lock-": ""} {
-		if g, _ := GroupOfLock(name); g != want {
-			t.Errorf("GroupOfLock(%s) = %q, want %q", name, g, want)
+	long := strings.Repeat("a", 60)
+	for _, tc := range []struct {
+		g    GroupRef
+		slot int
+		want string
+	}{
+		{DefaultGroup, 0, "lock-default-0"},
+		{GroupRef{Policy: "workers"}, 2, "lock-workers-2"},
+		{GroupRef{Policy: "zones", Group: "eu-1"}, 0, "lock-zones-eu-1-0"},
+		// A value that is not DNS-safe gets a hash, so that "EU_1" and
+		// "eu-1" stay apart.
+		{GroupRef{Policy: "zones", Group: "EU_1"}, 0, "lock-zones-eu-1-" + hash6("EU_1") + "-0"},
+		{GroupRef{Policy: "zones", Group: "___"}, 1, "lock-zones-" + hash6("___") + "-1"},
+		{GroupRef{Policy: "zones", Group: long}, 0, "lock-zones-" + long[:33] + "-" + hash6(long) + "-0"},
+	} {
+		if got := tc.g.LockName(tc.slot); got != tc.want {
+			t.Errorf("%+v slot %d: %s, want %s", tc.g, tc.slot, got, tc.want)
 		}
 	}
+	if got := (GroupRef{Policy: "zones", Group: "eu-1"}).String(); got != "zones/eu-1" {
+		t.Errorf("String: %s", got)
+	}
+	// An old record without a policy is in the default group.
+	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-x", Annotations: map[string]string{AnnotationGroup: "default"}}}
+	if g := RecordFromLease(l).GroupRef(); g != DefaultGroup {
+		t.Errorf("old record: group %+v", g)
+	}
+}
+
+func hash6(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:3])
 }
 
 // A lock taken by a node-bound agent is owned by that Node alone (a previous

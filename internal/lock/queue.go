@@ -12,10 +12,10 @@ import (
 // in which the records reached the API server (their QueueKey, compared as
 // resource versions); clocks of different hosts never decide it. A record
 // whose heartbeat is stale (its agent is gone) drops out.
-func Queue(records []Record, group string, now time.Time, staleAfter time.Duration) []Record {
+func Queue(records []Record, group GroupRef, now time.Time, staleAfter time.Duration) []Record {
 	var q []Record
 	for _, r := range records {
-		if r.State == Waiting && r.Group == group && r.Live(now, staleAfter) {
+		if r.State == Waiting && r.GroupRef() == group && r.Live(now, staleAfter) {
 			q = append(q, r)
 		}
 	}

@@ -42,6 +42,22 @@ const (
 	// AnnotationBlocked, when set on a Waiting record, says why this node's
 	// own gates are closed: it stays listed but is not eligible for a grant.
 	AnnotationBlocked = "kustodian.io/blocked"
+	// AnnotationGates, on a Waiting record, is the verdict of each gate of
+	// the node's policy (JSON), for kustodian-ctl status NODE.
+	AnnotationGates = "kustodian.io/gates"
+	// AnnotationBlockedReported marks a Waiting record whose agent emitted
+	// MaintenanceBlocked (health.blockedAfter), so that it does so once.
+	AnnotationBlockedReported = "kustodian.io/blocked-reported"
+	// AnnotationReleasedAt, on a lock, is when its last holder released it:
+	// the policy's spacing counts from there.
+	AnnotationReleasedAt = "kustodian.io/released-at"
+	// AnnotationDisrupted, on a lock, lists the controllers (kind/ns/name)
+	// whose pods its holder's drain evicted; health.workloadsRecovered waits
+	// for them.
+	AnnotationDisrupted = "kustodian.io/disrupted"
+	// AnnotationHold, on a Node, holds it Waiting with its value as the
+	// reason (kustodian-ctl pause NODE).
+	AnnotationHold = "kustodian.io/hold"
 
 	// LabelState, on the Node, is its maintenance state while not Idle.
 	LabelState = "kustodian.io/state"
@@ -64,9 +80,14 @@ type Record struct {
 	Reason    string
 	Message   string
 	RequestID string
-	Group     string
-	Priority  int
-	Blocked   string
+	// Policy and Group are the node's group (see GroupRef).
+	Policy   string
+	Group    string
+	Priority int
+	Blocked  string
+	// Gates is the JSON verdict of each gate (AnnotationGates).
+	Gates           string
+	BlockedReported bool
 	// QueueKey orders the queue: the resourceVersion of the record's
 	// creation. Until the agent's first update stores it in
 	// AnnotationQueueKey, the record's own resourceVersion is that version.
@@ -85,14 +106,21 @@ func RecordFromLease(l *coordv1.Lease) Record {
 		Reason:    a[AnnotationReason],
 		Message:   a[AnnotationMessage],
 		RequestID: a[AnnotationRequestID],
+		Policy:    a[AnnotationPolicy],
 		Group:     a[AnnotationGroup],
 		Blocked:   a[AnnotationBlocked],
+		Gates:     a[AnnotationGates],
 		QueueKey:  a[AnnotationQueueKey],
+
+		BlockedReported: a[AnnotationBlockedReported] == "true",
 
 		ReleasedRequest: a[AnnotationReleasedRequest],
 	}
 	if r.QueueKey == "" {
 		r.QueueKey = l.ResourceVersion
+	}
+	if r.Policy == "" && (r.Group == "" || r.Group == DefaultGroup.Policy) {
+		r.Policy, r.Group = DefaultGroup.Policy, ""
 	}
 	if l.Spec.HolderIdentity != nil {
 		r.Node = *l.Spec.HolderIdentity
@@ -141,8 +169,15 @@ func (r Record) ApplyTo(l *coordv1.Lease) {
 	set(AnnotationReason, r.Reason)
 	set(AnnotationMessage, r.Message)
 	set(AnnotationRequestID, r.RequestID)
+	set(AnnotationPolicy, r.Policy)
 	set(AnnotationGroup, r.Group)
 	set(AnnotationBlocked, r.Blocked)
+	set(AnnotationGates, r.Gates)
+	reported := ""
+	if r.BlockedReported {
+		reported = "true"
+	}
+	set(AnnotationBlockedReported, reported)
 	set(AnnotationQueueKey, r.QueueKey)
 	set(AnnotationReleasedRequest, r.ReleasedRequest)
 	prio := ""
@@ -163,6 +198,9 @@ func microTime(t time.Time) *metav1.MicroTime {
 	m := metav1.NewMicroTime(t)
 	return &m
 }
+
+// GroupRef is the record's group.
+func (r Record) GroupRef() GroupRef { return GroupRef{Policy: r.Policy, Group: r.Group} }
 
 // Live reports whether the record's agent has sent a heartbeat recently
 // enough: within staleAfter (four heartbeats by default).

@@ -52,25 +52,31 @@ func Objects(o Options) []Object {
 	agent := []rbacv1.Subject{{Kind: "ServiceAccount", Name: AgentServiceAccount, Namespace: ns}}
 	cluster := AgentServiceAccount + "-" + ns // cluster-wide and foreign-namespace objects
 	out := []Object{
+		PolicyCRD(),
 		{gvrNamespace, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: meta(ns, "")}},
 		{gvrServiceAccount, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(AgentServiceAccount, ns)}},
 		// Across the cluster: its own Node (cordon, label, annotation; the
-		// admission policy keeps each node to its own), the pods to drain
-		// and their evictions, DaemonSets (the drain skips their pods).
+		// admission policy keeps each node to its own), the Nodes' health
+		// (health.maxUnavailable), the pods to drain and their evictions,
+		// DaemonSets (the drain skips their pods).
 		{gvrClusterRole, &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta(cluster, ""),
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
 				{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "list", "watch"}},
+				// health.workloadsRecovered reads the availability of what a drain disrupted.
+				{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "replicasets"}, Verbs: []string{"get"}},
 			}}},
 		{gvrClusterRoleBinding, &rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta(cluster, ""),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cluster}, Subjects: agent}},
-		// In its namespace: the lock and record Leases, the control ConfigMap.
+		// In its namespace: the lock and record Leases, the control
+		// ConfigMap, the MaintenancePolicies.
 		{gvrRole, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(AgentServiceAccount, ns),
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancepolicies"}, Verbs: []string{"get", "list", "watch"}},
 			}}},
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(AgentServiceAccount, ns),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: AgentServiceAccount}, Subjects: agent}},

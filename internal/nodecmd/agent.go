@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -50,11 +51,16 @@ variable; a flag beats the environment, which beats the file.`,
 		if logind != nil {
 			defer logind.Close()
 		}
+		dyn, err := dynamic.NewForConfig(nc.rest)
+		if err != nil {
+			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+		}
 		return agent.New(agent.Options{
 			Config:   cfg,
 			NodeName: node,
 			Owner:    nc.bound,
 			Kube:     kube,
+			Dynamic:  dyn,
 			Log:      log,
 			Notifier: systemd.SdNotifier{Log: log},
 			Login1:   logind,

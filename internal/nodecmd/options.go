@@ -45,11 +45,8 @@ var agentOptions = []option{
 	{"stay", "stay", "keep running when the node is back to Idle (default: exit 0, for the systemd path unit)", func(a *config.Agent) any { return &a.Stay }},
 	{"resync", "resync", "re-read everything at least this often, besides reacting to events", func(a *config.Agent) any { return &a.Resync }},
 	{"logFormat", "log-format", "log format: auto (text on a terminal, else JSON), text or json", func(a *config.Agent) any { return &a.LogFormat }},
-	{"lock.group", "lock-group", "group of nodes sharing the lock", func(a *config.Agent) any { return &a.Lock.Group }},
-	{"lock.slots", "lock-slots", "how many nodes of the group may be in maintenance at once", func(a *config.Agent) any { return &a.Lock.Slots }},
 	{"lock.ttl", "lock-ttl", "let a lock expire when its holder stops renewing it (0: never; the lock survives reboots). Refused with a node-bound token: no such agent may take over another's lock", func(a *config.Agent) any { return &a.Lock.TTL }},
 	{"queue.heartbeat", "queue-heartbeat", "how often the agent renews its node record; 4 missed beats make it stale", func(a *config.Agent) any { return &a.Queue.Heartbeat }},
-	{"queue.priority", "queue-priority", "higher priorities are granted first", func(a *config.Agent) any { return &a.Queue.Priority }},
 	{"drain.timeout", "drain-timeout", "give up draining after this long (0: never)", func(a *config.Agent) any { return &a.Drain.Timeout }},
 	{"drain.onTimeout", "drain-on-timeout", "after a drain timeout: hold (keep lock and cordon, state Failed) or release (give the node back, retry later)", func(a *config.Agent) any { return &a.Drain.OnTimeout }},
 	{"drain.deleteEmptyDirData", "drain-delete-emptydir-data", "evict pods using emptyDir volumes (their data is lost)", func(a *config.Agent) any { return &a.Drain.DeleteEmptyDirData }},
@@ -60,6 +57,9 @@ var agentOptions = []option{
 	{"kured.enabled", "kured-enabled", "honour Kured's lock and hold it during maintenance: auto (when its DaemonSet exists), true or false", func(a *config.Agent) any { return &a.Kured.Enabled }},
 	{"kured.namespace", "kured-namespace", "namespace of Kured's DaemonSet", func(a *config.Agent) any { return &a.Kured.Namespace }},
 	{"kured.daemonSet", "kured-daemonset", "name of Kured's DaemonSet, which carries its lock", func(a *config.Agent) any { return &a.Kured.DaemonSet }},
+	{"gates.command", "gates-command", "a command (run with /bin/sh -c) that must succeed before this node takes the lock; its last line of output is the reason it blocks", func(a *config.Agent) any { return &a.Gates.Command }},
+	{"gates.commandTimeout", "gates-command-timeout", "a gates.command running longer than this is stopped and blocks", func(a *config.Agent) any { return &a.Gates.CommandTimeout }},
+	{"gates.poll", "gates-poll", "how often the node at the head of its queue re-checks its policy's cluster-wide gates and gates.command", func(a *config.Agent) any { return &a.Gates.Poll }},
 }
 
 // configFlags holds the flags of a command whose options are agentOptions.

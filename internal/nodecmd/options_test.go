@@ -39,7 +39,7 @@ func load(t *testing.T, file string, env map[string]string, args ...string) (con
 }
 
 func TestLoadPrecedence(t *testing.T) {
-	file := "namespace: from-file\nqueue:\n  heartbeat: 7s\ndrain:\n  timeout: 5m\n  onTimeout: release\n  force: true\nlock:\n  slots: 2\n"
+	file := "namespace: from-file\nqueue:\n  heartbeat: 7s\ndrain:\n  timeout: 5m\n  onTimeout: release\n  force: true\ngates:\n  poll: 2s\n"
 	cfg, err := load(t, file,
 		map[string]string{"KUSTODIAN_NAMESPACE": "from-env", "KUSTODIAN_QUEUE_HEARTBEAT": "3s"},
 		"--namespace", "from-flag")
@@ -52,10 +52,10 @@ func TestLoadPrecedence(t *testing.T) {
 	if cfg.Queue.Heartbeat != 3*time.Second {
 		t.Errorf("heartbeat %s: the environment beats the file", cfg.Queue.Heartbeat)
 	}
-	if cfg.Drain.Timeout != 5*time.Minute || cfg.Drain.OnTimeout != "release" || !cfg.Drain.Force || cfg.Lock.Slots != 2 {
+	if cfg.Drain.Timeout != 5*time.Minute || cfg.Drain.OnTimeout != "release" || !cfg.Drain.Force || cfg.Gates.Poll != 2*time.Second {
 		t.Errorf("file values not applied: %+v %+v", cfg.Drain, cfg.Lock)
 	}
-	if cfg.Drain.EvictErrorRetryDelay != 5*time.Second || cfg.Lock.Group != "default" {
+	if cfg.Drain.EvictErrorRetryDelay != 5*time.Second || cfg.Gates.CommandTimeout != time.Minute {
 		t.Errorf("defaults lost: %+v", cfg)
 	}
 }
@@ -83,7 +83,7 @@ func TestLoadErrorsNameTheSource(t *testing.T) {
 		"bad duration in env":       {env: map[string]string{"KUSTODIAN_RESYNC": "soon"}, want: `KUSTODIAN_RESYNC: "soon" is not a duration`},
 		"bad bool in env":           {env: map[string]string{"KUSTODIAN_DRAIN_FORCE": "maybe"}, want: `KUSTODIAN_DRAIN_FORCE: "maybe" is not true or false`},
 		"invalid value in file":     {file: "drain:\n  onTimeout: panic\n", want: `config.yaml: drain.onTimeout: "panic" is not one of hold, release`},
-		"invalid value from flag":   {args: []string{"--lock-slots", "0"}, want: `--lock-slots: must be between 1 and 1000`},
+		"invalid value from flag":   {args: []string{"--gates-poll", "1ms"}, want: `--gates-poll: must be at least 500ms`},
 		"relative path from env":    {env: map[string]string{"KUSTODIAN_REQUEST_FILE": "req"}, want: `KUSTODIAN_REQUEST_FILE: "req" is not an absolute path`},
 		"missing directory in flag": {args: []string{"--in-progress-file", "/nonexistent/x"}, want: `--in-progress-file: the directory of /nonexistent/x cannot be used`},
 		"not YAML":                  {file: "drain: [\n", want: "configuration file"},

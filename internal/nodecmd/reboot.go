@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/config"
@@ -63,20 +61,7 @@ be idempotent, runs again and removes the request when it is done.`,
 	return cmd
 }
 
-// holdsLock returns the name of a lock of node's group that node holds.
+// holdsLock returns the name of a lock that node holds.
 func holdsLock(ctx context.Context, kube kubernetes.Interface, cfg config.Agent, node string) (string, error) {
-	for slot := range cfg.Lock.Slots {
-		name := lock.LockName(cfg.Lock.Group, slot)
-		l, err := kube.CoordinationV1().Leases(cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("reading lock %s/%s: %w", cfg.Namespace, name, err)
-		}
-		if lock.Holder(l) == node {
-			return name, nil
-		}
-	}
-	return "", nil
+	return (&lock.Client{Kube: kube, Namespace: cfg.Namespace}).HeldBy(ctx, node)
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/jobs"
@@ -113,14 +112,20 @@ func blockedBy(ctx context.Context, cfg config.Agent) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	locks := &lock.Client{Kube: nc.kube, Namespace: nc.cfg.Namespace}
+	me, err := locks.GetRecord(ctx, nc.node)
+	if err != nil || me == nil {
+		return ""
+	}
+	all, err := locks.Locks(ctx)
+	if err != nil {
+		return ""
+	}
 	var why []string
-	for slot := range nc.cfg.Lock.Slots {
-		name := lock.LockName(nc.cfg.Lock.Group, slot)
-		l, err := nc.kube.CoordinationV1().Leases(nc.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return ""
+	for _, l := range all {
+		if g, ok := lock.GroupOfLease(&l); !ok || g != me.GroupRef() {
+			continue
 		}
-		holder := lock.Holder(l)
+		holder := lock.Holder(&l)
 		if holder == "" || holder == nc.node {
 			return ""
 		}
@@ -128,7 +133,7 @@ func blockedBy(ctx context.Context, cfg config.Agent) string {
 		if err != nil || r == nil || r.State != lock.Failed {
 			return ""
 		}
-		why = append(why, fmt.Sprintf("%s holds %s and Failed: %s", holder, name, r.Message))
+		why = append(why, fmt.Sprintf("%s holds %s and Failed: %s", holder, l.Name, r.Message))
 	}
 	return strings.Join(why, "; ")
 }

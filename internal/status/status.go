@@ -5,7 +5,9 @@
 package status
 
 import (
+	"encoding/json"
 	"sort"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -75,6 +77,32 @@ type Node struct {
 	CordonedBy string `json:"cordonedBy,omitempty"`
 	// HasNode is false for a record whose Node object is gone.
 	HasNode bool `json:"hasNode"`
+	// Policy is the MaintenancePolicy the node falls under ("default": none).
+	Policy string `json:"policy,omitempty"`
+	// Blocked says why a waiting node's own gates are closed.
+	Blocked string `json:"blocked,omitempty"`
+	// Gates are the verdicts of the waiting node's gates, as its agent
+	// last saw them.
+	Gates []Gate `json:"gates,omitempty"`
+}
+
+// Gate is one gate's verdict: open, closed or unchecked (only the head of
+// a queue checks the cluster-wide gates).
+type Gate struct {
+	Gate    string `json:"gate"`
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// lockGroup is the group a lock belongs to, as operators name it.
+func lockGroup(l *coordv1.Lease) string {
+	if g, ok := lock.GroupOfLease(l); ok {
+		return g.String()
+	}
+	if strings.HasPrefix(l.Name, "lock-default-") {
+		return lock.DefaultGroup.String()
+	}
+	return ""
 }
 
 // Inputs are the objects a status is built from.
@@ -105,8 +133,7 @@ func Build(in Inputs) MaintenanceStatus {
 		case lock.IsRecordName(l.Name):
 			records = append(records, lock.RecordFromLease(l))
 		case lock.IsLockName(l.Name):
-			group, _ := lock.GroupOfLock(l.Name)
-			lk := Lock{Name: l.Name, Group: group, Holder: lock.Holder(l)}
+			lk := Lock{Name: l.Name, Group: lockGroup(l), Holder: lock.Holder(l)}
 			if lk.Holder != "" && l.Spec.AcquireTime != nil {
 				t := l.Spec.AcquireTime.Time
 				lk.Since = &t
@@ -134,9 +161,9 @@ func Build(in Inputs) MaintenanceStatus {
 
 	// Queue positions per group.
 	position := map[string]int{}
-	groups := map[string]bool{}
+	groups := map[lock.GroupRef]bool{}
 	for _, r := range records {
-		groups[r.Group] = true
+		groups[r.GroupRef()] = true
 	}
 	for g := range groups {
 		for i, r := range lock.Queue(records, g, in.Now, in.StaleAfter) {
@@ -152,7 +179,11 @@ func Build(in Inputs) MaintenanceStatus {
 	for _, r := range records {
 		n := Node{
 			Name: r.Node, State: r.State, QueuePosition: position[r.Node], Reason: r.Reason,
-			Message: r.Message, RequestID: r.RequestID, Group: r.Group, Live: r.Live(in.Now, in.StaleAfter),
+			Message: r.Message, RequestID: r.RequestID, Group: r.GroupRef().String(), Policy: r.Policy,
+			Blocked: r.Blocked, Live: r.Live(in.Now, in.StaleAfter),
+		}
+		if r.State == lock.Waiting && r.Gates != "" {
+			_ = json.Unmarshal([]byte(r.Gates), &n.Gates) // unreadable: shown without
 		}
 		if n.State == "" {
 			n.State = lock.Idle

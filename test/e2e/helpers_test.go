@@ -19,7 +19,7 @@ import (
 
 func lockHolder(t *testing.T, e *cluster.Env) string {
 	t.Helper()
-	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.LockName("default", 0), metav1.GetOptions{})
+	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.DefaultGroup.LockName(0), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("reading the lock: %v", err)
 	}

@@ -515,7 +515,7 @@ func TestAgentLockGoesWithItsNode(t *testing.T) {
 	a.request("upgrade")
 	a.start()
 	a.waitInProgress(cluster.DefaultTimeout)
-	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.LockName("default", 0), metav1.GetOptions{})
+	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.DefaultGroup.LockName(0), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +531,7 @@ func TestAgentLockGoesWithItsNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitInProgress(cluster.DefaultTimeout)
-	l, err = e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.LockName("default", 0), metav1.GetOptions{})
+	l, err = e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.DefaultGroup.LockName(0), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +539,7 @@ func TestAgentLockGoesWithItsNode(t *testing.T) {
 		t.Fatalf("lock after the holder's Node went: holder %q owners %+v", lock.Holder(l), l.OwnerReferences)
 	}
 	b.completes()
-	if l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.LockName("default", 0), metav1.GetOptions{}); err != nil || lock.Holder(l) != "" || len(l.OwnerReferences) != 0 {
+	if l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.DefaultGroup.LockName(0), metav1.GetOptions{}); err != nil || lock.Holder(l) != "" || len(l.OwnerReferences) != 0 {
 		t.Errorf("a released lock keeps holder or owners: %v %+v", err, l)
 	}
 }
@@ -814,7 +814,7 @@ func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
 	holder := nodes[0]
 	now := metav1.NewMicroTime(time.Now())
 	if _, err := e.Client.CoordinationV1().Leases(e.Namespace).Create(e.Ctx, &coordv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: lock.LockName("default", 0), Namespace: e.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: lock.DefaultGroup.LockName(0), Namespace: e.Namespace},
 		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

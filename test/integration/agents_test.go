@@ -230,7 +230,7 @@ func record(e *cluster.Env, node string) *lock.Record {
 }
 
 func lockHolder(e *cluster.Env) string {
-	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.LockName("default", 0), metav1.GetOptions{})
+	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.DefaultGroup.LockName(0), metav1.GetOptions{})
 	if err != nil {
 		return ""
 	}

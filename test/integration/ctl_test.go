@@ -216,7 +216,7 @@ func TestCtlDuringRollout(t *testing.T) {
 func watchRelease(t *testing.T, e *cluster.Env, node string) <-chan time.Time {
 	t.Helper()
 	w, err := e.Client.CoordinationV1().Leases(e.Namespace).Watch(e.Ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", lock.LockName("default", 0)).String(),
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", lock.DefaultGroup.LockName(0)).String(),
 	})
 	if err != nil {
 		t.Fatal(err)

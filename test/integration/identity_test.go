@@ -289,7 +289,7 @@ func TestNodeScopedPolicy(t *testing.T) {
 	denied(t, "write another Lease", err, "not Lease anything")
 
 	// Locks: only itself as holder, owned by its Node; never another's.
-	lockName := lock.LockName("default", 0)
+	lockName := lock.DefaultGroup.LockName(0)
 	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName}, Spec: coordv1.LeaseSpec{HolderIdentity: &b}}, metav1.CreateOptions{})
 	denied(t, "make B the holder of a lock", err, "node "+a+" may make only itself the holder of lock "+lockName+", not "+b)
 	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName}, Spec: coordv1.LeaseSpec{HolderIdentity: &a}}, metav1.CreateOptions{})

@@ -112,6 +112,9 @@ func Uninstall(rc *rest.Config, ns, kuredNamespace string) error {
 		if u.GetNamespace() == ns || (u.GetNamespace() == "" && u.GetName() == ns) {
 			continue
 		}
+		if obj.Resource == manifests.GVRCustomResourceDefinition {
+			continue // shared by every installation in the cluster
+		}
 		var ri dynamic.ResourceInterface = dyn.Resource(obj.Resource)
 		if u.GetNamespace() != "" {
 			ri = dyn.Resource(obj.Resource).Namespace(u.GetNamespace())

@@ -7,7 +7,9 @@ package timeline
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -165,24 +167,31 @@ func (tl *Timeline) Grants() []string {
 	return out
 }
 
-// RequestOrder is the order the queue owed the nodes: by the queue keys of
-// their first Waiting records (all at priority 0).
+// RequestOrder is the order the queue owed the nodes (all at priority 0):
+// by the resource versions at which their first Waiting records reached the
+// API server, compared as numbers, then by name. It states the rule itself
+// rather than asking the queue code it checks.
 func (tl *Timeline) RequestOrder() []string {
-	keys := map[string]string{}
+	keys := map[string]uint64{}
 	for _, t := range tl.Transitions() {
-		if t.State == lock.Waiting && keys[t.Node] == "" {
-			keys[t.Node] = t.Key
+		if _, seen := keys[t.Node]; t.State == lock.Waiting && !seen {
+			k, err := strconv.ParseUint(t.Key, 10, 64)
+			if err != nil {
+				k = math.MaxUint64 // an unreadable key goes last, and the order check says so
+			}
+			keys[t.Node] = k
 		}
 	}
-	var records []lock.Record
-	now := time.Now()
-	for n, k := range keys {
-		records = append(records, lock.Record{Node: n, State: lock.Waiting, Group: "default", QueueKey: k, Heartbeat: now})
+	out := make([]string, 0, len(keys))
+	for n := range keys {
+		out = append(out, n)
 	}
-	var out []string
-	for _, r := range lock.Queue(records, "default", now, time.Hour) {
-		out = append(out, r.Node)
-	}
+	sort.Slice(out, func(i, j int) bool {
+		if keys[out[i]] != keys[out[j]] {
+			return keys[out[i]] < keys[out[j]]
+		}
+		return out[i] < out[j]
+	})
 	return out
 }
 

@@ -265,7 +265,7 @@ func (b *bench) releaseToGrant(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		w, err := b.c.Client.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", lock.LockName("default", 0)).String()})
+		w, err := b.c.Client.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", lock.DefaultGroup.LockName(0)).String()})
 		if err != nil {
 			return err
 		}

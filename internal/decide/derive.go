@@ -1,4 +1,4 @@
-package agent
+package decide
 
 import (
 	"github.com/kustodian/kustodian/internal/hostfiles"

@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/drain"
+	"github.com/kustodian/kustodian/internal/lock"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// drainRun is a drain running in the background.
+type drainRun struct {
+	request  string
+	cancel   context.CancelFunc
+	done     chan struct{}
+	err      error
+	progress string
+}
+
+func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.Node) error {
+	if node == nil {
+		// Keep the lock: the host is alive, and the Node may come back.
+		return fmt.Errorf("node %s does not exist, but this host holds the lock; waiting for the Node to return", a.node)
+	}
+	if ok, why, err := a.holdKured(ctx); err != nil {
+		return err
+	} else if !ok {
+		// DESIGN section 7: no drain without Kured's lock. Kured took it
+		// (between this node's grant and now, or while the agent was
+		// down): give the node back and wait for Kured's reboot to end.
+		a.stopDrain()
+		a.log.Warn("Kured's lock is taken; giving the node back and waiting", "why", why)
+		if err := a.publish(ctx, lock.Draining, o, node, "giving the node back: "+why); err != nil {
+			return err
+		}
+		return a.giveBack(ctx, node)
+	}
+	byAdmin, err := a.drainer.Cordon(ctx, node)
+	if err != nil {
+		return err
+	}
+	if byAdmin {
+		a.log.Info("node was already cordoned by someone else; it stays cordoned after maintenance")
+	}
+
+	a.mu.Lock()
+	run := a.drain
+	a.mu.Unlock()
+	if run != nil && run.request != o.Request.ID {
+		a.stopDrain() // a drain for an older request
+		run = nil
+	}
+	if run == nil {
+		if err := a.publish(ctx, lock.Draining, o, node, "cordoned; draining"); err != nil {
+			return err
+		}
+		run = a.startDrain(ctx, o.Request.ID)
+	}
+	select {
+	case <-run.done:
+	default:
+		return a.publish(ctx, lock.Draining, o, node, "cordoned; "+a.drainProgress(run))
+	}
+	a.mu.Lock()
+	a.drain = nil
+	a.mu.Unlock()
+	if run.err != nil {
+		return a.drainFailed(ctx, o, node, run.err)
+	}
+	// Drained: tell the script to go ahead. The in-progress file is created
+	// only now that the node is cordoned and every pod that must leave has left.
+	if err := a.files.CreateInProgress(a.node + "\n"); err != nil {
+		return permanent(err)
+	}
+	o.InProgress = true
+	a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonDrained, "node cordoned and drained")
+	return a.inMaintenance(ctx, o, node)
+}
+
+func (a *Agent) drainProgress(run *drainRun) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if run.progress == "" {
+		return "draining"
+	}
+	return run.progress
+}
+
+func (a *Agent) startDrain(ctx context.Context, request string) *drainRun {
+	dctx, cancel := context.WithCancel(ctx)
+	run := &drainRun{request: request, cancel: cancel, done: make(chan struct{})}
+	a.mu.Lock()
+	a.drain = run
+	a.mu.Unlock()
+	go func() {
+		defer close(run.done)
+		defer a.poke()
+		run.err = a.drainer.Drain(dctx, a.node, func(p drain.Progress) {
+			a.mu.Lock()
+			run.progress = p.Message
+			a.mu.Unlock()
+			a.poke()
+		})
+	}()
+	return run
+}
+
+// stopDrain cancels a running drain and waits for it to end.
+func (a *Agent) stopDrain() {
+	a.mu.Lock()
+	run := a.drain
+	a.drain = nil
+	a.mu.Unlock()
+	if run != nil {
+		run.cancel()
+		<-run.done
+	}
+}
+
+func (a *Agent) drainFailed(ctx context.Context, o decide.Observed, node *corev1.Node, err error) error {
+	a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, "drain failed: "+err.Error())
+	if a.cfg.Drain.OnTimeout == config.OnTimeoutRelease && errors.Is(err, drain.ErrTimeout) {
+		// Give the node back and queue again at the back.
+		a.log.Warn("drain failed; giving the node back and queueing again", "err", err)
+		if err := a.giveBack(ctx, node); err != nil {
+			return err
+		}
+		if l := a.myRecordLease(); l != nil {
+			if err := a.locks.DeleteRecord(ctx, a.node); err != nil {
+				return err
+			}
+			a.leases.Deleted(l.Name, l.ResourceVersion)
+		}
+		return nil
+	}
+	a.log.Error("drain failed; holding the lock and the cordon until an admin acts", "err", err)
+	a.failedRequest = o.Request.ID
+	a.failure = fmt.Sprintf("drain failed: %v; the lock and the cordon are held (fix the cause, then restart the agent to drain again, or release the lock)", err)
+	return a.publish(ctx, lock.Failed, o, node, a.failure)
+}

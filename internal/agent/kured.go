@@ -1,0 +1,67 @@
+package agent
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+
+	"context"
+	"fmt"
+
+	"github.com/kustodian/kustodian/internal/kured"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// kuredLock reads Kured's lock from the cache; ok is false when Kured's
+// DaemonSet is absent or kured.enabled is false.
+func (a *Agent) kuredLock() (kured.Lock, bool) {
+	if a.kuredStore == nil {
+		return kured.Lock{}, false
+	}
+	obj, exists, err := a.kuredStore.GetByKey(a.kured.Namespace + "/" + a.kured.Name)
+	if err != nil || !exists {
+		return kured.Lock{}, false
+	}
+	ds, _ := obj.(*appsv1.DaemonSet)
+	if ds == nil {
+		return kured.Lock{}, false
+	}
+	l, err := kured.ParseLock(ds.Annotations[kured.LockAnnotation])
+	if err != nil {
+		a.log.Warn("Kured's lock is unreadable; treating it as held", "err", err)
+		return kured.Lock{MaxOwners: 1, Holders: []kured.Holder{{NodeID: "(unreadable)"}}}, true
+	}
+	return l, true
+}
+
+// holdKured takes Kured's lock for this node while it holds its own, so
+// that Kured reboots no other node meanwhile. false: Kured's lock is taken.
+func (a *Agent) holdKured(ctx context.Context) (bool, string, error) {
+	l, ok := a.kuredLock()
+	if !ok {
+		return true, "", nil
+	}
+	me := kured.HolderID(a.node)
+	for _, h := range l.Active(a.now()) {
+		if h.NodeID == me {
+			return true, "", nil
+		}
+	}
+	return a.kured.Acquire(ctx, me)
+}
+
+func (a *Agent) releaseKured(ctx context.Context) error {
+	l, ok := a.kuredLock()
+	if !ok {
+		return nil
+	}
+	held := false
+	for _, h := range l.Holders {
+		held = held || h.NodeID == kured.HolderID(a.node)
+	}
+	if !held {
+		return nil
+	}
+	if err := a.kured.Release(ctx, kured.HolderID(a.node)); err != nil && !apierrors.IsForbidden(err) {
+		return fmt.Errorf("releasing Kured's lock: %w", err)
+	}
+	return nil
+}

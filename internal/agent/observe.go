@@ -1,0 +1,427 @@
+package agent
+
+import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/gates"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
+	corev1 "k8s.io/api/core/v1"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// waitForAPI waits, with backoff, until the API server answers, then checks
+// the objects the agent cannot work without.
+func (a *Agent) waitForAPI(ctx context.Context) error {
+	backoff := newBackoff(500*time.Millisecond, 30*time.Second)
+	for {
+		_, err := a.kube.Discovery().ServerVersion()
+		if err == nil {
+			break
+		}
+		delay := backoff.Next()
+		a.setStatus(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(100*time.Millisecond), err))
+		a.log.Warn("API server unreachable", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+	}
+	_, err := a.kube.CoreV1().Namespaces().Get(ctx, a.cfg.Namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return permanent(fmt.Errorf("namespace %q does not exist: Kustodian is not installed there (run kustodian-ctl install, or set --namespace)", a.cfg.Namespace))
+	}
+	if err != nil && !apierrors.IsForbidden(err) { // a node identity may not read namespaces
+		return fmt.Errorf("reading namespace %s: %w", a.cfg.Namespace, err)
+	}
+	// What a node identity may do there says whether it was installed there.
+	_, err = a.kube.CoordinationV1().Leases(a.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsForbidden(err) {
+		return permanent(fmt.Errorf("may not read the Leases of namespace %q: Kustodian is not installed there for these credentials (run kustodian-ctl install -n %s and kustodian-ctl kubeconfig, or set --namespace)", a.cfg.Namespace, a.cfg.Namespace))
+	}
+	if err != nil {
+		return fmt.Errorf("reading the Leases of namespace %s: %w", a.cfg.Namespace, err)
+	}
+	_, err = a.kube.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return permanent(fmt.Errorf("node %q does not exist in the cluster; set --node-name to this host's Node name", a.node))
+	}
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", a.node, err)
+	}
+	return nil
+}
+
+func (a *Agent) startInformers(ctx context.Context) error {
+	ns := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace))
+	leaseInformer := ns.Coordination().V1().Leases().Informer()
+	control := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", lock.ControlConfigMap).String()
+		}))
+	controlInformer := control.Core().V1().ConfigMaps().Informer()
+	self := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.node).String()
+		}))
+	nodeInformer := self.Core().V1().Nodes().Informer()
+
+	poke := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.poke() },
+		UpdateFunc: func(any, any) { a.poke() },
+		DeleteFunc: func(any) { a.poke() },
+	}
+	// Lease updates that only renew a heartbeat change no decision; the
+	// heartbeat and resync ticks notice records going stale.
+	leaseHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { a.poke() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*coordv1.Lease)
+			n, ok2 := newObj.(*coordv1.Lease)
+			if ok1 && ok2 && lock.IsRecordName(n.Name) && heartbeatOnly(o, n) {
+				return
+			}
+			a.poke()
+		},
+		DeleteFunc: func(any) { a.poke() },
+	}
+	regs := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{{leaseInformer, leaseHandler}, {controlInformer, poke}, {nodeInformer, poke}}
+	synced := []cache.InformerSynced{leaseInformer.HasSynced, controlInformer.HasSynced, nodeInformer.HasSynced}
+	factories := []informers.SharedInformerFactory{ns, control, self}
+	if a.kured != nil {
+		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kured.Namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.kured.Name).String()
+			}))
+		kuredInformer := k.Apps().V1().DaemonSets().Informer()
+		regs = append(regs, struct {
+			inf cache.SharedIndexInformer
+			h   cache.ResourceEventHandler
+		}{kuredInformer, poke})
+		synced = append(synced, kuredInformer.HasSynced)
+		a.kuredStore = kuredInformer.GetStore()
+		factories = append(factories, k)
+	}
+	// The pods on this node, for the policy's pod blockers.
+	pods := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.node).String()
+		}))
+	podInformer := pods.Core().V1().Pods().Informer()
+	regs = append(regs, struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{podInformer, poke})
+	synced = append(synced, podInformer.HasSynced)
+	factories = append(factories, pods)
+	a.podStore = podInformer.GetStore()
+	var dynFactories []dynamicinformer.DynamicSharedInformerFactory
+	if installed, err := a.policiesInstalled(ctx); err != nil {
+		return err
+	} else if installed {
+		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.dyn, 0, a.cfg.Namespace, nil)
+		policyInformer := pf.ForResource(policy.GVR).Informer()
+		regs = append(regs, struct {
+			inf cache.SharedIndexInformer
+			h   cache.ResourceEventHandler
+		}{policyInformer, poke})
+		synced = append(synced, policyInformer.HasSynced)
+		dynFactories = append(dynFactories, pf)
+		a.policyStore = policyInformer.GetStore()
+	}
+	for _, reg := range regs {
+		if _, err := reg.inf.AddEventHandler(reg.h); err != nil {
+			return err
+		}
+	}
+	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
+	for _, f := range dynFactories {
+		f.Start(ctx.Done())
+	}
+	a.setStatus("starting: reading the cluster")
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("the informers did not sync")
+	}
+	a.rawLeases = leaseInformer.GetStore()
+	a.leases = newLeaseView(a.rawLeases, a.cfg.Namespace)
+	a.controlStore = controlInformer.GetStore()
+	a.nodeStore = nodeInformer.GetStore()
+	return nil
+}
+
+// policiesInstalled tells whether the MaintenancePolicy CRD is installed.
+// Without it no policy can exist and the built-in default applies; a CRD the
+// agent may not read is an installation to fix, never a reason to ignore
+// the policies.
+func (a *Agent) policiesInstalled(ctx context.Context) (bool, error) {
+	if a.dyn == nil {
+		return false, nil
+	}
+	_, err := a.dyn.Resource(policy.GVR).Namespace(a.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		a.log.Info("the MaintenancePolicy CRD is not installed; the built-in default policy applies (one node at a time, always)")
+		return false, nil
+	case apierrors.IsForbidden(err):
+		return false, permanent(fmt.Errorf("may not read the MaintenancePolicies of namespace %q: the installation is older than this agent (run kustodian-ctl install -n %s)", a.cfg.Namespace, a.cfg.Namespace))
+	default:
+		return false, fmt.Errorf("reading the MaintenancePolicies of namespace %s: %w", a.cfg.Namespace, err)
+	}
+}
+
+// heartbeatOnly reports whether a record update changed nothing but its
+// renewTime.
+func heartbeatOnly(o, n *coordv1.Lease) bool {
+	if len(o.Annotations) != len(n.Annotations) {
+		return false
+	}
+	for k, v := range o.Annotations {
+		if n.Annotations[k] != v {
+			return false
+		}
+	}
+	return lock.Holder(o) == lock.Holder(n) && o.Spec.AcquireTime.Equal(n.Spec.AcquireTime)
+}
+
+func (a *Agent) cachedNode() *corev1.Node {
+	obj, ok, err := a.nodeStore.GetByKey(a.node)
+	if err != nil || !ok {
+		return nil
+	}
+	n, _ := obj.(*corev1.Node)
+	return n
+}
+
+// paused reads the control ConfigMap.
+func (a *Agent) paused() (bool, string) {
+	obj, ok, err := a.controlStore.GetByKey(a.cfg.Namespace + "/" + lock.ControlConfigMap)
+	if err != nil || !ok {
+		return false, ""
+	}
+	cm, _ := obj.(*corev1.ConfigMap)
+	return lock.Paused(cm)
+}
+
+// holderFacts tells whether a lock's holder still counts: its record from
+// the cache, and whether its Node exists (read from the API, at most once a
+// heartbeat per holder, and only when its record is not live).
+func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFacts, error) {
+	if holder == "" {
+		return lock.HolderFacts{}, nil
+	}
+	var f lock.HolderFacts
+	if l := a.leases.Get(lock.RecordName(holder)); l != nil {
+		r := lock.RecordFromLease(l)
+		f.Record = &r
+	}
+	now := a.now()
+	if f.Record != nil && f.Record.Live(now, a.cfg.Queue.StaleAfter()) {
+		f.NodeExists = true // does not matter: a live holder keeps its lock
+		return f, nil
+	}
+	if c, ok := a.holderNodes[holder]; ok && now.Sub(c.at) < a.cfg.Queue.Heartbeat {
+		f.NodeExists = c.exists
+		return f, nil
+	}
+	_, err := a.kube.CoreV1().Nodes().Get(ctx, holder, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		f.NodeExists = true
+	case apierrors.IsNotFound(err):
+		f.NodeExists = false
+	default:
+		return f, fmt.Errorf("reading node %s, holder of the lock: %w", holder, err)
+	}
+	a.holderNodes[holder] = nodeCheck{exists: f.NodeExists, at: now}
+	return f, nil
+}
+
+func (a *Agent) myRecordLease() *coordv1.Lease { return a.leases.Get(lock.RecordName(a.node)) }
+
+func (a *Agent) myRecord() *lock.Record {
+	l := a.myRecordLease()
+	if l == nil {
+		return nil
+	}
+	r := lock.RecordFromLease(l)
+	return &r
+}
+
+type nodeCheck struct {
+	exists bool
+	at     time.Time
+}
+
+// snapshot gathers what a decision depends on from the host files and the
+// informers' caches (overlaid with the agent's own writes). It is the one
+// seam between how the agent watches the cluster and what it decides.
+func (a *Agent) snapshot() (decide.Snapshot, error) {
+	f, err := a.files.Observe()
+	if err != nil {
+		return decide.Snapshot{}, permanent(err)
+	}
+	now := a.now()
+	s := decide.Snapshot{
+		Now:           now,
+		Node:          a.node,
+		Request:       f.Request,
+		InProgress:    f.InProgress,
+		RebootPending: f.RebootPending,
+		NodeObject:    a.cachedNode(),
+		Leases:        map[string]*coordv1.Lease{},
+		Holders:       map[string]lock.HolderFacts{},
+		HasCommand:    a.cfg.Gates.Command != "",
+		FailedRequest: a.failedRequest,
+		Params: decide.Params{
+			StaleAfter: a.cfg.Queue.StaleAfter(),
+			TTL:        a.cfg.Lock.TTL,
+			Owner:      a.owner,
+			Poll:       a.cfg.Gates.Poll,
+		},
+	}
+	for _, l := range a.leases.List() {
+		switch {
+		case lock.IsRecordName(l.Name):
+			s.Records = append(s.Records, lock.RecordFromLease(l))
+		case lock.IsLockName(l.Name):
+			s.Leases[l.Name] = l
+		}
+	}
+	_, s.OwnRecordSeen, _ = a.rawLeases.GetByKey(a.cfg.Namespace + "/" + lock.RecordName(a.node))
+	s.Paused, s.PausedReason = a.paused()
+	if l, ok := a.kuredLock(); ok {
+		s.Kured = &l
+	}
+	s.Policies = a.policies()
+	if a.podStore != nil {
+		for _, obj := range a.podStore.List() {
+			if p, ok := obj.(*corev1.Pod); ok {
+				s.Pods = append(s.Pods, p)
+			}
+		}
+	}
+	if a.cluster != nil && now.Sub(a.clusterAt) < a.cfg.Gates.Poll {
+		s.Cluster = a.cluster
+	}
+	if a.command != nil && now.Sub(a.commandAt) < a.cfg.Gates.Poll {
+		s.Command = a.command
+	}
+	return s, nil
+}
+
+// decide takes a snapshot, looks up what the decision needs, and decides.
+func (a *Agent) decide(ctx context.Context) (decide.Decision, decide.Snapshot, error) {
+	s, err := a.snapshot()
+	if err != nil {
+		return decide.Decision{}, s, err
+	}
+	d := decide.Next(s)
+	for range 3 {
+		if d.Need.Empty() {
+			break
+		}
+		for _, h := range d.Need.Holders {
+			f, err := a.holderFacts(ctx, h)
+			if err != nil {
+				return d, s, err
+			}
+			s.Holders[h] = f
+		}
+		if d.Need.Command {
+			a.command, a.commandAt = a.runGateCommand(ctx), a.now()
+			s.Command = a.command
+		}
+		if d.Need.Cluster {
+			c, err := a.readCluster(ctx, s, d)
+			if err != nil {
+				return d, s, err
+			}
+			a.cluster, a.clusterAt = c, a.now()
+			s.Cluster = c
+		}
+		d = decide.Next(s)
+	}
+	if !d.Need.Empty() {
+		return d, s, fmt.Errorf("the decision still needs %+v after looking it up", d.Need)
+	}
+	a.decision = d
+	return d, s, nil
+}
+
+// policies are the MaintenancePolicies of the namespace, from the cache.
+func (a *Agent) policies() []*policy.MaintenancePolicy {
+	if a.policyStore == nil {
+		return nil
+	}
+	var out []*policy.MaintenancePolicy
+	for _, obj := range a.policyStore.List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		p, err := policy.FromUnstructured(u)
+		if err != nil {
+			// Kept, so that it holds the nodes instead of letting them go
+			// unruled.
+			p = policy.Unreadable(u.GetName(), err)
+			a.log.Warn("MaintenancePolicy cannot be read", "policy", u.GetName(), "err", err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// runGateCommand runs gates.command.
+func (a *Agent) runGateCommand(ctx context.Context) *decide.CommandResult {
+	r := gates.Command(ctx, a.cfg.Gates.Command, a.cfg.Gates.CommandTimeout)
+	if !r.OK {
+		a.log.Info("gate command blocks", "reason", r.Reason)
+	}
+	return &r
+}
+
+// readCluster reads what the cluster-wide gates of the node's policy need.
+func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Decision) (*decide.ClusterFacts, error) {
+	spec := d.Policy.Spec
+	c := &decide.ClusterFacts{}
+	var err error
+	if spec.Health.MaxUnavailable != nil {
+		if c.Nodes, err = gates.Nodes(ctx, a.kube); err != nil {
+			return nil, err
+		}
+	}
+	if spec.Health.WorkloadsRecovered {
+		if c.Workloads, err = gates.Workloads(ctx, a.kube, decide.Disrupted(s, d)); err != nil {
+			return nil, err
+		}
+	}
+	if p := spec.Blockers.Prometheus; p != nil {
+		c.Prometheus = gates.Prometheus(ctx, a.prom, p)
+	}
+	return c, nil
+}

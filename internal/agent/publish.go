@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/lock"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// publish writes the node record (when something changed, or a heartbeat is
+// due), the node's state label, the Events of a transition, and STATUS.
+func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed, node *corev1.Node, message string) error {
+	now := a.now()
+	base := a.myRecordLease()
+	var prev lock.Record
+	if base != nil {
+		prev = lock.RecordFromLease(base)
+	}
+	r := lock.Record{
+		Node:      a.node,
+		State:     state,
+		Since:     prev.Since,
+		Message:   message,
+		Policy:    a.decision.Group.Policy,
+		Group:     a.decision.Group.Group,
+		Priority:  priority(node),
+		QueueKey:  prev.QueueKey,
+		Requested: prev.Requested,
+		Heartbeat: now,
+
+		ReleasedRequest: prev.ReleasedRequest,
+	}
+	if o.Request != nil {
+		r.Reason, r.RequestID = o.Request.Reason, o.Request.ID
+	}
+	if state == lock.Waiting {
+		d := a.decision
+		r.Blocked = d.Blocked
+		r.Gates = gatesJSON(d.Gates)
+		r.BlockedReported = prev.State == lock.Waiting && prev.BlockedReported || d.ReportBlocked
+	}
+	if prev.State != state || r.Since.IsZero() {
+		r.Since = now.Truncate(time.Second)
+	}
+	if r.Requested.IsZero() {
+		r.Requested = now
+	}
+	due := now.Sub(prev.Heartbeat) >= a.cfg.Queue.Heartbeat*9/10
+	if base == nil || due || !sameRecord(prev, r) {
+		// A new record has no QueueKey: until the next write stores it, the
+		// record's own resourceVersion, that of its creation, stands for it.
+		written, err := a.locks.PutRecord(ctx, base, r)
+		if err != nil {
+			return err
+		}
+		a.leases.Wrote(written)
+	}
+	if node != nil {
+		if err := a.drainer.SetStateLabel(ctx, node, string(state)); err != nil {
+			return err
+		}
+		if prev.State != state {
+			a.transitionEvents(ctx, node, prev.State, state, r)
+		}
+	}
+	if prev.State != state {
+		a.log.Info("state", "from", orIdle(prev.State), "to", state, "message", message)
+	}
+	a.setStatus(a.statusLine(state, r))
+	return nil
+}
+
+// priority is the Node's kustodian.io/priority, set by an admin (higher
+// goes first); 0 when absent or not a number.
+func priority(node *corev1.Node) int {
+	if node == nil {
+		return 0
+	}
+	p, err := strconv.Atoi(node.Annotations[lock.AnnotationPriority])
+	if err != nil {
+		return 0
+	}
+	return p
+}
+
+// gatesJSON is the gates' verdicts as the record keeps them.
+func gatesJSON(gates []decide.GateVerdict) string {
+	if len(gates) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(gates)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+func orIdle(s lock.State) lock.State {
+	if s == "" {
+		return lock.Idle
+	}
+	return s
+}
+
+// sameRecord compares what is worth a write.
+func sameRecord(a, b lock.Record) bool {
+	return a.State == b.State && a.Message == b.Message && a.Reason == b.Reason && a.RequestID == b.RequestID &&
+		a.Group == b.Group && a.Priority == b.Priority && a.Blocked == b.Blocked && a.Since.Equal(b.Since) &&
+		a.QueueKey == b.QueueKey && a.ReleasedRequest == b.ReleasedRequest && a.Policy == b.Policy &&
+		a.Gates == b.Gates && a.BlockedReported == b.BlockedReported
+}
+
+func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, to lock.State, r lock.Record) {
+	switch to {
+	case lock.Waiting:
+		if from == "" || from == lock.Idle {
+			msg := "maintenance requested"
+			if r.Reason != "" {
+				msg += ": " + r.Reason
+			}
+			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceRequested, msg)
+		}
+	case lock.Draining:
+		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonLockAcquired, "acquired the maintenance lock; cordoning and draining")
+	case lock.InMaintenance:
+		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceStarted, "the maintenance script may proceed")
+	case lock.Rebooting:
+		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRebooting, "the host is rebooting; the lock stays held")
+	case lock.Failed:
+		// drainFailed sent MaintenanceFailed with the cause.
+	}
+}
+
+// statusLine is systemd's STATUS: "waiting: position 3 of 7", "draining: 4
+// pods left", "in maintenance for 5m".
+func (a *Agent) statusLine(state lock.State, r lock.Record) string {
+	switch state {
+	case lock.InMaintenance:
+		return fmt.Sprintf("in maintenance for %s", a.now().Sub(r.Since).Round(time.Second))
+	case lock.Draining:
+		return strings.TrimPrefix(r.Message, "cordoned; ")
+	default:
+		return r.Message
+	}
+}
+
+func (a *Agent) setStatus(line string) {
+	if line == a.status {
+		return
+	}
+	a.status = line
+	a.notify.Status(line)
+}

@@ -1,0 +1,136 @@
+package agent
+
+import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"context"
+	"errors"
+
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/lock"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// idle cleans up what a finished cycle may have left: the record and the
+// node's state label.
+func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
+	a.failedRequest, a.failure = "", ""
+	if node != nil {
+		if err := a.drainer.SetStateLabel(ctx, node, ""); err != nil {
+			return err
+		}
+	}
+	if l := a.myRecordLease(); l != nil {
+		prev := lock.RecordFromLease(l)
+		if err := a.locks.DeleteRecord(ctx, a.node); err != nil {
+			return err
+		}
+		a.leases.Deleted(l.Name, l.ResourceVersion)
+		if prev.State == lock.Completing && node != nil {
+			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceCompleted, "maintenance completed; node is back in the cluster")
+		}
+	}
+	a.setStatus("idle: no maintenance requested")
+	return nil
+}
+
+// released: an admin broke this node's lock. The script must not go on, the
+// node stays cordoned, and this request is not queued again.
+func (a *Agent) released(ctx context.Context, o decide.Observed, node *corev1.Node) error {
+	if err := a.releaseKured(ctx); err != nil {
+		return err
+	}
+	if o.InProgress {
+		if err := a.files.RemoveInProgress(); err != nil {
+			return permanent(err)
+		}
+	}
+	return a.publish(ctx, lock.Failed, o, node, "lock released by an admin; remove "+a.cfg.RequestFile+" once the node is repaired (a new request starts over)")
+}
+
+func (a *Agent) inMaintenance(ctx context.Context, o decide.Observed, node *corev1.Node) error {
+	if node != nil && !node.Spec.Unschedulable {
+		// Someone uncordoned the node mid-maintenance: cordon it again.
+		if _, err := a.drainer.Cordon(ctx, node); err != nil {
+			return err
+		}
+	}
+	job, err := a.jobs.Current()
+	if err != nil {
+		return permanent(err)
+	}
+	if job == nil {
+		return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: waiting for the script to remove "+a.cfg.RequestFile)
+	}
+	msg, failed, err := a.stepJob(ctx, job, o.RebootPending)
+	if err != nil {
+		return err
+	}
+	if failed {
+		return a.publish(ctx, lock.Failed, o, node, msg)
+	}
+	return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: "+msg)
+}
+
+func (a *Agent) completing(ctx context.Context, o decide.Observed, node *corev1.Node) error {
+	if err := a.publish(ctx, lock.Completing, o, node, "completing: uncordoning and releasing the lock"); err != nil {
+		return err
+	}
+	if err := a.files.RemoveInProgress(); err != nil {
+		return permanent(err)
+	}
+	// The maintenance is over: a job that failed is history now, not the
+	// job of the next request.
+	if err := a.jobs.ClearCurrent(); err != nil {
+		return permanent(err)
+	}
+	if err := a.giveBack(ctx, node); err != nil {
+		return err
+	}
+	a.poke() // on to Idle
+	return nil
+}
+
+// giveBack uncordons the node (unless an admin had cordoned it) and releases
+// this node's locks.
+func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
+	if node != nil {
+		if err := a.drainer.Uncordon(ctx, node); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+			return err
+		}
+	}
+	for _, name := range a.heldLocks() {
+		l, err := a.locks.Release(ctx, name, a.node)
+		if err != nil {
+			return err
+		}
+		a.leases.Wrote(l)
+		if node != nil {
+			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonLockReleased, "released lock "+name)
+		}
+		a.log.Info("lock released", "lock", name)
+	}
+	return a.releaseKured(ctx)
+}
+
+// renewLocks keeps locks with a TTL from expiring while this node holds
+// them: once a heartbeat.
+func (a *Agent) renewLocks(ctx context.Context, held []string) error {
+	if a.cfg.Lock.TTL == 0 || len(held) == 0 || a.now().Sub(a.lastRenew) < a.cfg.Queue.Heartbeat*9/10 {
+		return nil
+	}
+	for _, name := range held {
+		l, err := a.locks.Renew(ctx, name, a.node)
+		if errors.Is(err, lock.ErrNotHeld) {
+			a.log.Warn("lost the lock: it expired and another node took it", "lock", name)
+			a.poke()
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		a.leases.Wrote(l)
+	}
+	a.lastRenew = a.now()
+	return nil
+}

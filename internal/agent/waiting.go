@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/lock"
+)
+
+// ReasonMaintenanceBlocked: a node waited past its policy's
+// health.blockedAfter with a gate closed.
+const ReasonMaintenanceBlocked = "MaintenanceBlocked"
+
+// waiting acts on a Waiting decision: it publishes the node's place and the
+// gate that holds it, and takes a lock when the decision says which to try.
+func (a *Agent) waiting(ctx context.Context, d decide.Decision, o decide.Observed, node *corev1.Node) error {
+	if o.InProgress {
+		// Left from an interrupted cycle: it must not tell a script to go
+		// ahead while this node does not hold the lock.
+		if err := a.files.RemoveInProgress(); err != nil {
+			return err
+		}
+	}
+	if d.ReportBlocked && node != nil {
+		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceBlocked, d.Message)
+	}
+	if len(d.Try) == 0 {
+		return a.publish(ctx, lock.Waiting, o, node, d.Message)
+	}
+	// Others must see this node eligible before it takes a slot, or the
+	// node behind it could take the slot meant for it.
+	if r := a.myRecord(); r == nil || r.State != lock.Waiting || r.Blocked != "" {
+		if err := a.publish(ctx, lock.Waiting, o, node, d.Message); err != nil {
+			return err
+		}
+	}
+	params := lock.Params{StaleAfter: a.cfg.Queue.StaleAfter(), TTL: a.cfg.Lock.TTL, Owner: a.owner}
+	for _, name := range d.Try {
+		l, v, err := a.locks.Acquire(ctx, name, d.Group, a.node, a.leases.Get(name), params, a.holderFacts)
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			a.log.Debug("lock not acquired", "lock", name, "why", v.Why)
+			continue
+		}
+		a.leases.Wrote(l)
+		if ok, why, err := a.holdKured(ctx); err != nil || !ok {
+			// Kured took its lock meanwhile: give ours back and wait.
+			released, rerr := a.locks.Release(ctx, name, a.node)
+			if rerr != nil {
+				return rerr
+			}
+			a.leases.Wrote(released)
+			if err != nil {
+				return err
+			}
+			a.log.Info("Kured's lock is taken; gave the lock back", "why", why)
+			return nil
+		}
+		a.log.Info("lock acquired", "lock", name, "group", d.Group.String(), "note", v.Why)
+		a.poke() // go on to Draining at once
+		return nil
+	}
+	return a.publish(ctx, lock.Waiting, o, node, d.Message)
+}

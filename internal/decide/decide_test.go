@@ -1,0 +1,355 @@
+package decide
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
+)
+
+// t0 is a Monday, 12:00 UTC.
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func node(name string, labels map[string]string, annotations map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
+}
+
+// waiter is a live Waiting record that arrived at queue key key.
+func waiter(name string, g lock.GroupRef, key string) lock.Record {
+	return lock.Record{Node: name, State: lock.Waiting, Policy: g.Policy, Group: g.Group, QueueKey: key,
+		Heartbeat: t0, Since: t0.Add(-time.Minute), Requested: t0.Add(-time.Minute)}
+}
+
+func held(name, holder string) *coordv1.Lease {
+	return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder}}
+}
+
+// snap is node "me", requesting, first in the default queue, every lock free.
+func snap(mod ...func(*Snapshot)) Snapshot {
+	s := Snapshot{
+		Now:           t0,
+		Node:          "me",
+		Request:       &hostfiles.Request{ID: "r1"},
+		NodeObject:    node("me", map[string]string{"zone": "a", "role": "worker"}, nil),
+		Records:       []lock.Record{waiter("me", lock.DefaultGroup, "10")},
+		OwnRecordSeen: true,
+		Leases:        map[string]*coordv1.Lease{},
+		Holders:       map[string]lock.HolderFacts{},
+		Params:        Params{StaleAfter: 40 * time.Second, Poll: 5 * time.Second},
+	}
+	for _, m := range mod {
+		m(&s)
+	}
+	return s
+}
+
+func withPolicy(mod func(*policy.Spec)) func(*Snapshot) {
+	return func(s *Snapshot) {
+		p := &policy.MaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+		mod(&p.Spec)
+		s.Policies = append(s.Policies, p)
+		// This node's record is in the policy's group.
+		for i := range s.Records {
+			if s.Records[i].Policy == "default" {
+				s.Records[i].Policy = "p"
+				if p.Spec.GroupBy != "" {
+					s.Records[i].Group = s.NodeObjectLabel(p.Spec.GroupBy, s.Records[i].Node)
+				}
+			}
+		}
+	}
+}
+
+// NodeObjectLabel gives test records the group of their node (all test
+// nodes but "me" are in zone b, unless named zone-a-*).
+func (s Snapshot) NodeObjectLabel(key, n string) string {
+	if n == s.Node {
+		return s.NodeObject.Labels[key]
+	}
+	if strings.HasPrefix(n, "zone-a-") {
+		return "a"
+	}
+	return "b"
+}
+
+func TestWaitingGates(t *testing.T) {
+	berlin := "Europe/Berlin"
+	for _, tc := range []struct {
+		name    string
+		s       Snapshot
+		try     bool   // a lock to try
+		gate    string // the gate that holds it
+		blocked bool   // Blocked: the node behind may pass
+		msg     string
+		need    Need
+	}{
+		{name: "all open: try the lock", s: snap(), try: true, msg: "waiting: position 1 of 1"},
+		{name: "paused", s: snap(func(s *Snapshot) { s.Paused, s.PausedReason = true, "incident 42" }), gate: GatePaused, msg: "waiting: maintenance is paused: incident 42"},
+		{name: "no Node object", s: snap(func(s *Snapshot) { s.NodeObject = nil }), gate: GateNode, blocked: true, msg: "Node object does not exist"},
+		{name: "held by an admin", s: snap(func(s *Snapshot) { s.NodeObject.Annotations = map[string]string{lock.AnnotationHold: "disk swap"} }), gate: GateHold, blocked: true, msg: "held by an admin: disk swap (kustodian-ctl resume me)"},
+		{name: "policy tie", s: snap(withPolicy(func(*policy.Spec) {}), func(s *Snapshot) {
+			s.Policies = append(s.Policies, &policy.MaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "q"}})
+		}), gate: GatePolicy, blocked: true, msg: "both select this node"},
+		{name: "Kured's lock held by a rebooting node", s: snap(func(s *Snapshot) {
+			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "n9", Created: t0}}}
+		}), gate: GateKured, blocked: true, msg: "Kured's lock is held by n9"},
+		{name: "Kured's lock held by a Kustodian node in maintenance", s: snap(func(s *Snapshot) {
+			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}}
+			s.Records = append(s.Records, lock.Record{Node: "n9", State: lock.InMaintenance, Policy: "other", Heartbeat: t0})
+		}), gate: GateKured, blocked: true, msg: "kustodian:n9"},
+		{name: "Kured's lock left by a Kustodian node that is done", s: snap(func(s *Snapshot) {
+			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}}
+			s.Records = append(s.Records, lock.Record{Node: "n9", State: lock.Completing, Heartbeat: t0})
+		}), try: true, msg: "position 1 of 1"},
+		{name: "outside the window", s: snap(withPolicy(func(p *policy.Spec) {
+			p.Windows = []policy.Window{{Days: []string{"Sat"}, Start: "02:00", End: "06:00", TimeZone: berlin}}
+		})), gate: GateWindow, blocked: true, msg: "waiting: outside window: next opens Sat 02:00 Europe/Berlin"},
+		{name: "inside the window", s: snap(withPolicy(func(p *policy.Spec) {
+			p.Windows = []policy.Window{{Start: "11:00", End: "13:00"}}
+		})), try: true},
+		{name: "an excluded date", s: snap(withPolicy(func(p *policy.Spec) {
+			p.Windows = []policy.Window{{Start: "11:00", End: "13:00"}}
+			p.ExcludeDates = []string{"2026-11-23"}
+		})), gate: GateWindow, blocked: true, msg: "next opens Tue 11:00 UTC"},
+		{name: "a blocking pod", s: snap(withPolicy(func(p *policy.Spec) {
+			p.Blockers.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kustodian.io/block": "true"}}
+		}), func(s *Snapshot) {
+			s.Pods = []*corev1.Pod{pod("shop", "backup-1", "me", corev1.PodRunning, true), pod("shop", "web", "me", corev1.PodRunning, false),
+				pod("shop", "done", "me", corev1.PodSucceeded, true)}
+		}), gate: GatePods, blocked: true, msg: "waiting: blocked by pod shop/backup-1"},
+		{name: "a finished blocking pod does not block", s: snap(withPolicy(func(p *policy.Spec) {
+			p.Blockers.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kustodian.io/block": "true"}}
+		}), func(s *Snapshot) { s.Pods = []*corev1.Pod{pod("shop", "done", "me", corev1.PodFailed, true)} }), try: true},
+		{name: "gate command not yet run", s: snap(func(s *Snapshot) { s.HasCommand = true }), need: Need{Command: true}},
+		{name: "gate command fails", s: snap(func(s *Snapshot) { s.HasCommand, s.Command = true, &CommandResult{Reason: "ceph is degraded"} }),
+			gate: GateCommand, blocked: true, msg: "waiting: gate command: ceph is degraded"},
+		{name: "gate command passes", s: snap(func(s *Snapshot) { s.HasCommand, s.Command = true, &CommandResult{OK: true} }), try: true},
+		{name: "spacing", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
+			s.Leases["lock-p-0"] = released("lock-p-0", t0.Add(-2*time.Minute))
+		}), gate: GateSpacing, msg: "the next may start at 12:03:00 UTC"},
+		{name: "spacing over", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
+			s.Leases["lock-p-0"] = released("lock-p-0", t0.Add(-6*time.Minute))
+		}), try: true},
+		{name: "cluster gates: read first", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) })), need: Need{Cluster: true}},
+		{name: "maxUnavailable: another node NotReady", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}, {Name: "n8", Ready: true}}}
+		}), gate: GateMaxUnavailable, msg: "waiting: 2 of 1 allowed nodes unavailable: n7 NotReady"},
+		{name: "maxUnavailable: another node cordoned", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7", Ready: true, Unschedulable: true}}}
+		}), gate: GateMaxUnavailable, msg: "n7 cordoned"},
+		{name: "maxUnavailable: nodes of other policies do not count", s: snap(withPolicy(func(p *policy.Spec) {
+			p.Health.MaxUnavailable = ptr(intstr.FromInt32(1))
+			p.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"role": "worker"}}
+		}), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true, Labels: map[string]string{"role": "worker"}}, {Name: "cp", Labels: map[string]string{"role": "control"}}}}
+		}), try: true},
+		{name: "maxUnavailable: room left", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(2)) }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}}}
+		}), try: true},
+		{name: "workloads not recovered", s: snap(withPolicy(func(p *policy.Spec) { p.Health.WorkloadsRecovered = true }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Workloads: []Workload{{Ref: "Deployment/shop/web", Available: 3, Desired: 4}, {Ref: "StatefulSet/shop/db", Gone: true}}}
+		}), gate: GateWorkloads, msg: "waiting: waiting for Deployment/shop/web (3/4) to be available again"},
+		{name: "workloads recovered", s: snap(withPolicy(func(p *policy.Spec) { p.Health.WorkloadsRecovered = true }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Workloads: []Workload{{Ref: "Deployment/shop/web", Available: 4, Desired: 4}}}
+		}), try: true},
+		{name: "an alert firing", s: snap(withPolicy(func(p *policy.Spec) { p.Blockers.Prometheus = &policy.Prometheus{URL: "http://p"} }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Prometheus: &PrometheusResult{Blocking: []string{"KubePodCrashLooping"}}}
+		}), gate: GatePrometheus, msg: "waiting: alert KubePodCrashLooping firing"},
+		{name: "Prometheus unreachable", s: snap(withPolicy(func(p *policy.Spec) { p.Blockers.Prometheus = &policy.Prometheus{URL: "http://p"} }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Prometheus: &PrometheusResult{Err: "http://p/api/v1/alerts unreachable: connection refused"}}
+		}), gate: GatePrometheus, msg: "Prometheus cannot be asked, so it blocks: http://p/api/v1/alerts unreachable"},
+		{name: "Prometheus quiet", s: snap(withPolicy(func(p *policy.Spec) { p.Blockers.Prometheus = &policy.Prometheus{URL: "http://p"} }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Prometheus: &PrometheusResult{}}
+		}), try: true},
+		{name: "gates combined: the first closed one speaks", s: snap(withPolicy(func(p *policy.Spec) {
+			p.Windows = []policy.Window{{Days: []string{"Sat"}, Start: "02:00", End: "06:00"}}
+			p.Blockers.PodSelector = &metav1.LabelSelector{}
+		}), func(s *Snapshot) {
+			s.Paused = true
+			s.Pods = []*corev1.Pod{pod("shop", "x", "me", corev1.PodRunning, false)}
+		}), gate: GatePaused, msg: "maintenance is paused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Next(tc.s)
+			if d.State != lock.Waiting {
+				t.Fatalf("state %s", d.State)
+			}
+			if !equalNeed(d.Need, tc.need) {
+				t.Fatalf("need %+v, want %+v", d.Need, tc.need)
+			}
+			if !tc.need.Empty() {
+				return
+			}
+			if (len(d.Try) > 0) != tc.try || d.Gate != tc.gate || (d.Blocked != "") != tc.blocked || !strings.Contains(d.Message, tc.msg) {
+				t.Errorf("got try=%v gate=%q blocked=%q message=%q\nwant try=%v gate=%q blocked=%v message~%q",
+					d.Try, d.Gate, d.Blocked, d.Message, tc.try, tc.gate, tc.blocked, tc.msg)
+			}
+			if tc.gate != "" {
+				found := false
+				for _, g := range d.Gates {
+					if g.Gate == tc.gate {
+						found = g.Verdict == Closed && strings.HasPrefix(d.Message, "waiting: "+g.Reason)
+					}
+				}
+				if !found {
+					t.Errorf("gate %s not closed with the message's reason in %+v", tc.gate, d.Gates)
+				}
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func equalNeed(a, b Need) bool {
+	return a.Command == b.Command && a.Cluster == b.Cluster && strings.Join(a.Holders, ",") == strings.Join(b.Holders, ",")
+}
+
+func pod(ns, name, nodeName string, phase corev1.PodPhase, block bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: phase}}
+	if block {
+		p.Labels = map[string]string{"kustodian.io/block": "true"}
+	}
+	return p
+}
+
+func released(name string, at time.Time) *coordv1.Lease {
+	empty := ""
+	return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{lock.AnnotationReleasedAt: at.Format(time.RFC3339Nano)}},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &empty}}
+}
+
+func TestQueueAndSlots(t *testing.T) {
+	zones := withPolicy(func(p *policy.Spec) { p.GroupBy = "zone"; p.Concurrency = 2 })
+	za := lock.GroupRef{Policy: "p", Group: "a"}
+	zb := lock.GroupRef{Policy: "p", Group: "b"}
+	for _, tc := range []struct {
+		name string
+		s    Snapshot
+		try  []string
+		msg  string
+	}{
+		{"second in line, one slot: watch", snap(func(s *Snapshot) {
+			s.Records = append(s.Records, waiter("first", lock.DefaultGroup, "5"))
+		}), nil, "waiting: position 2 of 2"},
+		{"second in line, the head is blocked by its own gate: go", snap(func(s *Snapshot) {
+			w := waiter("first", lock.DefaultGroup, "5")
+			w.Blocked = "outside window"
+			s.Records = append(s.Records, w)
+		}), []string{"lock-default-0"}, "position 2 of 2"},
+		{"a higher priority goes first", snap(func(s *Snapshot) {
+			w := waiter("urgent", lock.DefaultGroup, "50")
+			w.Priority = 5
+			s.Records = append(s.Records, w)
+		}), nil, "position 2 of 2"},
+		{"a stale head does not hold it back", snap(func(s *Snapshot) {
+			w := waiter("dead", lock.DefaultGroup, "5")
+			w.Heartbeat = t0.Add(-time.Minute)
+			s.Records = append(s.Records, w)
+		}), []string{"lock-default-0"}, "position 1 of 1"},
+		{"the lock held by a live node", snap(func(s *Snapshot) {
+			s.Leases["lock-default-0"] = held("lock-default-0", "busy")
+			s.Records = append(s.Records, lock.Record{Node: "busy", State: lock.Draining, Policy: "default", Heartbeat: t0, Since: t0.Add(-5 * time.Second)})
+		}), nil, "waiting: position 1 of 1, lock held by busy (Draining for 5s)"},
+		{"not yet in the watch cache: do not try", snap(func(s *Snapshot) { s.OwnRecordSeen = false }), nil, "position 1 of 1"},
+		{"two slots: the second in line goes too", snap(zones, func(s *Snapshot) {
+			s.Records = append(s.Records, waiter("zone-a-1", za, "5"))
+		}), []string{"lock-p-a-0", "lock-p-a-1"}, "position 2 of 2"},
+		{"two slots, one held: the second waits", snap(zones, func(s *Snapshot) {
+			s.Records = append(s.Records, waiter("zone-a-1", za, "5"))
+			s.Leases["lock-p-a-0"] = held("lock-p-a-0", "zone-a-9")
+			s.Records = append(s.Records, lock.Record{Node: "zone-a-9", State: lock.InMaintenance, Policy: "p", Group: "a", Heartbeat: t0})
+		}), nil, "position 2 of 2"},
+		{"another zone's queue and locks do not count", snap(zones, func(s *Snapshot) {
+			s.Records = append(s.Records, waiter("b-1", zb, "1"), waiter("b-2", zb, "2"), waiter("b-3", zb, "3"))
+			s.Leases["lock-p-b-0"] = held("lock-p-b-0", "b-9")
+			s.Leases["lock-p-b-1"] = held("lock-p-b-1", "b-8")
+		}), []string{"lock-p-a-0", "lock-p-a-1"}, "position 1 of 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Next(tc.s)
+			if strings.Join(d.Try, ",") != strings.Join(tc.try, ",") || !strings.Contains(d.Message, tc.msg) || d.Blocked != "" {
+				t.Errorf("got try=%v message=%q blocked=%q, want try=%v message~%q", d.Try, d.Message, d.Blocked, tc.try, tc.msg)
+			}
+		})
+	}
+}
+
+func TestHolderFactsAreLookedUpOnlyForDeadHolders(t *testing.T) {
+	s := snap(func(s *Snapshot) { s.Leases["lock-default-0"] = held("lock-default-0", "gone") })
+	d := Next(s)
+	if strings.Join(d.Need.Holders, ",") != "gone" {
+		t.Fatalf("need %+v, want the facts of gone (no live record)", d.Need)
+	}
+	s.Holders["gone"] = lock.HolderFacts{NodeExists: false}
+	if d := Next(s); strings.Join(d.Try, ",") != "lock-default-0" {
+		t.Errorf("a holder without Node and agent: try %v, want the lock", d.Try)
+	}
+	s.Params.Owner = &lock.NodeRef{Name: "me", UID: "u"} // node-bound: never takes over
+	if d := Next(s); len(d.Try) != 0 || !strings.Contains(d.Message, "lock held by gone") {
+		t.Errorf("node-bound agent: try %v message %q", d.Try, d.Message)
+	}
+}
+
+func TestWakeAndBlockedAfter(t *testing.T) {
+	window := withPolicy(func(p *policy.Spec) {
+		p.Windows = []policy.Window{{Start: "14:00", End: "15:00"}}
+		p.Health.BlockedAfter = &metav1.Duration{Duration: 30 * time.Minute}
+	})
+	d := Next(snap(window))
+	if want := t0.Add(29 * time.Minute); !d.WakeAt.Equal(want) {
+		t.Errorf("wake at %s, want when blockedAfter passes, %s", d.WakeAt, want)
+	}
+	if d := Next(snap(withPolicy(func(p *policy.Spec) { p.Windows = []policy.Window{{Start: "14:00", End: "15:00"}} }))); !d.WakeAt.Equal(t0.Add(2 * time.Hour)) {
+		t.Errorf("wake at %s, want the window's opening", d.WakeAt)
+	}
+	if d.ReportBlocked {
+		t.Error("reported blocked after 1 minute")
+	}
+	late := snap(window, func(s *Snapshot) { s.Records[0].Since = t0.Add(-time.Hour) })
+	d = Next(late)
+	if !d.ReportBlocked || !strings.HasSuffix(d.Message, "(blocked for 1h0m0s)") {
+		t.Errorf("after an hour: report=%v message=%q", d.ReportBlocked, d.Message)
+	}
+	late.Records[0].BlockedReported = true
+	if d := Next(late); d.ReportBlocked {
+		t.Error("reported twice")
+	}
+	// Not blocked by a gate, only waiting in line: nothing to report.
+	inLine := snap(func(s *Snapshot) {
+		s.Records[0].Since = t0.Add(-time.Hour)
+		s.Records = append(s.Records, waiter("first", lock.DefaultGroup, "5"))
+	}, withPolicy(func(p *policy.Spec) { p.Health.BlockedAfter = &metav1.Duration{Duration: time.Minute} }))
+	inLine.Records[1].Policy = "p"
+	if d := Next(inLine); d.ReportBlocked || d.Gate != GateQueue {
+		t.Errorf("in line: report=%v gate=%s", d.ReportBlocked, d.Gate)
+	}
+	// Cluster gates closed at the head: poll again.
+	polling := snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
+		s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "n7"}}}
+	})
+	if d := Next(polling); !d.WakeAt.Equal(t0.Add(5 * time.Second)) {
+		t.Errorf("polling: wake at %s", d.WakeAt)
+	}
+}
+
+func TestNotWaiting(t *testing.T) {
+	s := snap(func(s *Snapshot) { s.Leases["lock-default-0"] = held("lock-default-0", "me") })
+	if d := Next(s); d.State != lock.Draining || len(d.Try) != 0 || d.Message != "" {
+		t.Errorf("holding the lock: %+v", d)
+	}
+	// A lock of another group (an older policy) still counts as held.
+	s = snap(func(s *Snapshot) { s.Leases["lock-old-0"] = held("lock-old-0", "me"); s.Request = nil })
+	if d := Next(s); d.State != lock.Completing {
+		t.Errorf("a lock of an old group: state %s", d.State)
+	}
+}

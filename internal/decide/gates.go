@@ -1,0 +1,158 @@
+package decide
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
+)
+
+// groupGates are checked by the head of a queue only: spacing (from the
+// group's locks), then what is cluster-wide (read every Poll while at the
+// head, so that the nodes behind cost the cluster nothing).
+func groupGates(s Snapshot, d *Decision, spec policy.Spec) []GateVerdict {
+	var out []GateVerdict
+	if sp := spec.SpacingDuration(); sp > 0 {
+		last := lastRelease(s, d.Locks)
+		if next := last.Add(sp); !last.IsZero() && s.Now.Before(next) {
+			out = append(out, GateVerdict{GateSpacing, Closed, fmt.Sprintf("spacing: the group's last maintenance ended at %s; the next may start at %s",
+				last.UTC().Format("15:04:05"), next.UTC().Format("15:04:05 UTC"))})
+			d.WakeAt = earliest(d.WakeAt, next)
+		} else {
+			out = append(out, GateVerdict{Gate: GateSpacing, Verdict: Open})
+		}
+	} else {
+		out = append(out, GateVerdict{Gate: GateSpacing, Verdict: Open})
+	}
+	wantCluster := spec.Health.MaxUnavailable != nil || spec.Health.WorkloadsRecovered || spec.Blockers.Prometheus != nil
+	if wantCluster && s.Cluster == nil {
+		d.Need.Cluster = true
+		return out
+	}
+	if wantCluster {
+		// Poll again while waiting at the head on the cluster.
+		d.WakeAt = earliest(d.WakeAt, s.Now.Add(s.Params.Poll))
+	}
+	out = append(out, maxUnavailable(s, d, spec))
+	out = append(out, workloads(s, d, spec))
+	out = append(out, prometheus(s, spec))
+	return out
+}
+
+// lastRelease is the latest release of the group's locks.
+func lastRelease(s Snapshot, names []string) time.Time {
+	var last time.Time
+	for _, name := range names {
+		l := s.Leases[name]
+		if l == nil {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339Nano, l.Annotations[lock.AnnotationReleasedAt]); err == nil && t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// maxUnavailable counts the policy's nodes that are NotReady or
+// unschedulable, this node included as it would be once granted.
+func maxUnavailable(s Snapshot, d *Decision, spec policy.Spec) GateVerdict {
+	if spec.Health.MaxUnavailable == nil {
+		return GateVerdict{Gate: GateMaxUnavailable, Verdict: Open}
+	}
+	total := 0
+	var down []string
+	for _, n := range s.Cluster.Nodes {
+		if policy.Resolve(s.Policies, n.Labels).Name != d.Policy.Name {
+			continue
+		}
+		total++
+		switch {
+		case n.Name == s.Node:
+		case !n.Ready:
+			down = append(down, n.Name+" NotReady")
+		case n.Unschedulable:
+			down = append(down, n.Name+" cordoned")
+		}
+	}
+	allowed := spec.MaxUnavailable(total)
+	sort.Strings(down)
+	if len(down)+1 <= allowed {
+		return GateVerdict{Gate: GateMaxUnavailable, Verdict: Open, Reason: fmt.Sprintf("%d of %d allowed nodes unavailable", len(down), allowed)}
+	}
+	reason := fmt.Sprintf("%d of %d allowed nodes unavailable", len(down)+1, allowed)
+	if len(down) > 0 {
+		shown := down
+		if len(shown) > 5 {
+			shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(down)-5))
+		}
+		reason += ": " + strings.Join(shown, ", ")
+	}
+	return GateVerdict{GateMaxUnavailable, Closed, reason}
+}
+
+// workloads waits until every controller the group's last drains disrupted
+// is fully available again.
+func workloads(s Snapshot, d *Decision, spec policy.Spec) GateVerdict {
+	if !spec.Health.WorkloadsRecovered {
+		return GateVerdict{Gate: GateWorkloads, Verdict: Open}
+	}
+	var waiting []string
+	for _, w := range s.Cluster.Workloads {
+		if !w.Gone && w.Available < w.Desired {
+			waiting = append(waiting, fmt.Sprintf("%s (%d/%d)", w.Ref, w.Available, w.Desired))
+		}
+	}
+	if len(waiting) == 0 {
+		return GateVerdict{Gate: GateWorkloads, Verdict: Open}
+	}
+	sort.Strings(waiting)
+	return GateVerdict{GateWorkloads, Closed, "waiting for " + strings.Join(waiting, ", ") + " to be available again"}
+}
+
+// Disrupted lists the controllers recorded on the group's locks: what the
+// head must find available before it goes (health.workloadsRecovered).
+func Disrupted(s Snapshot, d Decision) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, name := range d.Locks {
+		l := s.Leases[name]
+		if l == nil {
+			continue
+		}
+		for _, ref := range lock.ParseDisrupted(l.Annotations[lock.AnnotationDisrupted]) {
+			if !seen[ref] {
+				seen[ref] = true
+				out = append(out, ref)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func prometheus(s Snapshot, spec policy.Spec) GateVerdict {
+	if spec.Blockers.Prometheus == nil {
+		return GateVerdict{Gate: GatePrometheus, Verdict: Open}
+	}
+	p := s.Cluster.Prometheus
+	switch {
+	case p == nil:
+		return GateVerdict{GatePrometheus, Closed, "Prometheus was not asked"}
+	case p.Err != "":
+		return GateVerdict{GatePrometheus, Closed, "Prometheus cannot be asked, so it blocks: " + p.Err}
+	case len(p.Blocking) > 0:
+		verb := "firing"
+		if spec.Blockers.Prometheus.Query != "" {
+			return GateVerdict{GatePrometheus, Closed, "Prometheus query has results: " + strings.Join(p.Blocking, ", ")}
+		}
+		if len(p.Blocking) == 1 {
+			return GateVerdict{GatePrometheus, Closed, "alert " + p.Blocking[0] + " " + verb}
+		}
+		return GateVerdict{GatePrometheus, Closed, "alerts " + strings.Join(p.Blocking, ", ") + " " + verb}
+	}
+	return GateVerdict{Gate: GatePrometheus, Verdict: Open}
+}

@@ -1,0 +1,239 @@
+// Package gates reads what a policy's gates depend on beyond the agent's
+// own watches (DESIGN section 12): the host's gate command, Prometheus, the
+// availability of disrupted workloads and of the policy's nodes. The head
+// of a queue calls these every gates.poll; the decision itself is
+// internal/decide's.
+package gates
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/policy"
+)
+
+// Command runs the host's gate command through /bin/sh -c: exit 0 opens the
+// gate; otherwise its last line of output says why it is closed.
+func Command(ctx context.Context, command string, timeout time.Duration) decide.CommandResult {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	if err == nil {
+		return decide.CommandResult{OK: true}
+	}
+	last := lastLine(out.String())
+	switch {
+	case ctx.Err() != nil:
+		return decide.CommandResult{Reason: fmt.Sprintf("did not finish within %s", timeout)}
+	case last != "":
+		return decide.CommandResult{Reason: last}
+	default:
+		return decide.CommandResult{Reason: err.Error()}
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if len(last) > 200 {
+		last = last[:200] + "..."
+	}
+	return last
+}
+
+// Nodes reads every Node's readiness and schedulability.
+func Nodes(ctx context.Context, kube kubernetes.Interface) ([]decide.NodeHealth, error) {
+	list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes for health.maxUnavailable: %w", err)
+	}
+	out := make([]decide.NodeHealth, 0, len(list.Items))
+	for _, n := range list.Items {
+		h := decide.NodeHealth{Name: n.Name, Labels: n.Labels, Unschedulable: n.Spec.Unschedulable}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				h.Ready = c.Status == corev1.ConditionTrue
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// Workloads reads the availability of controllers named kind/namespace/name
+// (Deployment, StatefulSet, ReplicaSet, DaemonSet). One that is gone no
+// longer needs waiting for.
+func Workloads(ctx context.Context, kube kubernetes.Interface, refs []string) ([]decide.Workload, error) {
+	var out []decide.Workload
+	for _, ref := range refs {
+		parts := strings.SplitN(ref, "/", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		kind, ns, name := parts[0], parts[1], parts[2]
+		w := decide.Workload{Ref: ref}
+		var err error
+		apps := kube.AppsV1()
+		switch kind {
+		case "Deployment":
+			d, e := apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err = e; e == nil {
+				w.Desired, w.Available = replicas(d.Spec.Replicas), d.Status.AvailableReplicas
+				if d.Status.ObservedGeneration < d.Generation {
+					w.Available = min(w.Available, d.Status.UpdatedReplicas)
+				}
+			}
+		case "StatefulSet":
+			s, e := apps.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err = e; e == nil {
+				w.Desired, w.Available = replicas(s.Spec.Replicas), s.Status.AvailableReplicas
+			}
+		case "ReplicaSet":
+			r, e := apps.ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err = e; e == nil {
+				w.Desired, w.Available = replicas(r.Spec.Replicas), r.Status.AvailableReplicas
+			}
+		default:
+			continue
+		}
+		if apierrors.IsNotFound(err) {
+			w.Gone = true
+		} else if err != nil {
+			return nil, fmt.Errorf("reading %s for health.workloadsRecovered: %w", ref, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func replicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
+
+// Prometheus asks Prometheus: with a query, whether the instant query has
+// results; otherwise which alerts fire (and are pending, unless firingOnly),
+// filtered by alertFilterRegexp as Kured filters them. Any failure to get an
+// answer is reported in Err: it blocks.
+func Prometheus(ctx context.Context, client *http.Client, p *policy.Prometheus) *decide.PrometheusResult {
+	if p.Query != "" {
+		return query(ctx, client, p)
+	}
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := get(ctx, client, strings.TrimSuffix(p.URL, "/")+"/api/v1/alerts", &body); err != nil {
+		return &decide.PrometheusResult{Err: err.Error()}
+	}
+	if body.Status != "success" {
+		return &decide.PrometheusResult{Err: "Prometheus answered " + body.Status + ": " + body.Error}
+	}
+	var filter *regexp.Regexp
+	if p.AlertFilterRegexp != "" {
+		filter = regexp.MustCompile(p.AlertFilterRegexp) // checked by policy.Validate
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, a := range body.Data.Alerts {
+		name := a.Labels["alertname"]
+		if a.State != "firing" && (p.FiringOnly || a.State != "pending") {
+			continue
+		}
+		if filter != nil {
+			// Kured's semantics: the filter names alerts to ignore, or with
+			// alertFilterMatchOnly the only alerts that block.
+			if filter.MatchString(name) != p.AlertFilterMatchOnly {
+				continue
+			}
+		}
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return &decide.PrometheusResult{Blocking: names}
+}
+
+func query(ctx context.Context, client *http.Client, p *policy.Prometheus) *decide.PrometheusResult {
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string            `json:"resultType"`
+			Result     []json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	u := strings.TrimSuffix(p.URL, "/") + "/api/v1/query?query=" + url.QueryEscape(p.Query)
+	if err := get(ctx, client, u, &body); err != nil {
+		return &decide.PrometheusResult{Err: err.Error()}
+	}
+	if body.Status != "success" {
+		return &decide.PrometheusResult{Err: "Prometheus answered " + body.Status + ": " + body.Error}
+	}
+	if body.Data.ResultType != "vector" && body.Data.ResultType != "matrix" {
+		// A scalar or string always has a value: it says nothing.
+		return &decide.PrometheusResult{Err: fmt.Sprintf("query %q gives a %s, not a vector: write a query whose result is empty when all is well", p.Query, body.Data.ResultType)}
+	}
+	if n := len(body.Data.Result); n > 0 {
+		return &decide.PrometheusResult{Blocking: []string{fmt.Sprintf("%d series", n)}}
+	}
+	return &decide.PrometheusResult{}
+}
+
+func get(ctx context.Context, client *http.Client, u string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("%s unreachable: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("reading the answer of %s: %w", u, err)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", u, resp.Status)
+		}
+		return fmt.Errorf("%s answered something that is not Prometheus' JSON: %v", u, err)
+	}
+	return nil
+}

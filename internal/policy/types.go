@@ -1,0 +1,144 @@
+// Package policy owns the MaintenancePolicy (DESIGN section 12): its API
+// types, which policy a node falls under, which group of that policy it is
+// in, and the time windows. Everything here is a pure function of the
+// objects and a clock; the agent observes, this package answers.
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// The API group, version and resource of MaintenancePolicy.
+const (
+	Group    = "kustodian.io"
+	Version  = "v1alpha1"
+	Kind     = "MaintenancePolicy"
+	Resource = "maintenancepolicies"
+)
+
+// GVR is where MaintenancePolicies are read and written.
+var GVR = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
+
+// DefaultName is the built-in policy of nodes no MaintenancePolicy selects;
+// no MaintenancePolicy may take this name.
+const DefaultName = "default"
+
+// MaintenancePolicy says when, how many at once, and whether nodes may go.
+type MaintenancePolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec `json:"spec"`
+
+	// unreadable is why the object could not be decoded.
+	unreadable error
+}
+
+// Unreadable stands for a MaintenancePolicy that could not be decoded: it
+// holds every node, with the reason, until an admin fixes it.
+func Unreadable(name string, err error) *MaintenancePolicy {
+	p := &MaintenancePolicy{unreadable: err}
+	p.Name = name
+	return p
+}
+
+// Spec is a MaintenancePolicy's spec. The field names are a contract
+// (DESIGN section 12): add, never rename.
+type Spec struct {
+	// NodeSelector selects the nodes; empty selects every node.
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+	// Precedence decides between policies that select the same node: the
+	// highest wins; a tie is an error.
+	Precedence int32 `json:"precedence,omitempty"`
+	// Concurrency is the number of slots per group (default 1).
+	Concurrency int32 `json:"concurrency,omitempty"`
+	// GroupBy is a Node label key: one group, with its own slots and queue,
+	// per value. Empty: one group.
+	GroupBy string `json:"groupBy,omitempty"`
+	// Windows are when grants may start; none means always.
+	Windows []Window `json:"windows,omitempty"`
+	// ExcludeDates (YYYY-MM-DD, in each window's time zone) close the
+	// windows on those days.
+	ExcludeDates []string `json:"excludeDates,omitempty"`
+	// Spacing is the minimum time from a group's last release to its next
+	// grant.
+	Spacing *metav1.Duration `json:"spacing,omitempty"`
+	Blockers   Blockers        `json:"blockers,omitempty"`
+	Health     Health          `json:"health,omitempty"`
+	Autoscaler Autoscaler      `json:"autoscaler,omitempty"`
+}
+
+// Window is a weekly time window. End before start crosses midnight.
+type Window struct {
+	Days     []string `json:"days,omitempty"` // Mon..Sun; empty: every day
+	Start    string   `json:"start"`          // HH:MM
+	End      string   `json:"end"`            // HH:MM; 24:00 is the end of the day
+	TimeZone string   `json:"timeZone,omitempty"`
+}
+
+// Blockers keep a node from going while they hold.
+type Blockers struct {
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+	Prometheus  *Prometheus           `json:"prometheus,omitempty"`
+}
+
+// Prometheus blocks on firing alerts (Kured's semantics) or on a non-empty
+// instant query result.
+type Prometheus struct {
+	URL                  string `json:"url"`
+	AlertFilterRegexp    string `json:"alertFilterRegexp,omitempty"`
+	AlertFilterMatchOnly bool   `json:"alertFilterMatchOnly,omitempty"`
+	FiringOnly           bool   `json:"firingOnly,omitempty"`
+	Query                string `json:"query,omitempty"`
+}
+
+// Health gates a grant on the state of the cluster.
+type Health struct {
+	MaxUnavailable     *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	WorkloadsRecovered bool                `json:"workloadsRecovered,omitempty"`
+	BlockedAfter       *metav1.Duration    `json:"blockedAfter,omitempty"`
+}
+
+// Autoscaler keeps the cluster autoscaler off nodes in maintenance.
+type Autoscaler struct {
+	Protect bool `json:"protect,omitempty"`
+}
+
+// FromUnstructured decodes a MaintenancePolicy read with a dynamic client.
+func FromUnstructured(u *unstructured.Unstructured) (*MaintenancePolicy, error) {
+	var p MaintenancePolicy
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+		return nil, fmt.Errorf("MaintenancePolicy %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return &p, nil
+}
+
+// Slots is the number of slots per group.
+func (s Spec) Slots() int {
+	if s.Concurrency < 1 {
+		return 1
+	}
+	return int(s.Concurrency)
+}
+
+// SpacingDuration is Spacing, 0 when unset.
+func (s Spec) SpacingDuration() time.Duration {
+	if s.Spacing == nil {
+		return 0
+	}
+	return s.Spacing.Duration
+}
+
+// BlockedAfterDuration is Health.BlockedAfter, 0 (never) when unset.
+func (s Spec) BlockedAfterDuration() time.Duration {
+	if s.Health.BlockedAfter == nil {
+		return 0
+	}
+	return s.Health.BlockedAfter.Duration
+}
