@@ -19,6 +19,29 @@ type drainRun struct {
 	done     chan struct{}
 	err      error
 	progress string
+	// disrupted are the controllers whose pods the drain evicted.
+	disrupted []string
+}
+
+// recordDisrupted writes on the held locks which controllers lost pods to
+// this drain, so that the group's next node waits for them
+// (health.workloadsRecovered). A drain that evicted nothing (a second drain
+// after a restart) leaves the list as it was.
+func (a *Agent) recordDisrupted(ctx context.Context, held []string, disrupted []string) error {
+	if len(disrupted) == 0 {
+		return nil
+	}
+	for _, name := range held {
+		l, err := a.locks.SetDisrupted(ctx, name, a.node, disrupted)
+		if errors.Is(err, lock.ErrNotHeld) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		a.leases.Wrote(l)
+	}
+	return nil
 }
 
 func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.Node) error {
@@ -38,6 +61,11 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 			return err
 		}
 		return a.giveBack(ctx, node)
+	}
+	if a.decision.Policy.Spec.Autoscaler.Protect {
+		if err := a.drainer.Protect(ctx, node); err != nil {
+			return err
+		}
 	}
 	byAdmin, err := a.drainer.Cordon(ctx, node)
 	if err != nil {
@@ -71,6 +99,9 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 	if run.err != nil {
 		return a.drainFailed(ctx, o, node, run.err)
 	}
+	if err := a.recordDisrupted(ctx, o.HeldLocks, run.disrupted); err != nil {
+		return err
+	}
 	// Drained: tell the script to go ahead. The in-progress file is created
 	// only now that the node is cordoned and every pod that must leave has left.
 	if err := a.files.CreateInProgress(a.node + "\n"); err != nil {
@@ -99,7 +130,7 @@ func (a *Agent) startDrain(ctx context.Context, request string) *drainRun {
 	go func() {
 		defer close(run.done)
 		defer a.poke()
-		run.err = a.drainer.Drain(dctx, a.node, func(p drain.Progress) {
+		run.disrupted, run.err = a.drainer.Drain(dctx, a.node, func(p drain.Progress) {
 			a.mu.Lock()
 			run.progress = p.Message
 			a.mu.Unlock()

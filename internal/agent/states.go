@@ -98,6 +98,9 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 		if err := a.drainer.Uncordon(ctx, node); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
 			return err
 		}
+		if err := a.drainer.Unprotect(ctx, node); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+			return err
+		}
 	}
 	for _, name := range a.heldLocks() {
 		l, err := a.locks.Release(ctx, name, a.node)

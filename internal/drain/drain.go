@@ -69,9 +69,10 @@ func (d *Drainer) helper(ctx context.Context) *kdrain.Helper {
 
 // podState is what the drain knows of one pod that must leave.
 type podState struct {
-	key     string // namespace/name
-	evicted bool   // the Eviction API accepted it; now waiting for it to go
-	blocked string // why the last eviction was refused
+	key        string // namespace/name
+	controller string // kind/namespace/name of its controller, or ""
+	evicted    bool   // the Eviction API accepted it; now waiting for it to go
+	blocked    string // why the last eviction was refused
 }
 
 // Drain evicts every pod that must leave node and returns once they are
@@ -80,7 +81,33 @@ type podState struct {
 // reported in the progress message and retried, until ctx ends or
 // drain.timeout elapses (ErrTimeout). progress is called on every change of
 // the message.
-func (d *Drainer) Drain(ctx context.Context, node string, progress func(Progress)) error {
+//
+// It returns the controllers (kind/namespace/name) whose pods it evicted, in
+// the order of their first eviction, for health.workloadsRecovered.
+func (d *Drainer) Drain(ctx context.Context, node string, progress func(Progress)) ([]string, error) {
+	disrupted, err := d.drain(ctx, node, progress)
+	return disrupted.list, err
+}
+
+// controllers is an ordered set of controller references.
+type controllers struct {
+	seen map[string]bool
+	list []string
+}
+
+func (c *controllers) add(ref string) {
+	if ref == "" || c.seen[ref] {
+		return
+	}
+	if c.seen == nil {
+		c.seen = map[string]bool{}
+	}
+	c.seen[ref] = true
+	c.list = append(c.list, ref)
+}
+
+func (d *Drainer) drain(ctx context.Context, node string, progress func(Progress)) (*controllers, error) {
+	disrupted := &controllers{}
 	if d.Settings.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d.Settings.Timeout, ErrTimeout)
@@ -102,12 +129,12 @@ func (d *Drainer) Drain(ctx context.Context, node string, progress func(Progress
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 		})
 		if err != nil {
-			return d.ctxErr(ctx, fmt.Errorf("watching the pods of node %s: %w", node, err))
+			return disrupted, d.ctxErr(ctx, fmt.Errorf("watching the pods of node %s: %w", node, err))
 		}
-		done, retryIn, err := d.step(ctx, h, node, pods, report)
+		done, retryIn, err := d.step(ctx, h, node, pods, disrupted, report)
 		if err != nil || done {
 			w.Stop()
-			return d.ctxErr(ctx, err)
+			return disrupted, d.ctxErr(ctx, err)
 		}
 		// Wait for a pod of the node to change, or for the retry delay of a
 		// refused eviction.
@@ -127,7 +154,7 @@ func (d *Drainer) Drain(ctx context.Context, node string, progress func(Progress
 			timer.Stop()
 		}
 		if ctx.Err() != nil {
-			return d.ctxErr(ctx, ctx.Err())
+			return disrupted, d.ctxErr(ctx, ctx.Err())
 		}
 	}
 }
@@ -145,7 +172,7 @@ func (d *Drainer) ctxErr(ctx context.Context, err error) error {
 // step lists the pods that must leave, evicts those not yet evicted, and
 // reports. It returns done when none is left, and when to retry refused
 // evictions.
-func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods map[types.UID]*podState, report func(Progress)) (done bool, retryIn time.Duration, err error) {
+func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods map[types.UID]*podState, disrupted *controllers, report func(Progress)) (done bool, retryIn time.Duration, err error) {
 	list, errs := h.GetPodsForDeletion(node)
 	if list == nil {
 		return false, 0, fmt.Errorf("listing the pods of node %s: %w", node, errors.Join(errs...))
@@ -166,6 +193,9 @@ func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods 
 		st := pods[pod.UID]
 		if st == nil {
 			st = &podState{key: pod.Namespace + "/" + pod.Name}
+			if c := metav1.GetControllerOf(pod); c != nil {
+				st.controller = c.Kind + "/" + pod.Namespace + "/" + c.Name
+			}
 			pods[pod.UID] = st
 		}
 		if !st.evicted { // evicted ones are accepted; waiting for them to go
@@ -214,6 +244,7 @@ func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods 
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 			st.evicted, st.blocked = true, ""
+			disrupted.add(st.controller)
 			d.Log.Info("evicted pod", "pod", st.key)
 		case apierrors.IsTooManyRequests(err):
 			st.blocked = "blocked by " + pdbOf(err)

@@ -80,3 +80,32 @@ func (d *Drainer) patch(ctx context.Context, node string, patch map[string]any, 
 	}
 	return nil
 }
+
+// The cluster autoscaler leaves a node alone while it carries this
+// annotation; AnnotationProtected says Kustodian set it, so Kustodian
+// removes it afterwards and never removes an admin's.
+const (
+	AnnotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+	AnnotationProtected         = "kustodian.io/autoscaler-protected"
+)
+
+// Protect keeps the cluster autoscaler off the node (policy
+// autoscaler.protect) until Unprotect.
+func (d *Drainer) Protect(ctx context.Context, n *corev1.Node) error {
+	if _, set := n.Annotations[AnnotationScaleDownDisabled]; set {
+		return nil // ours already, or an admin's
+	}
+	return d.patch(ctx, n.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		AnnotationScaleDownDisabled: "true", AnnotationProtected: "true",
+	}}}, "protecting from the autoscaler")
+}
+
+// Unprotect removes what Protect set.
+func (d *Drainer) Unprotect(ctx context.Context, n *corev1.Node) error {
+	if _, ours := n.Annotations[AnnotationProtected]; !ours {
+		return nil
+	}
+	return d.patch(ctx, n.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		AnnotationScaleDownDisabled: nil, AnnotationProtected: nil,
+	}}}, "ending the autoscaler protection of")
+}

@@ -113,6 +113,15 @@ func Workloads(ctx context.Context, kube kubernetes.Interface, refs []string) ([
 			r, e := apps.ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
 			if err = e; e == nil {
 				w.Desired, w.Available = replicas(r.Spec.Replicas), r.Status.AvailableReplicas
+				// A Deployment's pods: its availability is what counts (the
+				// ReplicaSet may be replaced by a rollout meanwhile).
+				if c := metav1.GetControllerOf(r); c != nil && c.Kind == "Deployment" {
+					d, e := apps.Deployments(ns).Get(ctx, c.Name, metav1.GetOptions{})
+					if err = e; e == nil {
+						w.Ref = "Deployment/" + ns + "/" + c.Name
+						w.Desired, w.Available = replicas(d.Spec.Replicas), d.Status.AvailableReplicas
+					}
+				}
 			}
 		default:
 			continue

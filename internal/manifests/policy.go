@@ -6,6 +6,7 @@ import (
 	admv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/kured"
 )
 
@@ -87,7 +88,7 @@ func policies() []policy {
 		rules:  []admv1.NamedRuleWithOperations{rule("", "nodes", admv1.Update)},
 		variables: []admv1.Variable{
 			variable("labels", changedKeys("labels", "k.startsWith('kustodian.io/')")),
-			variable("annotations", changedKeys("annotations", "k.startsWith('kustodian.io/')")),
+			variable("annotations", changedKeys("annotations", "k.startsWith('kustodian.io/') || k == '"+scaleDownDisabled+"'")),
 		},
 		validations: []admv1.Validation{
 			check("object.metadata.name == variables.node",
@@ -100,7 +101,7 @@ object.spec.?externalID == oldObject.spec.?externalID`,
 			check("size(variables.labels) == 0",
 				self+" + ' may change only kustodian.io/ labels of its Node, not ' + variables.labels.join(', ')"),
 			check("size(variables.annotations) == 0",
-				self+" + ' may change only kustodian.io/ annotations of its Node, not ' + variables.annotations.join(', ')"),
+				self+" + ' may change only kustodian.io/ annotations and "+scaleDownDisabled+" of its Node, not ' + variables.annotations.join(', ')"),
 			check(`object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([]) &&
 object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])`,
 				self+" + ' may not change the finalizers or owners of its Node'"),
@@ -155,6 +156,11 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 }
 
 const kuredLockAnnotation = kured.LockAnnotation
+
+// scaleDownDisabled keeps the cluster autoscaler off a node in maintenance
+// (a policy's autoscaler.protect): the one annotation outside kustodian.io/
+// an agent may write on its Node.
+const scaleDownDisabled = drain.AnnotationScaleDownDisabled
 
 func ptr[T any](v T) *T { return &v }
 

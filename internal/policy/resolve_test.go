@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -90,5 +91,28 @@ func TestValidate(t *testing.T) {
 	}
 	if got := (Spec{Health: Health{MaxUnavailable: &pct}}).MaxUnavailable(10); got != 3 {
 		t.Errorf("25%% of 10 rounds up to 3, got %d", got)
+	}
+}
+
+func TestFromUnstructured(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kustodian.io/v1alpha1", "kind": "MaintenancePolicy",
+		"metadata": map[string]any{"name": "zones", "namespace": "kustodian"},
+		"spec": map[string]any{"groupBy": "zone", "concurrency": int64(2), "spacing": "5m",
+			"windows":    []any{map[string]any{"days": []any{"Sat"}, "start": "02:00", "end": "06:00", "timeZone": "Europe/Berlin"}},
+			"health":     map[string]any{"maxUnavailable": "25%", "blockedAfter": "30m"},
+			"autoscaler": map[string]any{"protect": true}},
+	}}
+	p, err := FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "zones" || p.Spec.Slots() != 2 || p.Spec.SpacingDuration() != 5*time.Minute || p.Spec.BlockedAfterDuration() != 30*time.Minute ||
+		p.Spec.Windows[0].TimeZone != "Europe/Berlin" || p.Spec.Health.MaxUnavailable.String() != "25%" || !p.Spec.Autoscaler.Protect {
+		t.Errorf("decoded %+v", p)
+	}
+	u.Object["spec"] = map[string]any{"concurrency": "two"}
+	if _, err := FromUnstructured(u); err == nil {
+		t.Error("a bad spec decoded")
 	}
 }

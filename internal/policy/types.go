@@ -5,12 +5,12 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -68,10 +68,10 @@ type Spec struct {
 	ExcludeDates []string `json:"excludeDates,omitempty"`
 	// Spacing is the minimum time from a group's last release to its next
 	// grant.
-	Spacing *metav1.Duration `json:"spacing,omitempty"`
-	Blockers   Blockers        `json:"blockers,omitempty"`
-	Health     Health          `json:"health,omitempty"`
-	Autoscaler Autoscaler      `json:"autoscaler,omitempty"`
+	Spacing    *metav1.Duration `json:"spacing,omitempty"`
+	Blockers   Blockers         `json:"blockers,omitempty"`
+	Health     Health           `json:"health,omitempty"`
+	Autoscaler Autoscaler       `json:"autoscaler,omitempty"`
 }
 
 // Window is a weekly time window. End before start crosses midnight.
@@ -113,7 +113,11 @@ type Autoscaler struct {
 // FromUnstructured decodes a MaintenancePolicy read with a dynamic client.
 func FromUnstructured(u *unstructured.Unstructured) (*MaintenancePolicy, error) {
 	var p MaintenancePolicy
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
+	b, err := u.MarshalJSON()
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("MaintenancePolicy %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return &p, nil

@@ -280,7 +280,20 @@ func TestNodeScopedPolicy(t *testing.T) {
 	denied(t, "drop a label of its own", patchA(`{"metadata":{"labels":{"`+cluster.LabelTestEnv+`":null}}}`),
 		"may change only kustodian.io/ labels of its Node, not "+cluster.LabelTestEnv)
 	denied(t, "annotate itself outside kustodian.io/", patchA(`{"metadata":{"annotations":{"example.com/x":"y"}}}`),
-		"may change only kustodian.io/ annotations of its Node, not example.com/x")
+		"may change only kustodian.io/ annotations and cluster-autoscaler.kubernetes.io/scale-down-disabled of its Node, not example.com/x")
+	// The autoscaler's annotation (a policy's autoscaler.protect): on its
+	// own Node, and on no other.
+	protect := `{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/scale-down-disabled":"true","kustodian.io/autoscaler-protected":"true"}}}`
+	if err := patchA(protect); err != nil {
+		t.Errorf("node %s may not keep the autoscaler off itself: %v", a, err)
+	}
+	if err := patchA(`{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/scale-down-disabled":null,"kustodian.io/autoscaler-protected":null}}}`); err != nil {
+		t.Errorf("node %s may not undo that: %v", a, err)
+	}
+	_, err = nodeA.CoreV1().Nodes().Patch(e.Ctx, b, types.StrategicMergePatchType, []byte(protect), metav1.PatchOptions{})
+	denied(t, "keep the autoscaler off node B", err, "node "+a+" may change only its own Node, not "+b)
+	denied(t, "another autoscaler annotation", patchA(`{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":"false"}}}`),
+		"not cluster-autoscaler.kubernetes.io/safe-to-evict")
 
 	// Records: its own only.
 	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(b)}, Spec: coordv1.LeaseSpec{HolderIdentity: &b}}, metav1.CreateOptions{})

@@ -1,17 +1,25 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
+	"github.com/kustodian/kustodian/test/timeline"
 )
 
 // applyPolicy creates or replaces a MaintenancePolicy from YAML (its spec
@@ -93,4 +101,171 @@ spec:
 			t.Errorf("%s: refused without naming %q: %v", tc.name, tc.want, err)
 		}
 	}
+}
+
+// labelNode sets a label on a node.
+func labelNode(e *cluster.Env, node, key, value string) {
+	e.T.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		e.T.Fatalf("labelling node %s: %v", node, err)
+	}
+}
+
+// maxActivePerGroup replays a timeline and returns, per group (from the
+// test's own map of node to group, not from anything the agents wrote),
+// the most nodes that were Draining, InMaintenance or Rebooting at once,
+// and the most nodes active at once overall.
+func maxActivePerGroup(tl *timeline.Timeline, groupOf map[string]string) (perGroup map[string]int, overall int) {
+	perGroup = map[string]int{}
+	state := map[string]lock.State{}
+	for _, tr := range tl.Transitions() {
+		state[tr.Node] = tr.State
+		count := map[string]int{}
+		total := 0
+		for n, s := range state {
+			if s == lock.Draining || s == lock.InMaintenance || s == lock.Rebooting {
+				count[groupOf[n]]++
+				total++
+			}
+		}
+		for g, c := range count {
+			perGroup[g] = max(perGroup[g], c)
+		}
+		overall = max(overall, total)
+	}
+	return perGroup, overall
+}
+
+// 1. Four nodes in two zones, groupBy zone, concurrency 1: two nodes at
+// once, never two of one zone.
+func TestPolicyGroupsByZone(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(4)
+	zone := map[string]string{nodes[0]: "zone-a", nodes[1]: "zone-a", nodes[2]: "zone-b", nodes[3]: "zone-b"}
+	for n, z := range zone {
+		labelNode(e, n, "topology.kubernetes.io/zone", z)
+	}
+	nodecreds.Install(e, e.Namespace)
+	if err := applyPolicy(e, `{metadata: {name: zones}, spec: {groupBy: topology.kubernetes.io/zone, concurrency: 1}}`); err != nil {
+		t.Fatal(err)
+	}
+	tl := recordTimeline(e)
+	var agents []*agentProc
+	for _, n := range nodes {
+		a := newAgent(t, e, n)
+		a.request("kernel")
+		a.start()
+		agents = append(agents, a)
+	}
+	// Nobody finishes before two nodes, one per zone, are in maintenance
+	// together: the overlap is certain, not lucky.
+	e.Eventually("two nodes in maintenance at once", cluster.DefaultTimeout, func(context.Context) error {
+		in := map[string]int{}
+		for _, a := range agents {
+			if a.inProgress() {
+				in[zone[a.node]]++
+			}
+		}
+		if in["zone-a"] != 1 || in["zone-b"] != 1 {
+			return fmt.Errorf("in maintenance per zone: %v", in)
+		}
+		return nil
+	})
+	for _, a := range agents {
+		if !a.inProgress() {
+			r := record(e, a.node)
+			if r == nil || r.State != lock.Waiting || r.GroupRef().String() != "zones/"+zone[a.node] || !strings.Contains(r.Message, "position 1 of 1, lock held by") {
+				t.Errorf("the waiting node %s: %+v", a.node, r)
+			}
+		}
+	}
+	finishInTurn(t, e, agents)
+	for _, a := range agents {
+		a.exitsZero()
+	}
+	e.Eventually("every node to be Idle in the timeline", cluster.DefaultTimeout, func(context.Context) error { return tl.AllIdle(nodes) })
+	t.Logf("timeline:\n%s", tl)
+	perZone, overall := maxActivePerGroup(tl, zone)
+	if perZone["zone-a"] != 1 || perZone["zone-b"] != 1 || overall != 2 {
+		t.Errorf("most nodes active at once: per zone %v, overall %d; want 1 per zone, 2 overall", perZone, overall)
+	}
+	for _, name := range []string{"lock-zones-zone-a-0", "lock-zones-zone-b-0"} {
+		if _, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("lock %s: %v", name, err)
+		}
+	}
+}
+
+// 2. A window that is closed now: the node waits with the next opening in
+// its message; opening the window grants it without waiting for a resync.
+func TestPolicyWindow(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(1)
+	nodecreds.Install(e, e.Namespace)
+	opens := time.Now().UTC().Add(3 * time.Hour)
+	closed := fmt.Sprintf(`{metadata: {name: night}, spec: {windows: [{start: "%s", end: "%s"}]}}`, opens.Format("15:04"), opens.Add(time.Hour).Format("15:04"))
+	if err := applyPolicy(e, closed); err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t, e, nodes[0])
+	a.request("kernel")
+	a.start()
+	want := "waiting: outside window: next opens " + opens.Format("Mon 15:04") + " UTC"
+	waitRecord(e, a.node, "to wait for the window", inStateSaying(lock.Waiting, want))
+	if r := record(e, a.node); r == nil || r.Blocked == "" || !strings.Contains(r.Gates, `"gate":"window","verdict":"closed"`) {
+		t.Errorf("record %+v: want Blocked and the window gate closed", r)
+	}
+	start := time.Now()
+	if err := applyPolicy(e, `{metadata: {name: night}, spec: {windows: [{start: "00:00", end: "24:00"}]}}`); err != nil {
+		t.Fatal(err)
+	}
+	waitRecord(e, a.node, "to be granted once the window opens", func(r *lock.Record) error {
+		if r.State == lock.Waiting || r.State == "" {
+			return fmt.Errorf("still %s: %s", r.State, r.Message)
+		}
+		return nil
+	})
+	t.Logf("granted %s after the window opened (a policy update; resync is 30 s)", time.Since(start).Round(time.Millisecond))
+	a.waitInProgress(cluster.DefaultTimeout)
+	a.finish()
+	a.exitsZero()
+}
+
+// 3. A blocking pod on a node holds it; the node behind it goes first;
+// deleting the pod grants it.
+func TestPolicyBlockingPod(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	nodecreds.Install(e, e.Namespace)
+	if err := applyPolicy(e, `{metadata: {name: backups}, spec: {blockers: {podSelector: {matchLabels: {kustodian.io/block: "true"}}}}}`); err != nil {
+		t.Fatal(err)
+	}
+	backup := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "backup-1", Namespace: e.Namespace, Labels: map[string]string{"kustodian.io/block": "true"}},
+		Spec:       corev1.PodSpec{NodeName: nodes[0], Containers: []corev1.Container{{Name: "b", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	if _, err := e.Client.CoreV1().Pods(e.Namespace).Create(e.Ctx, backup, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first, second := newAgent(t, e, nodes[0]), newAgent(t, e, nodes[1])
+	first.request("kernel")
+	first.start()
+	waitRecord(e, first.node, "to be held by the backup", inStateSaying(lock.Waiting, "waiting: blocked by pod "+e.Namespace+"/backup-1"))
+	second.request("kernel") // arrives later, goes first
+	second.start()
+	second.waitInProgress(cluster.DefaultTimeout)
+	if r := record(e, first.node); r == nil || r.State != lock.Waiting {
+		t.Fatalf("the held node: %+v", r)
+	}
+	second.finish()
+	second.exitsZero()
+	start := time.Now()
+	if err := e.Client.CoreV1().Pods(e.Namespace).Delete(e.Ctx, "backup-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	first.waitInProgress(cluster.DefaultTimeout)
+	t.Logf("granted %s after the blocking pod was deleted", time.Since(start).Round(time.Millisecond))
+	first.finish()
+	first.exitsZero()
 }
