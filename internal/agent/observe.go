@@ -357,13 +357,11 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, decide.Snapshot, e
 			s.Command = a.command
 		}
 		if d.Need.Cluster {
-			c, err := a.readCluster(ctx, s, d)
-			if err != nil {
-				return d, s, err
-			}
-			a.cluster, a.clusterAt = c, a.now()
-			s.Cluster = c
+			a.cluster, a.clusterAt = a.readCluster(ctx, s, d), a.now()
+			s.Cluster = a.cluster
 		}
+		// The look-ups took time (a gate command may take seconds).
+		s.Now = a.now()
 		d = decide.Next(s)
 	}
 	if !d.Need.Empty() {
@@ -398,7 +396,7 @@ func (a *Agent) policies() []*policy.MaintenancePolicy {
 
 // runGateCommand runs gates.command.
 func (a *Agent) runGateCommand(ctx context.Context) *decide.CommandResult {
-	r := gates.Command(ctx, a.cfg.Gates.Command, a.cfg.Gates.CommandTimeout)
+	r := gates.Command(ctx, a.cfg.Gates.Command, a.cfg.CommandDeadline())
 	if !r.OK {
 		a.log.Info("gate command blocks", "reason", r.Reason)
 	}
@@ -406,22 +404,24 @@ func (a *Agent) runGateCommand(ctx context.Context) *decide.CommandResult {
 }
 
 // readCluster reads what the cluster-wide gates of the node's policy need.
-func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Decision) (*decide.ClusterFacts, error) {
+// What cannot be read closes its gate with the reason; the agent goes on
+// beating meanwhile.
+func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Decision) *decide.ClusterFacts {
 	spec := d.Policy.Spec
-	c := &decide.ClusterFacts{}
+	c := &decide.ClusterFacts{For: decide.ClusterKey(d), At: a.now()}
 	var err error
 	if spec.Health.MaxUnavailable != nil {
 		if c.Nodes, err = gates.Nodes(ctx, a.kube); err != nil {
-			return nil, err
+			c.NodesErr = err.Error()
 		}
 	}
 	if spec.Health.WorkloadsRecovered {
 		if c.Workloads, err = gates.Workloads(ctx, a.kube, decide.Disrupted(s, d)); err != nil {
-			return nil, err
+			c.WorkloadsErr = err.Error()
 		}
 	}
 	if p := spec.Blockers.Prometheus; p != nil {
 		c.Prometheus = gates.Prometheus(ctx, a.prom, p)
 	}
-	return c, nil
+	return c
 }

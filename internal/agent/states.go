@@ -14,6 +14,11 @@ import (
 // idle cleans up what a finished cycle may have left: the record and the
 // node's state label.
 func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
+	// An entry in Kured's lock left by a crash inside giveBack would hold
+	// every node back.
+	if err := a.releaseKured(ctx); err != nil {
+		return err
+	}
 	a.failedRequest, a.failure = "", ""
 	if node != nil {
 		if err := a.drainer.SetStateLabel(ctx, node, ""); err != nil {
@@ -92,7 +97,9 @@ func (a *Agent) completing(ctx context.Context, o decide.Observed, node *corev1.
 }
 
 // giveBack uncordons the node (unless an admin had cordoned it) and releases
-// this node's locks.
+// Kured's lock, then this node's locks: the next node then finds Kured's
+// lock free by the time it finds a slot free, and a crash in between leaves
+// a lock held, which the next start gives back.
 func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 	if node != nil {
 		if err := a.drainer.Uncordon(ctx, node); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
@@ -101,6 +108,9 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 		if err := a.drainer.Unprotect(ctx, node); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
 			return err
 		}
+	}
+	if err := a.releaseKured(ctx); err != nil {
+		return err
 	}
 	for _, name := range a.heldLocks() {
 		l, err := a.locks.Release(ctx, name, a.node)
@@ -113,7 +123,7 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 		}
 		a.log.Info("lock released", "lock", name)
 	}
-	return a.releaseKured(ctx)
+	return nil
 }
 
 // renewLocks keeps locks with a TTL from expiring while this node holds

@@ -49,6 +49,12 @@ type Gates struct {
 	Poll           time.Duration
 }
 
+// CommandDeadline bounds gates.command: its timeout, and at most two
+// heartbeats, since the agent beats no heartbeat while it waits for it.
+func (a Agent) CommandDeadline() time.Duration {
+	return min(a.Gates.CommandTimeout, 2*a.Queue.Heartbeat)
+}
+
 // Kured configures the interplay with Kured's lock.
 type Kured struct {
 	// Enabled: "auto" (when Kured's DaemonSet exists), "true" or "false".
@@ -101,7 +107,7 @@ func Defaults() Agent {
 		StateDir:       "/var/lib/kustodian",
 		Resync:         30 * time.Second,
 		LogFormat:      "auto",
-		Gates:          Gates{CommandTimeout: time.Minute, Poll: 5 * time.Second},
+		Gates:          Gates{CommandTimeout: 20 * time.Second, Poll: 5 * time.Second},
 		Queue:          Queue{Heartbeat: 10 * time.Second},
 		Drain: Drain{
 			OnTimeout:            OnTimeoutHold,

@@ -46,7 +46,7 @@ func TestStatusTables(t *testing.T) {
 	}{
 		{"status", "", false, nil},
 		{"status-wide-all", "wide", true, nil},
-		{"status-named", "", false, []string{"n5", "n1"}},
+		{"status-named", "", false, []string{"n5", "n1", "n3"}},
 	} {
 		sel, err := selectNodes(s, tc.nodes, tc.all)
 		if err != nil {
@@ -55,6 +55,9 @@ func TestStatusTables(t *testing.T) {
 		var b bytes.Buffer
 		if err := printStatus(&b, sel, tc.output); err != nil {
 			t.Fatal(err)
+		}
+		if len(tc.nodes) > 0 {
+			printGates(&b, sel.Nodes)
 		}
 		golden(t, tc.name, b.Bytes())
 	}

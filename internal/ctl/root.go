@@ -124,6 +124,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newStatusCommand(o),
 		newQueueCommand(o),
 		newPauseCommand(o),
+		newPolicyCommand(o),
 		newResumeCommand(o),
 		newReleaseCommand(o),
 		newKubeconfigCommand(o),

@@ -3,6 +3,7 @@ package ctl
 import (
 	"fmt"
 	"io"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +20,10 @@ func newStatusCommand(o *options) *cobra.Command {
 		Long: `status prints a header (the lock holder of each group and for how long, whether
 maintenance is paused and why, Kured's lock holder when Kured is installed), then
 one row per node that is not Idle, or per NODE named. --all includes Idle nodes.
--o wide adds the group, request id, heartbeat age and who cordoned the node;
+-o wide adds the group, request id, heartbeat age and who cordoned the node.
+Naming nodes also shows each waiting node's policy and every gate with its
+verdict (open, closed or unchecked), as its agent last saw them: the answer to
+"why is my node not going?";
 -o json|yaml prints a MaintenanceStatus (apiVersion kustodian.io/v1alpha1).`,
 		Example: `  kustodian-ctl status
   kustodian-ctl status -o wide --all
@@ -38,7 +42,13 @@ one row per node that is not Idle, or per NODE named. --all includes Idle nodes.
 				if err != nil {
 					return err
 				}
-				return printStatus(w, s, output)
+				if err := printStatus(w, s, output); err != nil {
+					return err
+				}
+				if len(nodes) > 0 && (output == "" || output == outputWide) {
+					printGates(w, s.Nodes)
+				}
+				return nil
 			}
 			return o.show(cmd.Context(), r, watch, output, print, statusRows(nodes, all))
 		},
@@ -88,6 +98,24 @@ func statusRows(names []string, all bool) func(status.MaintenanceStatus) []statu
 			}
 		}
 		return out
+	}
+}
+
+// printGates shows each node's policy and gates.
+func printGates(w io.Writer, nodes []status.Node) {
+	for _, n := range nodes {
+		fmt.Fprintln(w)
+		if n.State != lock.Waiting || len(n.Gates) == 0 {
+			fmt.Fprintf(w, "%s is %s: gates are checked while a node is Waiting.\n", n.Name, n.State)
+			continue
+		}
+		fmt.Fprintf(w, "Gates of %s (policy %s, group %s):\n", n.Name, orDash(n.Policy), orDash(n.Group))
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  GATE\tVERDICT\tREASON")
+		for _, g := range n.Gates {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", g.Gate, g.Verdict, orDash(g.Reason))
+		}
+		tw.Flush()
 	}
 }
 

@@ -93,6 +93,22 @@ type ClusterFacts struct {
 	Workloads []Workload
 	// Prometheus is the blockers.prometheus verdict; nil when not asked.
 	Prometheus *PrometheusResult
+	// NodesErr and WorkloadsErr say why Nodes or Workloads could not be
+	// read: the gate stays closed and says so, and the agent keeps beating.
+	NodesErr     string
+	WorkloadsErr string
+	// At is when they were read: they are read again Poll later.
+	At time.Time
+	// For says what the facts were read for (ClusterKey): facts read for
+	// another group or another version of the policy do not count.
+	For string
+}
+
+// ClusterKey names what a decision's cluster facts depend on: the group and
+// the policy's cluster-wide gates.
+func ClusterKey(d Decision) string {
+	spec := d.Policy.Spec
+	return fmt.Sprintf("%s|%v|%v|%v", d.Group, spec.Health.MaxUnavailable, spec.Health.WorkloadsRecovered, spec.Blockers.Prometheus)
 }
 
 // NodeHealth is what maxUnavailable counts.
@@ -310,7 +326,7 @@ func waiting(s Snapshot, d *Decision) {
 	}
 	if g := firstClosed(own); g != nil {
 		d.Gates = append(own, unchecked(GateCommand, GateQueue, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus)...)
-		d.hold(g.Gate, g.Reason, g.Gate != GatePaused)
+		d.hold(g.Gate, g.Reason, nodeSpecific(g.Gate))
 		reportBlocked(s, d, spec)
 		return
 	}
@@ -326,9 +342,34 @@ func waiting(s Snapshot, d *Decision) {
 	queue := lock.Queue(records, d.Group, s.Now, s.Params.StaleAfter)
 	d.Position, d.Total = lock.Position(queue, s.Node)
 
+	// Locks of the group beyond its slots (concurrency lowered since they
+	// were taken) still count against them.
+	mine := map[string]bool{}
+	for _, name := range d.Locks {
+		mine[name] = true
+	}
+	extra := 0
+	for name, l := range s.Leases {
+		if g, ok := lock.GroupOfLease(l); ok && g == d.Group && !mine[name] && lock.Holder(l) != "" && lock.Holder(l) != s.Node {
+			extra++
+		}
+	}
 	var free, holders []string
 	for _, name := range d.Locks {
 		l := s.Leases[name]
+		if l != nil {
+			if g, ok := lock.GroupOfLease(l); ok && g != d.Group {
+				why := fmt.Sprintf("lock %s belongs to group %s, not %s: two policies make the same lock name; rename one of them", name, g, d.Group)
+				for i := range own {
+					if own[i].Gate == GatePolicy {
+						own[i] = GateVerdict{GatePolicy, Closed, why}
+					}
+				}
+				d.Gates = append(own, unchecked(GateCommand, GateQueue, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus)...)
+				d.hold(GatePolicy, why, false)
+				return
+			}
+		}
 		h := lock.Holder(l)
 		facts := lock.HolderFacts{}
 		if h != "" && h != s.Node {
@@ -351,6 +392,7 @@ func waiting(s Snapshot, d *Decision) {
 	if len(d.Need.Holders) > 0 {
 		return
 	}
+	free = free[:max(0, len(free)-extra)]
 	queueMsg := queueMessage(d.Position, d.Total, holders)
 	atHead := s.OwnRecordSeen && d.Position > 0 && lock.MayTry(queue, s.Node, len(free))
 
@@ -400,8 +442,20 @@ func waiting(s Snapshot, d *Decision) {
 	d.Message = queueMsg
 }
 
-// hold makes a closed gate the node's message; own gates also make it
-// Blocked, so that the queue passes it.
+// nodeSpecific gates close for one node and not for the others of its
+// group: only those make it Blocked, so that the queue passes it. A gate
+// closed for the whole group (paused, Kured, the window) keeps the head the
+// head: when it opens, the head goes, not every node at once.
+func nodeSpecific(gate string) bool {
+	switch gate {
+	case GateNode, GateHold, GatePolicy, GatePods, GateCommand:
+		return true
+	}
+	return false
+}
+
+// hold makes a closed gate the node's message; node-specific gates also
+// make it Blocked, so that the queue passes it.
 func (d *Decision) hold(gate, reason string, own bool) {
 	d.Gate = gate
 	d.Message = "waiting: " + reason
@@ -438,7 +492,7 @@ func reportBlocked(s Snapshot, d *Decision, spec policy.Spec) {
 		d.WakeAt = earliest(d.WakeAt, since)
 		return
 	}
-	d.Message += fmt.Sprintf(" (blocked for %s)", s.Now.Sub(r.Since).Round(time.Minute))
+	d.Message += fmt.Sprintf(" (blocked since %s)", r.Since.UTC().Format("2006-01-02 15:04 UTC"))
 	d.ReportBlocked = !r.BlockedReported
 }
 
@@ -459,17 +513,15 @@ func recordOf(s Snapshot, node string) *lock.Record {
 }
 
 // describeHolder names a lock holder and, from its record, what it does:
-// "node-a (Draining for 5s)".
+// "node-a (Draining)". No elapsed time: a message that changes every
+// second would make every waiting agent rewrite its record, and every write
+// wakes every agent.
 func describeHolder(s Snapshot, holder string) string {
 	r := recordOf(s, holder)
 	if r == nil || r.State == "" {
 		return holder
 	}
-	out := fmt.Sprintf("%s (%s", holder, r.State)
-	if !r.Since.IsZero() {
-		out += " for " + s.Now.Sub(r.Since).Round(time.Second).String()
-	}
-	return out + ")"
+	return fmt.Sprintf("%s (%s)", holder, r.State)
 }
 
 func queueMessage(pos, total int, holders []string) string {
@@ -484,8 +536,9 @@ func queueMessage(pos, total int, holders []string) string {
 }
 
 // kuredHolds says why Kured's lock keeps this node from taking its turn:
-// it is full with other holders. A Kustodian agent whose record shows it no
-// longer in maintenance is about to give its entry back and does not count.
+// it is full with other holders, Kustodian agents included (the same rule
+// as Kured's Acquire, so that a node never takes its own lock only to give
+// it back because Kured's is full).
 func kuredHolds(s Snapshot) string {
 	if s.Kured == nil {
 		return ""
@@ -494,27 +547,7 @@ func kuredHolds(s Snapshot) string {
 	if !s.Kured.Full(me, s.Now) {
 		return ""
 	}
-	var others []string
-	for _, h := range s.Kured.Others(me, s.Now) {
-		if node, ok := strings.CutPrefix(h, "kustodian:"); ok {
-			if r := recordOf(s, node); r == nil || !active(r.State) {
-				continue
-			}
-		}
-		others = append(others, h)
-	}
-	if len(others) == 0 {
-		return ""
-	}
-	return "Kured's lock is held by " + strings.Join(others, ", ")
-}
-
-func active(st lock.State) bool {
-	switch st {
-	case lock.Draining, lock.InMaintenance, lock.Rebooting, lock.Failed:
-		return true
-	}
-	return false
+	return "Kured's lock is held by " + strings.Join(s.Kured.Others(me, s.Now), ", ")
 }
 
 // blockingPods are the non-terminated pods on the node that the policy's

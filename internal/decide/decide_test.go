@@ -81,6 +81,15 @@ func (s Snapshot) NodeObjectLabel(key, n string) string {
 	return "b"
 }
 
+// withCluster sets the cluster facts as read for the decision's group and
+// policy.
+func keyed(s Snapshot) Snapshot {
+	if s.Cluster != nil && s.Cluster.For == "" {
+		s.Cluster.For = ClusterKey(Next(Snapshot{Now: s.Now, Node: s.Node, NodeObject: s.NodeObject, Policies: s.Policies, Leases: s.Leases}))
+	}
+	return s
+}
+
 func TestWaitingGates(t *testing.T) {
 	berlin := "Europe/Berlin"
 	for _, tc := range []struct {
@@ -101,25 +110,30 @@ func TestWaitingGates(t *testing.T) {
 		}), gate: GatePolicy, blocked: true, msg: "both select this node"},
 		{name: "Kured's lock held by a rebooting node", s: snap(func(s *Snapshot) {
 			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "n9", Created: t0}}}
-		}), gate: GateKured, blocked: true, msg: "Kured's lock is held by n9"},
+		}), gate: GateKured, msg: "Kured's lock is held by n9"},
 		{name: "Kured's lock held by a Kustodian node in maintenance", s: snap(func(s *Snapshot) {
 			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}}
 			s.Records = append(s.Records, lock.Record{Node: "n9", State: lock.InMaintenance, Policy: "other", Heartbeat: t0})
-		}), gate: GateKured, blocked: true, msg: "kustodian:n9"},
+		}), gate: GateKured, msg: "kustodian:n9"},
+		// Counted as Kured's own Acquire counts it: otherwise the node would
+		// take its lock only to give it back, again and again.
 		{name: "Kured's lock left by a Kustodian node that is done", s: snap(func(s *Snapshot) {
 			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}}
 			s.Records = append(s.Records, lock.Record{Node: "n9", State: lock.Completing, Heartbeat: t0})
-		}), try: true, msg: "position 1 of 1"},
+		}), gate: GateKured, msg: "kustodian:n9"},
+		{name: "Kured's lock with room left", s: snap(func(s *Snapshot) {
+			s.Kured = &kured.Lock{MaxOwners: 2, Holders: []kured.Holder{{NodeID: "n9", Created: t0}}}
+		}), try: true},
 		{name: "outside the window", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Windows = []policy.Window{{Days: []string{"Sat"}, Start: "02:00", End: "06:00", TimeZone: berlin}}
-		})), gate: GateWindow, blocked: true, msg: "waiting: outside window: next opens Sat 02:00 Europe/Berlin"},
+		})), gate: GateWindow, msg: "waiting: outside window: next opens Sat 02:00 Europe/Berlin"},
 		{name: "inside the window", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Windows = []policy.Window{{Start: "11:00", End: "13:00"}}
 		})), try: true},
 		{name: "an excluded date", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Windows = []policy.Window{{Start: "11:00", End: "13:00"}}
 			p.ExcludeDates = []string{"2026-11-23"}
-		})), gate: GateWindow, blocked: true, msg: "next opens Tue 11:00 UTC"},
+		})), gate: GateWindow, msg: "next opens Tue 11:00 UTC"},
 		{name: "a blocking pod", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Blockers.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kustodian.io/block": "true"}}
 		}), func(s *Snapshot) {
@@ -139,6 +153,9 @@ func TestWaitingGates(t *testing.T) {
 		{name: "spacing over", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
 			s.Leases["lock-p-0"] = released("lock-p-0", t0.Add(-6*time.Minute))
 		}), try: true},
+		{name: "cluster gates read for another version of the policy: read again", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{For: "p|<nil>|false|<nil>"}
+		}), need: Need{Cluster: true}},
 		{name: "cluster gates: read first", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) })), need: Need{Cluster: true}},
 		{name: "maxUnavailable: another node NotReady", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}, {Name: "n8", Ready: true}}}
@@ -152,6 +169,22 @@ func TestWaitingGates(t *testing.T) {
 		}), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true, Labels: map[string]string{"role": "worker"}}, {Name: "cp", Labels: map[string]string{"role": "control"}}}}
 		}), try: true},
+		{name: "maxUnavailable: a node holding a lock counts before it cordons", s: snap(withPolicy(func(p *policy.Spec) {
+			p.Health.MaxUnavailable = ptr(intstr.FromInt32(1))
+			p.GroupBy = "zone"
+		}), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7", Ready: true}}}
+			s.Leases["lock-p-b-0"] = held("lock-p-b-0", "n7")
+			s.Leases["lock-p-b-0"].Labels = map[string]string{lock.LabelPolicy: "p"}
+			s.Leases["lock-p-b-0"].Annotations = map[string]string{lock.AnnotationGroup: "b"}
+		}), gate: GateMaxUnavailable, msg: "n7 in maintenance"},
+		{name: "maxUnavailable: nodes cannot be read", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{NodesErr: "forbidden"}
+		}), gate: GateMaxUnavailable, msg: "cannot count the unavailable nodes: forbidden"},
+		{name: "a lock name another group made", s: snap(withPolicy(func(p *policy.Spec) {}), func(s *Snapshot) {
+			s.Leases["lock-p-0"] = held("lock-p-0", "")
+			s.Leases["lock-p-0"].Labels = map[string]string{lock.LabelPolicy: "p-0x"}
+		}), gate: GatePolicy, msg: "lock lock-p-0 belongs to group p-0x, not p"},
 		{name: "maxUnavailable: room left", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(2)) }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}}}
 		}), try: true},
@@ -179,7 +212,7 @@ func TestWaitingGates(t *testing.T) {
 		}), gate: GatePaused, msg: "maintenance is paused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Next(tc.s)
+			d := Next(keyed(tc.s))
 			if d.State != lock.Waiting {
 				t.Fatalf("state %s", d.State)
 			}
@@ -259,7 +292,7 @@ func TestQueueAndSlots(t *testing.T) {
 		{"the lock held by a live node", snap(func(s *Snapshot) {
 			s.Leases["lock-default-0"] = held("lock-default-0", "busy")
 			s.Records = append(s.Records, lock.Record{Node: "busy", State: lock.Draining, Policy: "default", Heartbeat: t0, Since: t0.Add(-5 * time.Second)})
-		}), nil, "waiting: position 1 of 1, lock held by busy (Draining for 5s)"},
+		}), nil, "waiting: position 1 of 1, lock held by busy (Draining)"},
 		{"not yet in the watch cache: do not try", snap(func(s *Snapshot) { s.OwnRecordSeen = false }), nil, "position 1 of 1"},
 		{"two slots: the second in line goes too", snap(zones, func(s *Snapshot) {
 			s.Records = append(s.Records, waiter("zone-a-1", za, "5"))
@@ -269,6 +302,11 @@ func TestQueueAndSlots(t *testing.T) {
 			s.Leases["lock-p-a-0"] = held("lock-p-a-0", "zone-a-9")
 			s.Records = append(s.Records, lock.Record{Node: "zone-a-9", State: lock.InMaintenance, Policy: "p", Group: "a", Heartbeat: t0})
 		}), nil, "position 2 of 2"},
+		{"a lock beyond the slots still counts (concurrency lowered)", snap(withPolicy(func(p *policy.Spec) {}), func(s *Snapshot) {
+			s.Leases["lock-p-1"] = held("lock-p-1", "other")
+			s.Leases["lock-p-1"].Labels = map[string]string{lock.LabelPolicy: "p"}
+			s.Records = append(s.Records, lock.Record{Node: "other", State: lock.InMaintenance, Policy: "p", Heartbeat: t0})
+		}), nil, "position 1 of 1"},
 		{"another zone's queue and locks do not count", snap(zones, func(s *Snapshot) {
 			s.Records = append(s.Records, waiter("b-1", zb, "1"), waiter("b-2", zb, "2"), waiter("b-3", zb, "3"))
 			s.Leases["lock-p-b-0"] = held("lock-p-b-0", "b-9")
@@ -317,7 +355,7 @@ func TestWakeAndBlockedAfter(t *testing.T) {
 	}
 	late := snap(window, func(s *Snapshot) { s.Records[0].Since = t0.Add(-time.Hour) })
 	d = Next(late)
-	if !d.ReportBlocked || !strings.HasSuffix(d.Message, "(blocked for 1h0m0s)") {
+	if !d.ReportBlocked || !strings.HasSuffix(d.Message, "(blocked since 2026-11-23 11:00 UTC)") {
 		t.Errorf("after an hour: report=%v message=%q", d.ReportBlocked, d.Message)
 	}
 	late.Records[0].BlockedReported = true
@@ -337,7 +375,7 @@ func TestWakeAndBlockedAfter(t *testing.T) {
 	polling := snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
 		s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "n7"}}}
 	})
-	if d := Next(polling); !d.WakeAt.Equal(t0.Add(5 * time.Second)) {
+	if d := Next(keyed(polling)); !d.WakeAt.Equal(t0.Add(5 * time.Second)) {
 		t.Errorf("polling: wake at %s", d.WakeAt)
 	}
 }

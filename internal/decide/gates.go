@@ -28,13 +28,17 @@ func groupGates(s Snapshot, d *Decision, spec policy.Spec) []GateVerdict {
 		out = append(out, GateVerdict{Gate: GateSpacing, Verdict: Open})
 	}
 	wantCluster := spec.Health.MaxUnavailable != nil || spec.Health.WorkloadsRecovered || spec.Blockers.Prometheus != nil
-	if wantCluster && s.Cluster == nil {
+	if wantCluster && (s.Cluster == nil || s.Cluster.For != ClusterKey(*d)) {
 		d.Need.Cluster = true
 		return out
 	}
 	if wantCluster {
-		// Poll again while waiting at the head on the cluster.
-		d.WakeAt = earliest(d.WakeAt, s.Now.Add(s.Params.Poll))
+		// Read again once these facts are Poll old, while at the head.
+		next := s.Now.Add(s.Params.Poll)
+		if !s.Cluster.At.IsZero() && s.Cluster.At.Add(s.Params.Poll).Before(next) {
+			next = s.Cluster.At.Add(s.Params.Poll)
+		}
+		d.WakeAt = earliest(d.WakeAt, next)
 	}
 	out = append(out, maxUnavailable(s, d, spec))
 	out = append(out, workloads(s, d, spec))
@@ -63,6 +67,16 @@ func maxUnavailable(s Snapshot, d *Decision, spec policy.Spec) GateVerdict {
 	if spec.Health.MaxUnavailable == nil {
 		return GateVerdict{Gate: GateMaxUnavailable, Verdict: Open}
 	}
+	if s.Cluster.NodesErr != "" {
+		return GateVerdict{GateMaxUnavailable, Closed, "cannot count the unavailable nodes: " + s.Cluster.NodesErr}
+	}
+	// Nodes holding a lock of the policy count even before they cordon.
+	holding := map[string]bool{}
+	for _, l := range s.Leases {
+		if g, ok := lock.GroupOfLease(l); ok && g.Policy == d.Policy.Name && lock.Holder(l) != "" {
+			holding[lock.Holder(l)] = true
+		}
+	}
 	total := 0
 	var down []string
 	for _, n := range s.Cluster.Nodes {
@@ -76,6 +90,8 @@ func maxUnavailable(s Snapshot, d *Decision, spec policy.Spec) GateVerdict {
 			down = append(down, n.Name+" NotReady")
 		case n.Unschedulable:
 			down = append(down, n.Name+" cordoned")
+		case holding[n.Name]:
+			down = append(down, n.Name+" in maintenance")
 		}
 	}
 	allowed := spec.MaxUnavailable(total)
@@ -99,6 +115,9 @@ func maxUnavailable(s Snapshot, d *Decision, spec policy.Spec) GateVerdict {
 func workloads(s Snapshot, d *Decision, spec policy.Spec) GateVerdict {
 	if !spec.Health.WorkloadsRecovered {
 		return GateVerdict{Gate: GateWorkloads, Verdict: Open}
+	}
+	if s.Cluster.WorkloadsErr != "" {
+		return GateVerdict{GateWorkloads, Closed, "cannot read the disrupted workloads: " + s.Cluster.WorkloadsErr}
 	}
 	var waiting []string
 	for _, w := range s.Cluster.Workloads {

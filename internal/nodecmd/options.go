@@ -58,7 +58,7 @@ var agentOptions = []option{
 	{"kured.namespace", "kured-namespace", "namespace of Kured's DaemonSet", func(a *config.Agent) any { return &a.Kured.Namespace }},
 	{"kured.daemonSet", "kured-daemonset", "name of Kured's DaemonSet, which carries its lock", func(a *config.Agent) any { return &a.Kured.DaemonSet }},
 	{"gates.command", "gates-command", "a command (run with /bin/sh -c) that must succeed before this node takes the lock; its last line of output is the reason it blocks", func(a *config.Agent) any { return &a.Gates.Command }},
-	{"gates.commandTimeout", "gates-command-timeout", "a gates.command running longer than this is stopped and blocks", func(a *config.Agent) any { return &a.Gates.CommandTimeout }},
+	{"gates.commandTimeout", "gates-command-timeout", "a gates.command running longer than this (and never longer than two heartbeats) is stopped and blocks", func(a *config.Agent) any { return &a.Gates.CommandTimeout }},
 	{"gates.poll", "gates-poll", "how often the node at the head of its queue re-checks its policy's cluster-wide gates and gates.command", func(a *config.Agent) any { return &a.Gates.Poll }},
 }
 

@@ -55,7 +55,7 @@ func TestLoadPrecedence(t *testing.T) {
 	if cfg.Drain.Timeout != 5*time.Minute || cfg.Drain.OnTimeout != "release" || !cfg.Drain.Force || cfg.Gates.Poll != 2*time.Second {
 		t.Errorf("file values not applied: %+v %+v", cfg.Drain, cfg.Lock)
 	}
-	if cfg.Drain.EvictErrorRetryDelay != 5*time.Second || cfg.Gates.CommandTimeout != time.Minute {
+	if cfg.Drain.EvictErrorRetryDelay != 5*time.Second || cfg.Gates.CommandTimeout != 20*time.Second {
 		t.Errorf("defaults lost: %+v", cfg)
 	}
 }

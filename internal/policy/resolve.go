@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -114,8 +115,8 @@ func Validate(p *MaintenancePolicy) error {
 	if _, err := selector(s.NodeSelector); err != nil {
 		return bad("spec.nodeSelector", err)
 	}
-	if s.Concurrency < 0 {
-		return bad("spec.concurrency", fmt.Errorf("must be at least 1, got %d", s.Concurrency))
+	if s.Concurrency < 0 || s.Concurrency > 1000 {
+		return bad("spec.concurrency", fmt.Errorf("must be between 1 and 1000, got %d", s.Concurrency))
 	}
 	if s.GroupBy != "" {
 		if errs := validation.IsQualifiedName(s.GroupBy); len(errs) > 0 {
@@ -125,8 +126,8 @@ func Validate(p *MaintenancePolicy) error {
 	if _, err := ParseSchedule(s.Windows, s.ExcludeDates); err != nil {
 		return fmt.Errorf("MaintenancePolicy %s: spec.%w", p.Name, err)
 	}
-	if s.Spacing != nil && s.Spacing.Duration < 0 {
-		return bad("spec.spacing", fmt.Errorf("must not be negative"))
+	if s.Spacing != nil && (s.Spacing.Duration < 0 || s.Spacing.Duration > 8760*time.Hour) {
+		return bad("spec.spacing", fmt.Errorf("must be between 0 and a year (8760h)"))
 	}
 	if s.Blockers.PodSelector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(s.Blockers.PodSelector); err != nil {
@@ -142,8 +143,9 @@ func Validate(p *MaintenancePolicy) error {
 		}
 	}
 	if mu := s.Health.MaxUnavailable; mu != nil {
-		if _, err := intstr.GetScaledValueFromIntOrPercent(mu, 100, true); err != nil || (mu.Type == intstr.Int && mu.IntVal < 1) {
-			return bad("spec.health.maxUnavailable", fmt.Errorf("%q is not a number of nodes (at least 1) or a percentage", mu.String()))
+		v, err := intstr.GetScaledValueFromIntOrPercent(mu, 100, true)
+		if err != nil || v < 1 || (mu.Type == intstr.String && v > 100) {
+			return bad("spec.health.maxUnavailable", fmt.Errorf("%q is not a number of nodes (at least 1) or a percentage from 1%% to 100%%", mu.String()))
 		}
 	}
 	if s.Health.BlockedAfter != nil && s.Health.BlockedAfter.Duration < 0 {

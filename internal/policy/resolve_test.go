@@ -74,9 +74,11 @@ func TestValidate(t *testing.T) {
 		{pol("ok", 0, nil, func(s *Spec) { s.Health.MaxUnavailable = &pct; s.GroupBy = "topology.kubernetes.io/zone" }), ""},
 		{pol("default", 0, nil), "metadata.name: \"default\" is the built-in policy"},
 		{pol("Bad_Name", 0, nil), "metadata.name: must be lower-case"},
-		{pol("c", 0, nil, func(s *Spec) { s.Concurrency = -1 }), "spec.concurrency: must be at least 1"},
+		{pol("c", 0, nil, func(s *Spec) { s.Concurrency = -1 }), "spec.concurrency: must be between 1 and 1000"},
 		{pol("g", 0, nil, func(s *Spec) { s.GroupBy = "not a key" }), "spec.groupBy"},
 		{pol("m", 0, nil, func(s *Spec) { s.Health.MaxUnavailable = &zero }), "spec.health.maxUnavailable"},
+		{pol("m0", 0, nil, func(s *Spec) { s.Health.MaxUnavailable = ptr(intstr.FromString("0%")) }), "spec.health.maxUnavailable"},
+		{pol("c2", 0, nil, func(s *Spec) { s.Concurrency = 5000 }), "spec.concurrency: must be between 1 and 1000"},
 		{pol("s", 0, nil, func(s *Spec) { s.Spacing = &metav1.Duration{Duration: -time.Second} }), "spec.spacing"},
 		{pol("p", 0, nil, func(s *Spec) { s.Blockers.Prometheus = &Prometheus{URL: "prometheus:9090"} }), "spec.blockers.prometheus.url"},
 		{pol("r", 0, nil, func(s *Spec) { s.Blockers.Prometheus = &Prometheus{URL: "http://p", AlertFilterRegexp: "("} }), "alertFilterRegexp"},
@@ -116,3 +118,5 @@ func TestFromUnstructured(t *testing.T) {
 		t.Error("a bad spec decoded")
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

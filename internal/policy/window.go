@@ -72,10 +72,22 @@ func parseWindow(w Window) (window, error) {
 	return p, nil
 }
 
-// at is the instant of a minute of the day on the local date y-m-d. In a
-// DST gap the wall time does not exist and time.Date moves it forward.
+// at is the instant of a minute of the day on the local date y-m-d (which
+// may be out of range: the 32nd of a month is the 1st of the next). In a DST
+// gap the wall time does not exist and time.Date moves it by the gap; a
+// gap at midnight (Atlantic/Azores, America/Santiago) makes time.Date give
+// the evening before, so that case is moved forward to the first instant of
+// the day.
 func (w window) at(y int, m time.Month, d, minute int) time.Time {
-	return time.Date(y, m, d, 0, minute, 0, 0, w.loc)
+	noon := time.Date(y, m, d, 12, 0, 0, 0, w.loc)
+	y, m, d = noon.Date()
+	t := time.Date(y, m, d, 0, minute, 0, 0, w.loc)
+	if ty, tm, td := t.In(w.loc).Date(); ty != y || tm != m || td != d {
+		_, before := t.Zone()
+		_, after := noon.Zone()
+		t = t.Add(time.Duration(after-before) * time.Second)
+	}
+	return t
 }
 
 // instance is one opening of a window: [from, to).
@@ -189,10 +201,14 @@ func (s Schedule) excludedAt(w window, t time.Time) bool {
 	return s.excluded[t.In(w.loc).Format(time.DateOnly)]
 }
 
-// nextMidnight is the start of the local day after t's.
+// nextMidnight is the start of the local day after t's; always after t.
 func (w window) nextMidnight(t time.Time) time.Time {
 	y, m, d := t.In(w.loc).Date()
-	return time.Date(y, m, d+1, 0, 0, 0, 0, w.loc)
+	next := w.at(y, m, d+1, 0)
+	if !next.After(t) { // cannot happen with at's correction; never loop on it
+		next = t.Add(time.Hour)
+	}
+	return next
 }
 
 // openUntil is where an open stretch of an opening that contains t ends:

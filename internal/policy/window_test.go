@@ -68,6 +68,16 @@ func TestWindows(t *testing.T) {
 			time.Date(2026, 10, 25, 1, 30, 0, 0, time.UTC), true, time.Date(2026, 10, 25, 2, 0, 0, 0, time.UTC), ""},
 		{"whole days", []Window{{Days: []string{"Sun"}, Start: "00:00", End: "24:00"}}, nil,
 			at(t, "UTC", "2026-11-29 23:59"), true, at(t, "UTC", "2026-11-30 00:00"), ""},
+		// Azores springs forward at midnight: 2026-03-29 00:00 does not
+		// exist (23:59:59 -01:00 is followed by 01:00 +00:00).
+		{"a DST gap at midnight: across it", []Window{{Start: "22:00", End: "02:00", TimeZone: "Atlantic/Azores"}}, nil,
+			at(t, "Atlantic/Azores", "2026-03-28 22:30"), true, at(t, "Atlantic/Azores", "2026-03-29 02:00"), ""},
+		{"a DST gap at midnight: a whole day with an excluded date", []Window{{Start: "00:00", End: "24:00", TimeZone: "Atlantic/Azores"}}, []string{"2026-03-28"},
+			at(t, "Atlantic/Azores", "2026-03-28 12:00"), false, at(t, "Atlantic/Azores", "2026-03-29 01:00"), "next opens Sun 01:00 Atlantic/Azores"},
+		{"a DST gap at midnight: a window from 00:00 opens when the day begins", []Window{{Days: []string{"Sun"}, Start: "00:00", End: "03:00", TimeZone: "Atlantic/Azores"}}, nil,
+			at(t, "Atlantic/Azores", "2026-03-28 22:00"), false, at(t, "Atlantic/Azores", "2026-03-29 01:00"), "next opens Sun 01:00"},
+		{"Santiago's gap at midnight", []Window{{Days: []string{"Sat"}, Start: "20:00", End: "04:00", TimeZone: "America/Santiago"}}, nil,
+			at(t, "America/Santiago", "2026-09-05 21:00"), true, at(t, "America/Santiago", "2026-09-06 04:00"), ""},
 		{"several windows: any", append(append([]Window{}, weekend...), night...), nil, at(t, berlin, "2026-11-24 23:00"), true, at(t, berlin, "2026-11-25 04:00"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,10 +23,14 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
@@ -37,6 +41,7 @@ type options struct {
 	name, namespace, kustodian, ctl, script, workdir string
 	nodes, workMS, failPercent                       int
 	keep                                             bool
+	zones                                            int
 }
 
 func main() {
@@ -51,6 +56,7 @@ func main() {
 	flag.IntVar(&o.failPercent, "fail-percent", 0, "the chance, in percent, that a script fails")
 	flag.StringVar(&o.workdir, "workdir", filepath.Join(os.TempDir(), "kustodian-demo"), "directory of the nodes' host files and logs")
 	flag.BoolVar(&o.keep, "keep-cluster", false, "leave the cluster running at the end")
+	flag.IntVar(&o.zones, "zones", 0, "spread the nodes over this many zones and apply a MaintenancePolicy with groupBy zone, one node per zone at a time (0: no policy, one node at a time)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,6 +98,16 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	fmt.Printf("kustodian-ctl install: namespace %s, RBAC and admission policies; each agent runs with its node's own kubeconfig\n", o.namespace)
+	slots := 1
+	if o.zones > 0 {
+		if err := zonePolicy(ctx, c, o.namespace, nodes, o.zones); err != nil {
+			return err
+		}
+		slots = o.zones
+		fmt.Printf("MaintenancePolicy zones: the nodes spread over %d zones (topology.kubernetes.io/zone), one node per zone at a time\n", o.zones)
+	} else if err := deletePolicy(ctx, c, o.namespace); err != nil {
+		return err
+	}
 	fmt.Println("workloads: shop/web 10 pods (PDB minAvailable 8), shop/api 5 (PDB maxUnavailable 1), shop/db 3 (PDB minAvailable 2)")
 	if err := workloads(ctx, c.Client); err != nil {
 		return err
@@ -197,8 +213,48 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("waiting for every node to be Idle: %w", err)
 	}
 	printSummary(tl, start)
-	if err := tl.CheckExclusive(1); err != nil {
+	if err := tl.CheckExclusive(slots); err != nil {
 		return fmt.Errorf("the rollout broke its promise: %w", err)
+	}
+	return nil
+}
+
+// zonePolicy labels the nodes with zones and applies a policy that groups
+// by zone.
+func zonePolicy(ctx context.Context, c *cluster.Cluster, ns string, nodes []string, zones int) error {
+	for i, n := range nodes {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"topology.kubernetes.io/zone":"zone-%c"}}}`, 'a'+i%zones)
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+	}
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	p := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": policy.Group + "/" + policy.Version, "kind": policy.Kind,
+		"metadata": map[string]any{"name": "zones", "namespace": ns},
+		"spec":     map[string]any{"groupBy": "topology.kubernetes.io/zone", "concurrency": int64(1)},
+	}}
+	body, err := p.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	force := true
+	_, err = dyn.Resource(policy.GVR).Namespace(ns).Patch(ctx, "zones", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "kustodian-demo", Force: &force})
+	return err
+}
+
+// deletePolicy removes the zones policy a previous demo left.
+func deletePolicy(ctx context.Context, c *cluster.Cluster, ns string) error {
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	err = dyn.Resource(policy.GVR).Namespace(ns).Delete(ctx, "zones", metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
 	return nil
 }
@@ -221,7 +277,7 @@ func startLogged(logPath string, env []string, name string, args ...string) (*ex
 
 func printSummary(tl *timeline.Timeline, start time.Time) {
 	s := tl.Summarize()
-	fmt.Printf("\nsummary: %d nodes, one at a time, makespan %.2fs\n", len(s.Nodes), s.Makespan.Seconds())
+	fmt.Printf("\nsummary: %d nodes, makespan %.2fs\n", len(s.Nodes), s.Makespan.Seconds())
 	fmt.Printf("  %-22s %10s %10s %12s\n", "node (grant order)", "waited", "drain", "maintenance")
 	for _, n := range s.Nodes {
 		fmt.Printf("  %-22s %9.2fs %9.2fs %11.2fs\n", n.Node, n.Granted.Sub(n.Requested).Seconds(), n.Drain.Seconds(), n.Maintenance.Seconds())

@@ -1,0 +1,102 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+func newPolicyCommand(o *options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "List the MaintenancePolicies with their nodes, groups, slots in use and next window",
+		Long: `policy lists the MaintenancePolicies of the namespace as the agents apply them:
+how many nodes follow each (the built-in policy "default" for nodes no policy
+selects), its groups with their slots in use and holders, and whether its window
+is open now or when it opens next. Nodes a policy cannot be applied to (a tie of
+precedence, a missing groupBy label) are listed with the reason.`,
+		Example: `  kustodian-ctl policy
+  kustodian-ctl policy -o yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != outputJSON && output != outputYAML {
+				return fmt.Errorf("--output %q: policy prints json or yaml, or a table without -o", output)
+			}
+			list, err := readPolicies(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output != "" {
+				return printObject(o.streams.Out, output, list)
+			}
+			printPolicies(o.streams.Out, list)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	return cmd
+}
+
+func readPolicies(ctx context.Context, o *options) (status.PolicyList, error) {
+	r, err := o.reader()
+	if err != nil {
+		return status.PolicyList{}, err
+	}
+	in, err := r.Inputs(ctx)
+	if err != nil {
+		return status.PolicyList{}, err
+	}
+	dyn, err := o.dynamicClient()
+	if err != nil {
+		return status.PolicyList{}, err
+	}
+	var policies []*policy.MaintenancePolicy
+	list, err := dyn.Resource(policy.GVR).Namespace(o.namespace()).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// No CRD: every node follows the built-in default.
+	case err != nil:
+		return status.PolicyList{}, status.Explain(err, "list", "maintenancepolicies", o.namespace())
+	default:
+		for i := range list.Items {
+			p, err := policy.FromUnstructured(&list.Items[i])
+			if err != nil {
+				p = policy.Unreadable(list.Items[i].GetName(), err)
+			}
+			policies = append(policies, p)
+		}
+	}
+	return status.Policies(policies, in.Nodes, in.Leases, in.Now), nil
+}
+
+func printPolicies(w io.Writer, list status.PolicyList) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLICY\tPRECEDENCE\tNODES\tGROUPS (nodes, slots in use)\tWINDOW")
+	for _, p := range list.Items {
+		var groups []string
+		for _, g := range p.Groups {
+			s := fmt.Sprintf("%s (%d, %d/%d", g.Name, g.Nodes, g.InUse, g.Slots)
+			if len(g.Holder) > 0 {
+				s += ": " + strings.Join(g.Holder, ", ")
+			}
+			groups = append(groups, s+")")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", p.Name, p.Precedence, p.Nodes, orDash(strings.Join(groups, ", ")), p.Window)
+	}
+	tw.Flush()
+	for _, p := range list.Items {
+		for _, e := range p.Errors {
+			fmt.Fprintf(w, "held by policy %s: %s\n", p.Name, e)
+		}
+	}
+}
