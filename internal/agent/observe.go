@@ -68,19 +68,24 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 }
 
 func (a *Agent) startInformers(ctx context.Context) error {
-	ns := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace))
-	leaseInformer := ns.Coordination().V1().Leases().Informer()
-	control := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", lock.ControlConfigMap).String()
-		}))
-	controlInformer := control.Core().V1().ConfigMaps().Informer()
-	self := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.node).String()
-		}))
-	nodeInformer := self.Core().V1().Nodes().Informer()
-
+	var (
+		synced []cache.InformerSynced
+		starts []func(<-chan struct{})
+		regErr error
+		byName = func(name string) informers.SharedInformerOption {
+			return informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			})
+		}
+	)
+	watch := func(inf cache.SharedIndexInformer, h cache.ResourceEventHandler, start func(<-chan struct{})) cache.Store {
+		if _, err := inf.AddEventHandler(h); err != nil && regErr == nil {
+			regErr = err
+		}
+		synced = append(synced, inf.HasSynced)
+		starts = append(starts, start)
+		return inf.GetStore()
+	}
 	poke := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.poke() },
 		UpdateFunc: func(any, any) { a.poke() },
@@ -100,63 +105,35 @@ func (a *Agent) startInformers(ctx context.Context) error {
 		},
 		DeleteFunc: func(any) { a.poke() },
 	}
-	regs := []struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{{leaseInformer, leaseHandler}, {controlInformer, poke}, {nodeInformer, poke}}
-	synced := []cache.InformerSynced{leaseInformer.HasSynced, controlInformer.HasSynced, nodeInformer.HasSynced}
-	factories := []informers.SharedInformerFactory{ns, control, self}
+
+	ns := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace))
+	leaseInformer := ns.Coordination().V1().Leases().Informer()
+	rawLeases := watch(leaseInformer, leaseHandler, ns.Start)
+	control := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.ControlConfigMap))
+	controlStore := watch(control.Core().V1().ConfigMaps().Informer(), poke, control.Start)
+	self := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, byName(a.node))
+	nodeStore := watch(self.Core().V1().Nodes().Informer(), poke, self.Start)
 	if a.kured != nil {
-		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kured.Namespace),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.kured.Name).String()
-			}))
-		kuredInformer := k.Apps().V1().DaemonSets().Informer()
-		regs = append(regs, struct {
-			inf cache.SharedIndexInformer
-			h   cache.ResourceEventHandler
-		}{kuredInformer, poke})
-		synced = append(synced, kuredInformer.HasSynced)
-		a.kuredStore = kuredInformer.GetStore()
-		factories = append(factories, k)
+		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kured.Namespace), byName(a.kured.Name))
+		a.kuredStore = watch(k.Apps().V1().DaemonSets().Informer(), poke, k.Start)
 	}
 	// The pods on this node, for the policy's pod blockers.
 	pods := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.node).String()
 		}))
-	podInformer := pods.Core().V1().Pods().Informer()
-	regs = append(regs, struct {
-		inf cache.SharedIndexInformer
-		h   cache.ResourceEventHandler
-	}{podInformer, poke})
-	synced = append(synced, podInformer.HasSynced)
-	factories = append(factories, pods)
-	a.podStore = podInformer.GetStore()
-	var dynFactories []dynamicinformer.DynamicSharedInformerFactory
+	a.podStore = watch(pods.Core().V1().Pods().Informer(), poke, pods.Start)
 	if installed, err := a.policiesInstalled(ctx); err != nil {
 		return err
 	} else if installed {
 		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.dyn, 0, a.cfg.Namespace, nil)
-		policyInformer := pf.ForResource(policy.GVR).Informer()
-		regs = append(regs, struct {
-			inf cache.SharedIndexInformer
-			h   cache.ResourceEventHandler
-		}{policyInformer, poke})
-		synced = append(synced, policyInformer.HasSynced)
-		dynFactories = append(dynFactories, pf)
-		a.policyStore = policyInformer.GetStore()
+		a.policyStore = watch(pf.ForResource(policy.GVR).Informer(), poke, pf.Start)
 	}
-	for _, reg := range regs {
-		if _, err := reg.inf.AddEventHandler(reg.h); err != nil {
-			return err
-		}
+	if regErr != nil {
+		return regErr
 	}
-	for _, f := range factories {
-		f.Start(ctx.Done())
-	}
-	for _, f := range dynFactories {
-		f.Start(ctx.Done())
+	for _, start := range starts {
+		start(ctx.Done())
 	}
 	a.setStatus("starting: reading the cluster")
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -165,10 +142,10 @@ func (a *Agent) startInformers(ctx context.Context) error {
 		}
 		return errors.New("the informers did not sync")
 	}
-	a.rawLeases = leaseInformer.GetStore()
+	a.rawLeases = rawLeases
 	a.leases = newLeaseView(a.rawLeases, a.cfg.Namespace)
-	a.controlStore = controlInformer.GetStore()
-	a.nodeStore = nodeInformer.GetStore()
+	a.controlStore = controlStore
+	a.nodeStore = nodeStore
 	return nil
 }
 

@@ -175,33 +175,30 @@ func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease
 // pods to its drain (see AnnotationDisrupted), and returns the Lease as
 // written; ErrNotHeld when node does not hold it.
 func (c *Client) SetDisrupted(ctx context.Context, name, node string, controllers []string) (*coordv1.Lease, error) {
-	var written *coordv1.Lease
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		l, err := c.leases().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
-		}
-		if Holder(l) != node {
-			return ErrNotHeld
-		}
+	return c.updateHeld(ctx, name, node, func(l *coordv1.Lease) {
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		v := FormatDisrupted(controllers)
-		if v == "" {
-			delete(l.Annotations, AnnotationDisrupted)
-		} else {
+		if v := FormatDisrupted(controllers); v != "" {
 			l.Annotations[AnnotationDisrupted] = v
+		} else {
+			delete(l.Annotations, AnnotationDisrupted)
 		}
-		written, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
-		return err
 	})
-	return written, err
 }
 
 // Renew refreshes renewTime of a lock node holds (needed only with a TTL)
 // and returns the Lease as written; ErrNotHeld when node lost it.
 func (c *Client) Renew(ctx context.Context, name, node string) (*coordv1.Lease, error) {
+	return c.updateHeld(ctx, name, node, func(l *coordv1.Lease) {
+		t := metav1.NewMicroTime(c.now())
+		l.Spec.RenewTime = &t
+	})
+}
+
+// updateHeld changes a lock that node holds, reading it afresh after a
+// conflict; ErrNotHeld when node does not hold it.
+func (c *Client) updateHeld(ctx context.Context, name, node string, change func(*coordv1.Lease)) (*coordv1.Lease, error) {
 	var written *coordv1.Lease
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		l, err := c.leases().Get(ctx, name, metav1.GetOptions{})
@@ -211,8 +208,7 @@ func (c *Client) Renew(ctx context.Context, name, node string) (*coordv1.Lease, 
 		if Holder(l) != node {
 			return ErrNotHeld
 		}
-		t := metav1.NewMicroTime(c.now())
-		l.Spec.RenewTime = &t
+		change(l)
 		written, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	})

@@ -146,6 +146,14 @@ func lookupEnv(name string, into *string) bool {
 	return ok
 }
 
+// removedKeys were agent settings before MaintenancePolicies: a file that
+// still has them gets told where they went.
+var removedKeys = map[string]string{
+	"lock.group":     "groups are a MaintenancePolicy's groupBy (docs/policy.md)",
+	"lock.slots":     "how many nodes go at once is a MaintenancePolicy's concurrency (docs/policy.md)",
+	"queue.priority": "priority is the Node annotation kustodian.io/priority, set by an admin",
+}
+
 // readFile reads the YAML file and refuses unknown keys. nil, nil when the
 // default file does not exist.
 func readFile(path string, explicit bool) (*viper.Viper, error) {
@@ -170,6 +178,9 @@ func readFile(path string, explicit bool) (*viper.Viper, error) {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
+		if why, ok := removedKeys[unknown[0]]; ok {
+			return nil, fmt.Errorf("%s: %s is no longer an agent setting: %s; remove it", path, unknown[0], why)
+		}
 		return nil, fmt.Errorf("%s: unknown key %q; known keys are listed by kustodian agent --help", path, unknown[0])
 	}
 	return v, nil

@@ -77,17 +77,18 @@ func TestLoadErrorsNameTheSource(t *testing.T) {
 		args []string
 		want string
 	}{
-		"unknown key":               {file: "drain:\n  timout: 5m\n", want: `config.yaml: unknown key "drain.timout"`},
-		"bad duration in file":      {file: "drain:\n  timeout: 5 minutes\n", want: `config.yaml: drain.timeout: "5 minutes" is not a duration`},
-		"duration without unit":     {file: "queue:\n  heartbeat: 10\n", want: `queue.heartbeat: "10" is not a duration`},
-		"bad duration in env":       {env: map[string]string{"KUSTODIAN_RESYNC": "soon"}, want: `KUSTODIAN_RESYNC: "soon" is not a duration`},
-		"bad bool in env":           {env: map[string]string{"KUSTODIAN_DRAIN_FORCE": "maybe"}, want: `KUSTODIAN_DRAIN_FORCE: "maybe" is not true or false`},
-		"invalid value in file":     {file: "drain:\n  onTimeout: panic\n", want: `config.yaml: drain.onTimeout: "panic" is not one of hold, release`},
-		"invalid value from flag":   {args: []string{"--gates-poll", "1ms"}, want: `--gates-poll: must be at least 500ms`},
-		"relative path from env":    {env: map[string]string{"KUSTODIAN_REQUEST_FILE": "req"}, want: `KUSTODIAN_REQUEST_FILE: "req" is not an absolute path`},
-		"missing directory in flag": {args: []string{"--in-progress-file", "/nonexistent/x"}, want: `--in-progress-file: the directory of /nonexistent/x cannot be used`},
-		"not YAML":                  {file: "drain: [\n", want: "configuration file"},
-		"zero retry delay":          {args: []string{"--drain-evict-error-retry-delay", "0s"}, want: "--drain-evict-error-retry-delay: must be at least 100ms"},
+		"unknown key":                  {file: "drain:\n  timout: 5m\n", want: `config.yaml: unknown key "drain.timout"`},
+		"a key that moved to policies": {file: "lock:\n  slots: 2\n", want: `config.yaml: lock.slots is no longer an agent setting: how many nodes go at once is a MaintenancePolicy's concurrency (docs/policy.md); remove it`},
+		"bad duration in file":         {file: "drain:\n  timeout: 5 minutes\n", want: `config.yaml: drain.timeout: "5 minutes" is not a duration`},
+		"duration without unit":        {file: "queue:\n  heartbeat: 10\n", want: `queue.heartbeat: "10" is not a duration`},
+		"bad duration in env":          {env: map[string]string{"KUSTODIAN_RESYNC": "soon"}, want: `KUSTODIAN_RESYNC: "soon" is not a duration`},
+		"bad bool in env":              {env: map[string]string{"KUSTODIAN_DRAIN_FORCE": "maybe"}, want: `KUSTODIAN_DRAIN_FORCE: "maybe" is not true or false`},
+		"invalid value in file":        {file: "drain:\n  onTimeout: panic\n", want: `config.yaml: drain.onTimeout: "panic" is not one of hold, release`},
+		"invalid value from flag":      {args: []string{"--gates-poll", "1ms"}, want: `--gates-poll: must be at least 500ms`},
+		"relative path from env":       {env: map[string]string{"KUSTODIAN_REQUEST_FILE": "req"}, want: `KUSTODIAN_REQUEST_FILE: "req" is not an absolute path`},
+		"missing directory in flag":    {args: []string{"--in-progress-file", "/nonexistent/x"}, want: `--in-progress-file: the directory of /nonexistent/x cannot be used`},
+		"not YAML":                     {file: "drain: [\n", want: "configuration file"},
+		"zero retry delay":             {args: []string{"--drain-evict-error-retry-delay", "0s"}, want: "--drain-evict-error-retry-delay: must be at least 100ms"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, tc.file, tc.env, tc.args...)

@@ -303,10 +303,13 @@ func TestNodeScopedPolicy(t *testing.T) {
 
 	// Locks: only itself as holder, owned by its Node; never another's.
 	lockName := lock.DefaultGroup.LockName(0)
-	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName}, Spec: coordv1.LeaseSpec{HolderIdentity: &b}}, metav1.CreateOptions{})
-	denied(t, "make B the holder of a lock", err, "node "+a+" may make only itself the holder of lock "+lockName+", not "+b)
-	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName}, Spec: coordv1.LeaseSpec{HolderIdentity: &a}}, metav1.CreateOptions{})
-	denied(t, "hold a lock that is not owned by its Node", err, "must be owned by its Node alone")
+	// The locks of every policy's groups are bound the same way.
+	for _, name := range []string{lockName, lock.GroupRef{Policy: "zones", Group: "eu-1"}.LockName(1)} {
+		_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: coordv1.LeaseSpec{HolderIdentity: &b}}, metav1.CreateOptions{})
+		denied(t, "make B the holder of lock "+name, err, "node "+a+" may make only itself the holder of lock "+name+", not "+b)
+		_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: coordv1.LeaseSpec{HolderIdentity: &a}}, metav1.CreateOptions{})
+		denied(t, "hold lock "+name+" not owned by its Node", err, "must be owned by its Node alone")
+	}
 
 	nodeB := nodeObject(e, b)
 	heldByB := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lockName, OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: b, UID: nodeB.UID}}},

@@ -29,7 +29,7 @@ func Fixture() status.Inputs {
 	}
 	gated := func(l coordv1.Lease) coordv1.Lease {
 		l.Annotations[lock.AnnotationGates] = `[{"gate":"paused","verdict":"open"},{"gate":"window","verdict":"open"},` +
-			`{"gate":"queue","verdict":"closed","reason":"position 1 of 2, lock held by n1 (InMaintenance for 2m0s)"},{"gate":"spacing","verdict":"unchecked"}]`
+			`{"gate":"queue","verdict":"closed","reason":"position 1 of 2, lock held by n1 (InMaintenance)"},{"gate":"spacing","verdict":"unchecked"}]`
 		return l
 	}
 	holder := "n1"
@@ -48,8 +48,8 @@ func Fixture() status.Inputs {
 		Leases: []coordv1.Lease{
 			{ObjectMeta: metav1.ObjectMeta{Name: "lock-default-0"}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &acquired}},
 			record("n1", lock.InMaintenance, "100", time.Second, "in maintenance: waiting for the script to remove /var/maintenance-required"),
-			record("n2", lock.Waiting, "300", 2*time.Second, "waiting: position 2 of 2, lock held by n1 (InMaintenance for 2m0s)"),
-			gated(record("n3", lock.Waiting, "200", 3*time.Second, "waiting: position 1 of 2, lock held by n1 (InMaintenance for 2m0s)")),
+			record("n2", lock.Waiting, "300", 2*time.Second, "waiting: position 2 of 2, lock held by n1 (InMaintenance)"),
+			gated(record("n3", lock.Waiting, "200", 3*time.Second, "waiting: position 1 of 2, lock held by n1 (InMaintenance)")),
 			record("n4", lock.Waiting, "150", time.Hour, "waiting: position 1 of 3, lock held by n1"),
 		},
 		Nodes:      []corev1.Node{node("n1", true, true), node("n2", false, false), node("n3", false, false), node("n5", true, false), node("n6", false, false)},

@@ -37,11 +37,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
@@ -119,6 +123,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := b.releaseToGrant(ctx); err != nil {
 		return fmt.Errorf("release to grant: %w", err)
+	}
+	if err := b.gateToCordon(ctx); err != nil {
+		return fmt.Errorf("gate to cordon: %w", err)
 	}
 	if err := b.rollouts(ctx, copts.AuditLog()); err != nil {
 		return fmt.Errorf("rolling maintenance: %w", err)
@@ -220,6 +227,122 @@ func (b *bench) finish(ctx context.Context, ns string, s agentproc.Spec) error {
 		}
 		return nil
 	})
+}
+
+// gateToCordon: a waiting node held by a closed gate of its policy (a
+// window, then a blocking pod); the gate opens (the policy updated, the pod
+// deleted) and the Node is seen unschedulable through a watch.
+func (b *bench) gateToCordon(ctx context.Context) error {
+	ns, err := b.namespace(ctx)
+	if err != nil {
+		return err
+	}
+	node := cluster.NodeName(1)
+	s, err := b.spec(ctx, ns, node)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(b.c.Config)
+	if err != nil {
+		return err
+	}
+	apply := func(spec map[string]any) error {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": policy.Group + "/" + policy.Version, "kind": policy.Kind,
+			"metadata": map[string]any{"name": "bench", "namespace": ns}, "spec": spec}}
+		body, err := u.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		force := true
+		_, err = dyn.Resource(policy.GVR).Namespace(ns).Patch(ctx, "bench", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "bench", Force: &force})
+		return err
+	}
+	later := time.Now().UTC().Add(3 * time.Hour)
+	closedWindow := map[string]any{"windows": []any{map[string]any{"start": later.Format("15:04"), "end": later.Add(time.Hour).Format("15:04")}}}
+	blockers := map[string]any{"blockers": map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{"bench.kustodian.io/block": "true"}}}}
+	if err := apply(closedWindow); err != nil {
+		return err
+	}
+	cmd, err := startAgent(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer agentproc.Stop(cmd)
+	measure := func(close, open func() error, held string) ([]time.Duration, error) {
+		var lat []time.Duration
+		for i := 0; i <= b.o.runs; i++ { // run 0 warms up
+			if err := close(); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(s.RequestFile(), nil, 0o644); err != nil {
+				return nil, err
+			}
+			err := cluster.Eventually(ctx, time.Minute, func(ctx context.Context) error {
+				l, err := b.c.Client.CoordinationV1().Leases(ns).Get(ctx, lock.RecordName(node), metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if r := lock.RecordFromLease(l); !strings.Contains(r.Message, held) {
+					return fmt.Errorf("message %q", r.Message)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			w, err := b.c.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
+			if err != nil {
+				return nil, err
+			}
+			t0 := time.Now()
+			if err := open(); err != nil {
+				w.Stop()
+				return nil, err
+			}
+			var t1 time.Time
+			for ev := range w.ResultChan() {
+				if n, ok := ev.Object.(*corev1.Node); ok && n.Spec.Unschedulable {
+					t1 = time.Now()
+					break
+				}
+			}
+			w.Stop()
+			if t1.IsZero() {
+				return nil, errors.New("the node watch ended before the cordon")
+			}
+			if i > 0 {
+				lat = append(lat, t1.Sub(t0))
+			}
+			if err := b.finish(ctx, ns, s); err != nil {
+				return nil, err
+			}
+		}
+		return lat, nil
+	}
+	lat, err := measure(func() error { return apply(closedWindow) },
+		func() error {
+			return apply(map[string]any{"windows": []any{map[string]any{"start": "00:00", "end": "24:00"}}})
+		}, "outside window")
+	if err != nil {
+		return err
+	}
+	report("window opened (policy update) to cordon", lat)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "backup", Namespace: ns, Labels: map[string]string{"bench.kustodian.io/block": "true"}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "b", Image: "registry.k8s.io/pause:3.10"}}}}
+	lat, err = measure(func() error {
+		if err := apply(blockers); err != nil {
+			return err
+		}
+		_, err := b.c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	}, func() error {
+		return b.c.Client.CoreV1().Pods(ns).Delete(ctx, "backup", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	}, "blocked by pod")
+	if err != nil {
+		return err
+	}
+	report("blocking pod deleted to cordon", lat)
+	return nil
 }
 
 // releaseToGrant: A holds the lock, B waits; A's release and B's grant are
