@@ -8,6 +8,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/drain"
+	"github.com/kustodian/kustodian/internal/gates"
 	"github.com/kustodian/kustodian/internal/lock"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -21,6 +22,42 @@ type drainRun struct {
 	progress string
 	// disrupted are the controllers whose pods the drain evicted.
 	disrupted []string
+}
+
+// drainRunning reports whether a drain is running.
+func (a *Agent) drainRunning() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.drain != nil
+}
+
+// overbooked checks, on a fresh read of the policy's locks and the Nodes,
+// that taking this node out keeps the policy within maxUnavailable.
+func (a *Agent) overbooked(ctx context.Context, held []string) (bool, string, error) {
+	p := a.decision.Policy
+	if p.Spec.Health.MaxUnavailable == nil || len(held) == 0 {
+		return false, "", nil
+	}
+	locks, err := a.locks.Locks(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	var holders []decide.LockHolder
+	mine := ""
+	for i := range locks {
+		l := &locks[i]
+		g, _ := lock.GroupOfLease(l)
+		holders = append(holders, decide.LockHolder{Policy: g.Policy, Holder: lock.Holder(l), Version: l.ResourceVersion})
+		if l.Name == held[0] {
+			mine = l.ResourceVersion
+		}
+	}
+	nodes, err := gates.Nodes(ctx, a.kube, true)
+	if err != nil {
+		return false, "", err
+	}
+	over, why := decide.Overbooked(a.node, mine, p, a.policies(), holders, nodes)
+	return over, why, nil
 }
 
 // recordDisrupted writes on the held locks which controllers lost pods to
@@ -61,6 +98,17 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 			return err
 		}
 		return a.giveBack(ctx, node)
+	}
+	if !o.CordonedByUs && !a.drainRunning() {
+		// Heads of two groups may have found room under maxUnavailable in
+		// the same instant: the later one gives its lock back.
+		if over, why, err := a.overbooked(ctx, o.HeldLocks); err != nil {
+			return err
+		} else if over {
+			// Still Waiting in its record: it never left the cluster.
+			a.log.Info("giving the lock back: the policy's maxUnavailable is reached", "why", why)
+			return a.giveBack(ctx, node)
+		}
 	}
 	if a.decision.Policy.Spec.Autoscaler.Protect {
 		if err := a.drainer.Protect(ctx, node); err != nil {

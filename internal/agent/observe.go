@@ -388,7 +388,7 @@ func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Dec
 	c := &decide.ClusterFacts{For: decide.ClusterKey(d), At: a.now()}
 	var err error
 	if spec.Health.MaxUnavailable != nil {
-		if c.Nodes, err = gates.Nodes(ctx, a.kube); err != nil {
+		if c.Nodes, err = gates.Nodes(ctx, a.kube, false); err != nil {
 			c.NodesErr = err.Error()
 		}
 	}

@@ -391,3 +391,32 @@ func TestNotWaiting(t *testing.T) {
 		t.Errorf("a lock of an old group: state %s", d.State)
 	}
 }
+
+func TestOverbooked(t *testing.T) {
+	p := policy.Effective{Name: "p", Spec: policy.Spec{Health: policy.Health{MaxUnavailable: ptr(intstr.FromInt32(1))}}}
+	nodes := []NodeHealth{{Name: "me", Ready: true}, {Name: "b", Ready: true}, {Name: "c", Ready: true}}
+	for _, tc := range []struct {
+		name  string
+		locks []LockHolder
+		nodes []NodeHealth
+		over  bool
+		why   string
+	}{
+		{"alone", []LockHolder{{"p", "me", "100"}}, nodes, false, ""},
+		{"another took its lock first", []LockHolder{{"p", "me", "100"}, {"p", "b", "99"}}, nodes, true, "2 of 1 allowed nodes unavailable: b took its lock first"},
+		{"another took its lock after: it yields", []LockHolder{{"p", "me", "100"}, {"p", "b", "101"}}, nodes, false, ""},
+		{"versions compare as numbers", []LockHolder{{"p", "b", "99999"}}, nodes, false, ""},
+		{"another policy's lock does not count", []LockHolder{{"q", "b", "99"}}, nodes, false, ""},
+		{"a cordoned node counts", nil, []NodeHealth{{Name: "me", Ready: true}, {Name: "c", Ready: true, Unschedulable: true}}, true, "c cordoned"},
+		{"an unreadable version counts", []LockHolder{{"p", "b", "x"}}, nodes, true, "b took its lock first"},
+	} {
+		policies := []*policy.MaintenancePolicy{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: p.Spec}}
+		over, why := Overbooked("me", "100", p, policies, tc.locks, tc.nodes)
+		if over != tc.over || !strings.Contains(why, tc.why) {
+			t.Errorf("%s: got %v %q, want %v %q", tc.name, over, why, tc.over, tc.why)
+		}
+	}
+	if over, _ := Overbooked("me", "100", policy.Effective{Name: "p"}, nil, []LockHolder{{"p", "b", "1"}}, nodes); over {
+		t.Error("no maxUnavailable: never overbooked")
+	}
+}

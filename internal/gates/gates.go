@@ -62,9 +62,14 @@ func lastLine(s string) string {
 	return last
 }
 
-// Nodes reads every Node's readiness and schedulability.
-func Nodes(ctx context.Context, kube kubernetes.Interface) ([]decide.NodeHealth, error) {
-	list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+// Nodes reads every Node's readiness and schedulability: from the API
+// server's watch cache, or with fresh, a consistent read.
+func Nodes(ctx context.Context, kube kubernetes.Interface, fresh bool) ([]decide.NodeHealth, error) {
+	opts := metav1.ListOptions{ResourceVersion: "0"}
+	if fresh {
+		opts.ResourceVersion = ""
+	}
+	list, err := kube.CoreV1().Nodes().List(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes for health.maxUnavailable: %w", err)
 	}

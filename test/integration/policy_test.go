@@ -186,10 +186,15 @@ func TestPolicyGroupsByZone(t *testing.T) {
 	})
 	for _, a := range agents {
 		if !a.inProgress() {
-			r := record(e, a.node)
-			if r == nil || r.State != lock.Waiting || r.GroupRef().String() != "zones/"+zone[a.node] || !strings.Contains(r.Message, "position 1 of 1, lock held by") {
-				t.Errorf("the waiting node %s: %+v", a.node, r)
-			}
+			waitRecord(e, a.node, "to wait in its zone's queue", func(r *lock.Record) error {
+				if err := inStateSaying(lock.Waiting, "position 1 of 1, lock held by")(r); err != nil {
+					return err
+				}
+				if r.GroupRef().String() != "zones/"+zone[a.node] {
+					return fmt.Errorf("group %s, want zones/%s", r.GroupRef(), zone[a.node])
+				}
+				return nil
+			})
 		}
 	}
 	finishInTurn(t, e, agents)
@@ -450,4 +455,41 @@ func TestPolicyWorkloadsRecovered(t *testing.T) {
 	t.Logf("granted %s after web could run again (gates.poll 1s)", time.Since(start).Round(time.Millisecond))
 	b.finish()
 	b.exitsZero()
+}
+
+// maxUnavailable holds across groups: two zones each with a free slot, all
+// nodes asking at once, but only one node of the policy may be out at a
+// time. The heads of both zones find room in the same instant; the one that
+// took its lock later gives it back.
+func TestPolicyMaxUnavailableAcrossGroups(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(4)
+	zone := map[string]string{nodes[0]: "zone-a", nodes[1]: "zone-b", nodes[2]: "zone-a", nodes[3]: "zone-b"}
+	for n, z := range zone {
+		labelNode(e, n, "topology.kubernetes.io/zone", z)
+	}
+	nodecreds.Install(e, e.Namespace)
+	sel := fmt.Sprintf("{matchLabels: {%s: %s}}", cluster.LabelTestEnv, e.ID)
+	if err := applyPolicy(e, fmt.Sprintf(`{metadata: {name: zones}, spec: {nodeSelector: %s, groupBy: topology.kubernetes.io/zone, health: {maxUnavailable: 1}}}`, sel)); err != nil {
+		t.Fatal(err)
+	}
+	tl := recordTimeline(e)
+	var agents []*agentProc
+	for _, n := range nodes {
+		a := newAgent(t, e, n, "--gates-poll", "1s")
+		a.request("kernel")
+		agents = append(agents, a)
+	}
+	for _, a := range agents {
+		a.start()
+	}
+	finishInTurn(t, e, agents)
+	for _, a := range agents {
+		a.exitsZero()
+	}
+	e.Eventually("every node to be Idle in the timeline", cluster.DefaultTimeout, func(context.Context) error { return tl.AllIdle(nodes) })
+	t.Logf("timeline:\n%s", tl)
+	if _, overall := maxActivePerGroup(tl, zone); overall != 1 {
+		t.Errorf("%d nodes of the policy were out at once; maxUnavailable is 1", overall)
+	}
 }
