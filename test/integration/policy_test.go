@@ -124,6 +124,18 @@ func labelNode(e *cluster.Env, node, key, value string) {
 	}
 }
 
+// grantAfter opens a gate, waits for the node to get the go-ahead, logs how
+// long that took, and lets the node finish.
+func grantAfter(t *testing.T, a *agentProc, what string, open func()) {
+	t.Helper()
+	start := time.Now()
+	open()
+	a.waitInProgress(cluster.DefaultTimeout)
+	t.Logf("%s granted %s after %s", a.node, time.Since(start).Round(time.Millisecond), what)
+	a.finish()
+	a.exitsZero()
+}
+
 // maxActivePerGroup replays a timeline and returns, per group (from the
 // test's own map of node to group, not from anything the agents wrote),
 // the most nodes that were Draining, InMaintenance or Rebooting at once,
@@ -288,14 +300,11 @@ func TestPolicyBlockingPod(t *testing.T) {
 	}
 	second.finish()
 	second.exitsZero()
-	start := time.Now()
-	if err := e.Client.CoreV1().Pods(e.Namespace).Delete(e.Ctx, "backup-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-		t.Fatal(err)
-	}
-	first.waitInProgress(cluster.DefaultTimeout)
-	t.Logf("granted %s after the blocking pod was deleted", time.Since(start).Round(time.Millisecond))
-	first.finish()
-	first.exitsZero()
+	grantAfter(t, first, "the blocking pod was deleted", func() {
+		if err := e.Client.CoreV1().Pods(e.Namespace).Delete(e.Ctx, "backup-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // prometheusStub is a real HTTP server speaking the part of Prometheus' API
@@ -348,12 +357,7 @@ func TestPolicyPrometheus(t *testing.T) {
 	a.request("kernel")
 	a.start()
 	waitRecord(e, a.node, "to be held by the alert", inStateSaying(lock.Waiting, "waiting: alert KubePodCrashLooping firing"))
-	stub.set(alert("Watchdog", "firing"), alert("KubeCPUOvercommit", "inactive"))
-	start := time.Now()
-	a.waitInProgress(cluster.DefaultTimeout)
-	t.Logf("granted %s after the alert stopped (gates.poll 1s)", time.Since(start).Round(time.Millisecond))
-	a.finish()
-	a.exitsZero()
+	grantAfter(t, a, "the alert stopped (gates.poll 1s)", func() { stub.set(alert("Watchdog", "firing"), alert("KubeCPUOvercommit", "inactive")) })
 
 	// Unreachable: the stub's address once it is closed.
 	srv.Close()
@@ -384,12 +388,7 @@ func TestPolicyMaxUnavailable(t *testing.T) {
 	a.request("kernel")
 	a.start()
 	waitRecord(e, a.node, "to wait for the cordoned node", inStateSaying(lock.Waiting, "waiting: 2 of 1 allowed nodes unavailable: "+nodes[2]+" cordoned"))
-	start := time.Now()
-	uncordon(e, nodes[2])
-	a.waitInProgress(cluster.DefaultTimeout)
-	t.Logf("granted %s after the other node was uncordoned (gates.poll 1s)", time.Since(start).Round(time.Millisecond))
-	a.finish()
-	a.exitsZero()
+	grantAfter(t, a, "the other node was uncordoned (gates.poll 1s)", func() { uncordon(e, nodes[2]) })
 }
 
 // 6. workloadsRecovered: the next node waits until the Deployment drained
@@ -449,12 +448,7 @@ func TestPolicyWorkloadsRecovered(t *testing.T) {
 		}
 		return nil
 	})
-	start := time.Now()
-	labelNode(e, spare, "web", "yes") // web recovers there
-	b.waitInProgress(cluster.DefaultTimeout)
-	t.Logf("granted %s after web could run again (gates.poll 1s)", time.Since(start).Round(time.Millisecond))
-	b.finish()
-	b.exitsZero()
+	grantAfter(t, b, "web could run again (gates.poll 1s)", func() { labelNode(e, spare, "web", "yes") })
 }
 
 // maxUnavailable holds across groups: two zones each with a free slot, all
