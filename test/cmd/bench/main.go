@@ -181,27 +181,12 @@ func (b *bench) requestToCordon(ctx context.Context) error {
 	defer agentproc.Stop(cmd)
 	var lat []time.Duration
 	for i := 0; i <= b.o.runs; i++ { // run 0 warms up
-		w, err := b.c.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
+		d, err := b.timeToCordon(ctx, node, func() error { return os.WriteFile(s.RequestFile(), nil, 0o644) })
 		if err != nil {
 			return err
 		}
-		t0 := time.Now()
-		if err := os.WriteFile(s.RequestFile(), nil, 0o644); err != nil {
-			return err
-		}
-		var t1 time.Time
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && n.Spec.Unschedulable {
-				t1 = time.Now()
-				break
-			}
-		}
-		w.Stop()
-		if t1.IsZero() {
-			return errors.New("the node watch ended before the cordon")
-		}
 		if i > 0 {
-			lat = append(lat, t1.Sub(t0))
+			lat = append(lat, d)
 		}
 		if err := b.finish(ctx, ns, s); err != nil {
 			return err
@@ -209,6 +194,26 @@ func (b *bench) requestToCordon(ctx context.Context) error {
 	}
 	report("request to cordon (idle cluster; target < 0.5 s)", lat)
 	return nil
+}
+
+// timeToCordon does act and times it until node is seen unschedulable,
+// through a watch started before act.
+func (b *bench) timeToCordon(ctx context.Context, node string, act func() error) (time.Duration, error) {
+	w, err := b.c.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
+	if err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	t0 := time.Now()
+	if err := act(); err != nil {
+		return 0, err
+	}
+	for ev := range w.ResultChan() {
+		if n, ok := ev.Object.(*corev1.Node); ok && n.Spec.Unschedulable {
+			return time.Since(t0), nil
+		}
+	}
+	return 0, errors.New("the node watch ended before the cordon")
 }
 
 // finish plays an empty script: once the agent says go, remove the request,
@@ -290,28 +295,12 @@ func (b *bench) gateToCordon(ctx context.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			w, err := b.c.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
+			d, err := b.timeToCordon(ctx, node, open)
 			if err != nil {
 				return nil, err
 			}
-			t0 := time.Now()
-			if err := open(); err != nil {
-				w.Stop()
-				return nil, err
-			}
-			var t1 time.Time
-			for ev := range w.ResultChan() {
-				if n, ok := ev.Object.(*corev1.Node); ok && n.Spec.Unschedulable {
-					t1 = time.Now()
-					break
-				}
-			}
-			w.Stop()
-			if t1.IsZero() {
-				return nil, errors.New("the node watch ended before the cordon")
-			}
 			if i > 0 {
-				lat = append(lat, t1.Sub(t0))
+				lat = append(lat, d)
 			}
 			if err := b.finish(ctx, ns, s); err != nil {
 				return nil, err
