@@ -25,7 +25,8 @@ func newUninstallCommand(o *options) *cobra.Command {
 		Long: `uninstall deletes the RBAC, the ServiceAccount (every node's token stops working)
 and the namespace with its Leases and control ConfigMap. While a node holds a lock
 it refuses: that node is in maintenance, cordoned, and would be left so. --force
-removes everything anyway.`,
+removes everything anyway. The MaintenancePolicy CustomResourceDefinition is shared
+by every installation: it is deleted only when no other namespace has policies.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
