@@ -16,10 +16,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/kustodian/kustodian/internal/manifests"
+	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
 )
@@ -154,4 +156,27 @@ func Kubeconfig(e *cluster.Env, node string) string {
 		state.Unlock()
 	})
 	return path
+}
+
+// ApplyPolicy server-side-applies the MaintenancePolicy name with spec in
+// namespace ns (field manager kustodian-test), replacing an earlier spec.
+func ApplyPolicy(ctx context.Context, rc *rest.Config, ns, name string, spec map[string]any) error {
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": policy.Group + "/" + policy.Version, "kind": policy.Kind,
+		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec,
+	}}
+	body, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	force := true
+	_, err = dyn.Resource(policy.GVR).Namespace(ns).Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "kustodian-test", Force: &force})
+	if err != nil {
+		return fmt.Errorf("applying MaintenancePolicy %s/%s: %w", ns, name, err)
+	}
+	return nil
 }

@@ -37,15 +37,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/lock"
-	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
@@ -247,21 +243,7 @@ func (b *bench) gateToCordon(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(b.c.Config)
-	if err != nil {
-		return err
-	}
-	apply := func(spec map[string]any) error {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": policy.Group + "/" + policy.Version, "kind": policy.Kind,
-			"metadata": map[string]any{"name": "bench", "namespace": ns}, "spec": spec}}
-		body, err := u.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		force := true
-		_, err = dyn.Resource(policy.GVR).Namespace(ns).Patch(ctx, "bench", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "bench", Force: &force})
-		return err
-	}
+	apply := func(spec map[string]any) error { return nodecreds.ApplyPolicy(ctx, b.c.Config, ns, "bench", spec) }
 	later := time.Now().UTC().Add(3 * time.Hour)
 	closedWindow := map[string]any{"windows": []any{map[string]any{"start": later.Format("15:04"), "end": later.Add(time.Hour).Format("15:04")}}}
 	blockers := map[string]any{"blockers": map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{"bench.kustodian.io/block": "true"}}}}

@@ -23,7 +23,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
@@ -228,22 +227,7 @@ func zonePolicy(ctx context.Context, c *cluster.Cluster, ns string, nodes []stri
 			return err
 		}
 	}
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		return err
-	}
-	p := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": policy.Group + "/" + policy.Version, "kind": policy.Kind,
-		"metadata": map[string]any{"name": "zones", "namespace": ns},
-		"spec":     map[string]any{"groupBy": "topology.kubernetes.io/zone", "concurrency": int64(1)},
-	}}
-	body, err := p.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	force := true
-	_, err = dyn.Resource(policy.GVR).Namespace(ns).Patch(ctx, "zones", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "kustodian-demo", Force: &force})
-	return err
+	return nodecreds.ApplyPolicy(ctx, c.Config, ns, "zones", map[string]any{"groupBy": "topology.kubernetes.io/zone", "concurrency": int64(1)})
 }
 
 // deletePolicy removes the zones policy a previous demo left.
