@@ -366,25 +366,32 @@ func (b *bench) releaseToGrant(ctx context.Context) error {
 		if err := os.Remove(holder.RequestFile()); err != nil {
 			return err
 		}
+		// The handoff is timed by the agents' own stamps, on this host's
+		// one clock: the releaser's released-at and the grantee's
+		// acquireTime. When this process happened to read the two events
+		// says more about its scheduling than about the agents.
 		var released, granted time.Time
 		for ev := range w.ResultChan() {
 			l, ok := ev.Object.(*coordv1.Lease)
-			if !ok {
+			if !ok || lock.Holder(l) != waiter.Node {
 				continue
 			}
-			switch lock.Holder(l) {
-			case "":
-				released = time.Now()
-			case waiter.Node:
-				granted = time.Now()
+			if l.Spec.AcquireTime == nil {
+				return fmt.Errorf("lock %s granted to %s without an acquireTime", l.Name, waiter.Node)
 			}
-			if !granted.IsZero() {
-				break
+			t, err := time.Parse(time.RFC3339Nano, l.Annotations[lock.AnnotationReleasedAt])
+			if err != nil {
+				return fmt.Errorf("lock %s granted to %s: %s: %w", l.Name, waiter.Node, lock.AnnotationReleasedAt, err)
 			}
+			released, granted = t, l.Spec.AcquireTime.Time
+			break
 		}
 		w.Stop()
-		if released.IsZero() || granted.IsZero() {
+		if granted.IsZero() {
 			return errors.New("the lock watch ended before the handoff")
+		}
+		if granted.Before(released) {
+			return fmt.Errorf("lock granted at %s, before its release at %s", granted, released)
 		}
 		if i > 0 {
 			lat = append(lat, granted.Sub(released))
