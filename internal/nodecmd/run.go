@@ -19,6 +19,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/status"
 )
 
 // lastLines is how much of a job's output its record keeps.
@@ -133,7 +134,7 @@ func blockedBy(ctx context.Context, cfg config.Agent) string {
 		if err != nil || r == nil || r.State != lock.Failed {
 			return ""
 		}
-		why = append(why, fmt.Sprintf("%s holds %s and Failed: %s", holder, l.Name, r.Message))
+		why = append(why, fmt.Sprintf("%s holds %s and Failed: %s", status.Printable(holder), l.Name, status.Printable(r.Message)))
 	}
 	return strings.Join(why, "; ")
 }

@@ -64,7 +64,7 @@ func Policies(policies []*policy.MaintenancePolicy, nodes []corev1.Node, leases 
 		ps := get(e.Name, e.Spec.Precedence)
 		ps.Nodes++
 		if e.Err != nil {
-			ps.Errors = append(ps.Errors, n.Name+": "+e.Err.Error())
+			ps.Errors = append(ps.Errors, Printable(n.Name+": "+e.Err.Error()))
 			continue
 		}
 		specs[e.Name] = e

@@ -234,6 +234,7 @@ func Build(in Inputs) MaintenanceStatus {
 		}
 		return a.Name < b.Name
 	})
+	s.printable()
 	return s
 }
 

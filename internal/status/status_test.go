@@ -50,3 +50,37 @@ func TestBuild(t *testing.T) {
 		t.Errorf("queue %v, want [n3 n2 n4]", got)
 	}
 }
+
+// A record's text reaches an operator's terminal: a compromised node must
+// not be able to send escape sequences or reorder text with bidi controls.
+func TestBuildMakesRecordTextPrintable(t *testing.T) {
+	in := statustest.Fixture()
+	for i := range in.Leases {
+		l := &in.Leases[i]
+		if l.Name == "node-n3" {
+			l.Annotations["kustodian.io/message"] = "ok\x1b]0;pwned\x07\x1b[2J\r\nnext\u202eline\u200b\xff"
+			l.Annotations["kustodian.io/state"] = "Waiting\x1b[31m"
+		}
+	}
+	s := status.Build(in)
+	var n3 *status.Node
+	for i := range s.Nodes {
+		if s.Nodes[i].Name == "n3" {
+			n3 = &s.Nodes[i]
+		}
+	}
+	if n3 == nil {
+		t.Fatal("n3 missing")
+	}
+	if want := `ok\x1b]0;pwned\x07\x1b[2J\x0d\x0anext\u202eline\u200b\ufffd`; n3.Message != want {
+		t.Errorf("message %q, want %q", n3.Message, want)
+	}
+	if n3.State != `Waiting\x1b[31m` {
+		t.Errorf("state %q", n3.State)
+	}
+	for _, s := range []string{"plain text: position 2 of 7", "zone eu-1 — Zürich 日本"} {
+		if got := status.Printable(s); got != s {
+			t.Errorf("Printable(%q) = %q, want it unchanged", s, got)
+		}
+	}
+}
