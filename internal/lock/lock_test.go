@@ -102,18 +102,20 @@ func TestQueueOrder(t *testing.T) {
 	records := []Record{
 		rec("c", 0, -1*time.Minute, time.Second),
 		rec("a", 0, -2*time.Minute, time.Second),
-		rec("b", 0, -2*time.Minute, time.Second), // same time as a: by name
-		rec("urgent", 10, 0, time.Second),        // priority first
-		rec("dead", 0, -time.Hour, time.Hour),    // stale heartbeat: out
+		rec("b", 0, -2*time.Minute, time.Second),        // same time as a: by name
+		rec("urgent", 10, 0, time.Second),               // priority first
+		rec("dead", 0, -time.Hour, time.Hour),           // stale heartbeat: out
+		rec("future", 99, -time.Hour, -time.Hour),       // heartbeat an hour ahead: out too
+		rec("skewed", 0, -time.Minute, -30*time.Second), // a clock 30 s ahead: live
 		{Node: "draining", State: Draining, Policy: "default", Heartbeat: t0},
 		{Node: "other-group", State: Waiting, Policy: "gpu", Heartbeat: t0},
 		{Node: "other-zone", State: Waiting, Policy: "default", Group: "zone-b", Heartbeat: t0},
 	}
 	q := Queue(records, DefaultGroup, t0, 40*time.Second)
-	if got, want := nodes(q), []string{"urgent", "a", "b", "c"}; !reflect.DeepEqual(got, want) {
+	if got, want := nodes(q), []string{"urgent", "a", "b", "c", "skewed"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("queue %v, want %v", got, want)
 	}
-	if pos, total := Position(q, "b"); pos != 3 || total != 4 {
+	if pos, total := Position(q, "b"); pos != 3 || total != 5 {
 		t.Errorf("position of b: %d of %d", pos, total)
 	}
 	if pos, _ := Position(q, "dead"); pos != 0 {

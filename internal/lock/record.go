@@ -203,7 +203,15 @@ func microTime(t time.Time) *metav1.MicroTime {
 func (r Record) GroupRef() GroupRef { return GroupRef{Policy: r.Policy, Group: r.Group} }
 
 // Live reports whether the record's agent has sent a heartbeat recently
-// enough: within staleAfter (four heartbeats by default).
+// enough: within staleAfter (four heartbeats by default). A heartbeat from
+// further than staleAfter in the future is no heartbeat: hosts' clocks may
+// differ by a little, but a record stamped in the year 2999 (a forged one,
+// or a host whose clock is far off) must not stay live, and head its
+// queue, for ever.
 func (r Record) Live(now time.Time, staleAfter time.Duration) bool {
-	return !r.Heartbeat.IsZero() && now.Sub(r.Heartbeat) <= staleAfter
+	if r.Heartbeat.IsZero() {
+		return false
+	}
+	age := now.Sub(r.Heartbeat)
+	return age <= staleAfter && age >= -staleAfter
 }
