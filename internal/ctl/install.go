@@ -34,11 +34,17 @@ the ServiceAccount kustodian-agent whose Node-bound tokens the agents use, the
 RBAC the protocol needs and nothing more, and ValidatingAdmissionPolicies that
 keep each node's token to its own Node, its own record and the locks it holds
 (docs/security.md); it creates the control ConfigMap when it is missing (an
-existing pause is kept). It reports what it created or changed. --dry-run or
--o yaml prints the manifests instead.`,
+existing pause is kept). It reports what it created or changed. The policies go in
+before the rights they narrow, and install returns only once the API server
+enforces them: each must refuse a dry run of a request it exists to refuse, made
+with the agents' own ServiceAccount (a token bound to no Node, and one bound to the
+first Node listed), within a minute. A cluster that does not serve
+ValidatingAdmissionPolicy (Kubernetes 1.30 or later) is refused before anything is
+applied. --dry-run or -o yaml prints the manifests instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			objs := manifests.Objects(manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS})
+			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS}
+			objs := manifests.Objects(mo)
 			if dryRun || output == outputYAML {
 				return printManifests(o.streams.Out, objs)
 			}
@@ -51,6 +57,13 @@ existing pause is kept). It reports what it created or changed. --dry-run or
 			}
 			client, err := o.client()
 			if err != nil {
+				return err
+			}
+			rc, err := o.restConfig()
+			if err != nil {
+				return err
+			}
+			if err := servesAdmissionPolicies(client); err != nil {
 				return err
 			}
 			for _, obj := range objs {
@@ -70,7 +83,7 @@ existing pause is kept). It reports what it created or changed. --dry-run or
 				return err
 			}
 			fmt.Fprintln(o.streams.Out, what)
-			return nil
+			return proveEnforced(cmd.Context(), o.streams.Out, client, rc, mo, enforcementTimeout)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml: print the manifests instead of applying them")

@@ -28,8 +28,8 @@ func (g GroupRef) String() string {
 	return g.Policy + "/" + g.Group
 }
 
-// maxGroupSegment bounds the group's part of a lock name.
-const maxGroupSegment = 40
+// MaxGroupSegment bounds the group's part of a lock name.
+const MaxGroupSegment = 40
 
 var unsafeChars = regexp.MustCompile(`[^a-z0-9-]+`)
 
@@ -38,12 +38,12 @@ var unsafeChars = regexp.MustCompile(`[^a-z0-9-]+`)
 // that two values never share a name.
 func segment(v string) string {
 	s := strings.Trim(unsafeChars.ReplaceAllString(strings.ToLower(v), "-"), "-")
-	if s == v && len(s) <= maxGroupSegment {
+	if s == v && len(s) <= MaxGroupSegment {
 		return s
 	}
 	sum := sha256.Sum256([]byte(v))
-	if len(s) > maxGroupSegment-7 {
-		s = strings.Trim(s[:maxGroupSegment-7], "-")
+	if len(s) > MaxGroupSegment-7 {
+		s = strings.Trim(s[:MaxGroupSegment-7], "-")
 	}
 	if s == "" {
 		return hex.EncodeToString(sum[:3])
@@ -102,16 +102,28 @@ func markGroup(l *coordv1.Lease, g GroupRef) {
 	}
 }
 
-// MaxDisrupted bounds how many controllers a lock remembers.
-const MaxDisrupted = 32
+// MaxDisrupted bounds how many controllers a lock remembers, and
+// MaxDisruptedBytes the annotation's length.
+const (
+	MaxDisrupted      = 32
+	MaxDisruptedBytes = 8192
+)
 
 // FormatDisrupted is the value of AnnotationDisrupted: at most MaxDisrupted
-// controllers (kind/namespace/name), comma-separated.
+// controllers (kind/namespace/name), comma-separated, in at most
+// MaxDisruptedBytes.
 func FormatDisrupted(controllers []string) string {
-	if len(controllers) > MaxDisrupted {
-		controllers = controllers[:MaxDisrupted]
+	var b strings.Builder
+	for i, c := range controllers {
+		if i == MaxDisrupted || b.Len()+1+len(c) > MaxDisruptedBytes {
+			break
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(c)
 	}
-	return strings.Join(controllers, ",")
+	return b.String()
 }
 
 // ParseDisrupted reads AnnotationDisrupted.

@@ -228,3 +228,27 @@ func TestLockOwners(t *testing.T) {
 		t.Errorf("withoutNodeOwners kept %+v", got)
 	}
 }
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdefghij", 10, "abcdefghij"},
+		{"abcdefghijk", 10, "abcdefg…"},
+		{"ééééé", 8, "éé…"}, // not inside a character
+	} {
+		if got := Clip(tc.in, tc.n); got != tc.want || len(got) > tc.n {
+			t.Errorf("Clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+	var many []string
+	for i := 0; i < 100; i++ {
+		many = append(many, "Deployment/ns/"+strings.Repeat("x", 400))
+	}
+	if got := FormatDisrupted(many); len(got) > MaxDisruptedBytes || len(ParseDisrupted(got)) == 0 {
+		t.Errorf("FormatDisrupted: %d bytes, %d entries", len(got), len(ParseDisrupted(got)))
+	}
+}

@@ -3,6 +3,7 @@ package lock
 import (
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -166,20 +167,24 @@ func (r Record) ApplyTo(l *coordv1.Lease) {
 		since = r.Since.UTC().Format(time.RFC3339)
 	}
 	set(AnnotationSince, since)
-	set(AnnotationReason, r.Reason)
-	set(AnnotationMessage, r.Message)
-	set(AnnotationRequestID, r.RequestID)
+	set(AnnotationReason, Clip(r.Reason, MaxText))
+	set(AnnotationMessage, Clip(r.Message, MaxText))
+	set(AnnotationRequestID, Clip(r.RequestID, MaxText))
 	set(AnnotationPolicy, r.Policy)
 	set(AnnotationGroup, r.Group)
-	set(AnnotationBlocked, r.Blocked)
-	set(AnnotationGates, r.Gates)
+	set(AnnotationBlocked, Clip(r.Blocked, MaxText))
+	gates := r.Gates
+	if len(gates) > MaxGates {
+		gates = "" // JSON cut short would not read; kustodian-ctl shows none
+	}
+	set(AnnotationGates, gates)
 	reported := ""
 	if r.BlockedReported {
 		reported = "true"
 	}
 	set(AnnotationBlockedReported, reported)
 	set(AnnotationQueueKey, r.QueueKey)
-	set(AnnotationReleasedRequest, r.ReleasedRequest)
+	set(AnnotationReleasedRequest, Clip(r.ReleasedRequest, MaxText))
 	prio := ""
 	if r.Priority != 0 {
 		prio = strconv.Itoa(r.Priority)
@@ -189,6 +194,27 @@ func (r Record) ApplyTo(l *coordv1.Lease) {
 	l.Spec.HolderIdentity = &node
 	l.Spec.AcquireTime = microTime(r.Requested)
 	l.Spec.RenewTime = microTime(r.Heartbeat)
+}
+
+// Bounds of what a record keeps (the admission policy refuses Leases with
+// more than 16 KiB of annotations): each text, and the gates' JSON.
+const (
+	MaxText  = 1024
+	MaxGates = 8192
+)
+
+// Clip cuts s to at most n bytes, on a character boundary, marking the cut
+// with "…".
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 func microTime(t time.Time) *metav1.MicroTime {

@@ -55,6 +55,11 @@ func Objects(o Options) []Object {
 		PolicyCRD(),
 		{gvrNamespace, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: meta(ns, "")}},
 		{gvrServiceAccount, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(AgentServiceAccount, ns)}},
+	}
+	// The admission policies before the rights they narrow; uninstall,
+	// going backwards, takes the rights away before the policies.
+	out = append(out, policyObjects(o)...)
+	return append(out, []Object{
 		// Across the cluster: its own Node (cordon, label, annotation; the
 		// admission policy keeps each node to its own), the Nodes' health
 		// (health.maxUnavailable), the pods to drain and their evictions,
@@ -90,8 +95,7 @@ func Objects(o Options) []Object {
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{o.KuredDaemonSet}, Verbs: []string{"update"}}}}},
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(cluster, o.KuredNamespace),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: cluster}, Subjects: agent}},
-	}
-	return append(out, policyObjects(o)...)
+	}...)
 }
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {

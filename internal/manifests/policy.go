@@ -2,12 +2,15 @@ package manifests
 
 import (
 	"fmt"
+	"strings"
 
 	admv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/lock"
+	mpolicy "github.com/kustodian/kustodian/internal/policy"
 )
 
 // The ValidatingAdmissionPolicies tie each agent token to the Node it is
@@ -26,12 +29,25 @@ import (
 const (
 	extraNodeName = "authentication.kubernetes.io/node-name"
 	extraNodeUID  = "authentication.kubernetes.io/node-uid"
+	// A token bound to a Pod carries the node-name of the Pod's node too;
+	// anyone who may create pods or tokens in the namespace could mint one
+	// for any node. Only tokens bound to the Node itself count.
+	extraPodName = "authentication.kubernetes.io/pod-name"
 )
 
 var (
-	gvrPolicy  = admv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies")
-	gvrBinding = admv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings")
+	// GVRValidatingAdmissionPolicy is what install needs the API server to
+	// serve.
+	GVRValidatingAdmissionPolicy = admv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies")
+	gvrBinding                   = admv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings")
 )
+
+// PolicyName is the name of an installation's admission policy (and of its
+// binding): kustodian-agent-<namespace>-<suffix>, suffix one of bound,
+// nodes, leases, events, kured.
+func PolicyName(namespace, suffix string) string {
+	return AgentServiceAccount + "-" + namespace + "-" + suffix
+}
 
 // policy is one ValidatingAdmissionPolicy before it is dressed as an object.
 type policy struct {
@@ -56,9 +72,10 @@ func variable(name, expression string) admv1.Variable {
 	return admv1.Variable{Name: name, Expression: expression}
 }
 
-// Variables every policy has: the node the token is bound to, or "".
+// Variables every policy has: the node the token is bound to, or "" (for a
+// token not bound to a Node, or bound to a Pod).
 var nodeVariables = []admv1.Variable{
-	variable("node", fmt.Sprintf("'%s' in request.userInfo.extra ? request.userInfo.extra['%s'][0] : ''", extraNodeName, extraNodeName)),
+	variable("node", fmt.Sprintf("'%s' in request.userInfo.extra && !('%s' in request.userInfo.extra) ? request.userInfo.extra['%s'][0] : ''", extraNodeName, extraPodName, extraNodeName)),
 	variable("nodeUID", fmt.Sprintf("'%s' in request.userInfo.extra ? request.userInfo.extra['%s'][0] : ''", extraNodeUID, extraNodeUID)),
 }
 
@@ -72,7 +89,7 @@ func changedKeys(field, except string) string {
 // boundCheck refuses tokens not bound to a Node. Every policy checks it
 // first, so that such a token meets this message whichever policy speaks.
 var boundCheck = check("variables.node != ''",
-	"'the token of ' + request.userInfo.username + ' is not bound to a Node; give each node its own kubeconfig: kustodian-ctl kubeconfig NODE'")
+	"'the token of ' + request.userInfo.username + ' is not bound to a Node' + ('"+extraPodName+"' in request.userInfo.extra ? ' (it is bound to Pod ' + request.userInfo.extra['"+extraPodName+"'][0] + ')' : '') + '; give each node its own kubeconfig: kustodian-ctl kubeconfig NODE'")
 
 func policies() []policy {
 	self := "'node ' + variables.node"
@@ -87,8 +104,8 @@ func policies() []policy {
 		suffix: "nodes",
 		rules:  []admv1.NamedRuleWithOperations{rule("", "nodes", admv1.Update)},
 		variables: []admv1.Variable{
-			variable("labels", changedKeys("labels", "k.startsWith('kustodian.io/')")),
-			variable("annotations", changedKeys("annotations", "k.startsWith('kustodian.io/') || k == '"+scaleDownDisabled+"'")),
+			variable("labels", changedKeys("labels", oneOf(nodeLabels))),
+			variable("annotations", changedKeys("annotations", oneOf(nodeAnnotations))),
 		},
 		validations: []admv1.Validation{
 			check("object.metadata.name == variables.node",
@@ -99,9 +116,9 @@ object.spec.?providerID == oldObject.spec.?providerID && object.spec.?configSour
 object.spec.?externalID == oldObject.spec.?externalID`,
 				self+" + ' may change only spec.unschedulable of its Node, not its taints or other fields'"),
 			check("size(variables.labels) == 0",
-				self+" + ' may change only kustodian.io/ labels of its Node, not ' + variables.labels.join(', ')"),
+				self+" + ' may change only the label "+strings.Join(nodeLabels, ", ")+" of its Node, not ' + variables.labels.join(', ')"),
 			check("size(variables.annotations) == 0",
-				self+" + ' may change only kustodian.io/ annotations and "+scaleDownDisabled+" of its Node, not ' + variables.annotations.join(', ')"),
+				self+" + ' may change only the annotations "+strings.Join(nodeAnnotations, ", ")+" of its Node, not ' + variables.annotations.join(', ')"),
 			check(`object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([]) &&
 object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])`,
 				self+" + ' may not change the finalizers or owners of its Node'"),
@@ -112,6 +129,10 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 		rules:  []admv1.NamedRuleWithOperations{rule("coordination.k8s.io", "leases", admv1.Create, admv1.Update, admv1.Delete)},
 		variables: []admv1.Variable{
 			variable("isLock", "request.name.startsWith('lock-')"),
+			variable("write", "request.operation != 'DELETE'"),
+			variable("queueKey", "object != null ? object.metadata.?annotations[?'"+lock.AnnotationQueueKey+"'].orValue('') : ''"),
+			variable("oldQueueKey", "oldObject != null ? oldObject.metadata.?annotations[?'"+lock.AnnotationQueueKey+"'].orValue('') : ''"),
+			variable("annotationBytes", "object != null ? object.metadata.?annotations.orValue({}).map(k, size(k) + size(object.metadata.annotations[k])).sum() : 0"),
 			variable("holder", "object != null && has(object.spec.holderIdentity) ? object.spec.holderIdentity : ''"),
 			variable("oldHolder", "oldObject != null && has(oldObject.spec.holderIdentity) ? oldObject.spec.holderIdentity : ''"),
 		},
@@ -120,6 +141,26 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 				self+" + ' may write only its own record node-' + variables.node + ' and the lock Leases, not Lease ' + request.name"),
 			check("variables.isLock || request.operation == 'DELETE' || variables.holder == variables.node",
 				"'record ' + request.name + ' must name its own node as holder, not \"' + variables.holder + '\"'"),
+			// A finalizer would keep a Lease past its Node (and its owner's
+			// garbage collection) until an admin removes it.
+			check("!variables.write || object.metadata.?finalizers.orValue([]) == (oldObject != null ? oldObject.metadata.?finalizers.orValue([]) : [])",
+				self+" + ' may not put finalizers on Lease ' + request.name"),
+			// Every agent caches the namespace's Leases: none may be large.
+			check("!variables.write || variables.annotationBytes <= "+fmt.Sprint(MaxLeaseAnnotationBytes),
+				"'the annotations of Lease ' + request.name + ' come to ' + string(variables.annotationBytes) + ' bytes; at most "+fmt.Sprint(MaxLeaseAnnotationBytes)+"'"),
+			check("!variables.write || object.metadata.?labels.orValue({}).all(k, "+oneOf(leaseLabels)+")",
+				self+" + ' may label Lease ' + request.name + ' only with "+strings.Join(leaseLabels, ", ")+"'"),
+			// Only names the protocol makes: a policy, perhaps a group, a
+			// slot below the largest concurrency (the ResourceQuota on
+			// Leases bounds how many).
+			check("!variables.isLock || request.name.matches('"+lockNamePattern+"')",
+				"'lock names are lock-<policy>[-<group>]-<slot below "+fmt.Sprint(mpolicy.MaxConcurrency)+">, not ' + request.name"),
+			// The queue's order is the order in which records reached the
+			// API server: the resourceVersion of a record's creation, kept
+			// in an annotation by its agent's first update. Its agent may
+			// store that version, and never change it.
+			check("variables.isLock || !variables.write || variables.queueKey == variables.oldQueueKey || (variables.oldQueueKey == '' && oldObject != null && variables.queueKey == oldObject.metadata.resourceVersion)",
+				"'record ' + request.name + ': "+lock.AnnotationQueueKey+" is the resourceVersion of the record\\'s creation; it may be set once to ' + (oldObject != null ? oldObject.metadata.resourceVersion : 'the version the API server gives the record') + ', not to ' + variables.queueKey"),
 			check("!variables.isLock || request.operation != 'DELETE'",
 				self+" + ' may not delete lock ' + request.name"),
 			check("!variables.isLock || variables.oldHolder == '' || variables.oldHolder == variables.node",
@@ -157,6 +198,35 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 
 const kuredLockAnnotation = kured.LockAnnotation
 
+// What an agent writes on its Node: its state label, the marks of its
+// cordon and of its autoscaler protection, and the autoscaler's annotation.
+// An admin's annotations (kustodian.io/priority, kustodian.io/hold) stay the
+// admin's: a node may not move itself up the queue or lift its own hold.
+var (
+	nodeLabels      = []string{lock.LabelState}
+	nodeAnnotations = []string{lock.AnnotationCordoned, drain.AnnotationProtected, scaleDownDisabled}
+	leaseLabels     = []string{lock.LabelManagedBy, lock.LabelPolicy}
+)
+
+// MaxLeaseAnnotationBytes bounds the annotations (keys and values) of a
+// Lease an agent writes.
+const MaxLeaseAnnotationBytes = 16384
+
+// lockNamePattern: lock-, a policy name (lower-case letters, digits and
+// '-'), perhaps a group segment (lock.GroupRef.LockName), and a slot number
+// below mpolicy.MaxConcurrency.
+var lockNamePattern = fmt.Sprintf(`^lock-[a-z0-9][-a-z0-9]{0,%d}-(0|[1-9][0-9]{0,%d})$`,
+	mpolicy.MaxPolicyName+1+lock.MaxGroupSegment, len(fmt.Sprint(mpolicy.MaxConcurrency-1))-1)
+
+// oneOf is a CEL condition: k is one of keys.
+func oneOf(keys []string) string {
+	quoted := make([]string, len(keys))
+	for i, k := range keys {
+		quoted[i] = "'" + k + "'"
+	}
+	return "k in [" + strings.Join(quoted, ", ") + "]"
+}
+
 // scaleDownDisabled keeps the cluster autoscaler off a node in maintenance
 // (a policy's autoscaler.protect): the one annotation outside kustodian.io/
 // an agent may write on its Node.
@@ -173,9 +243,9 @@ func policyObjects(o Options) []Object {
 		if p.suffix != "bound" {
 			p.validations = append([]admv1.Validation{boundCheck}, p.validations...)
 		}
-		name := AgentServiceAccount + "-" + o.Namespace + "-" + p.suffix
+		name := PolicyName(o.Namespace, p.suffix)
 		out = append(out,
-			Object{gvrPolicy, &admv1.ValidatingAdmissionPolicy{
+			Object{GVRValidatingAdmissionPolicy, &admv1.ValidatingAdmissionPolicy{
 				TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
 				ObjectMeta: meta(name, ""),
 				Spec: admv1.ValidatingAdmissionPolicySpec{

@@ -98,6 +98,10 @@ var policyName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // MaxPolicyName bounds a policy's name, so that its lock names stay valid.
 const MaxPolicyName = 40
 
+// MaxConcurrency bounds a policy's concurrency, and so the slot numbers of
+// its locks.
+const MaxConcurrency = 1000
+
 // Validate checks what the CRD's schema and CEL rules check, for policies
 // that reached the agent without them (an older CRD): a policy that does
 // not pass holds its nodes with the reason.
@@ -115,8 +119,8 @@ func Validate(p *MaintenancePolicy) error {
 	if _, err := selector(s.NodeSelector); err != nil {
 		return bad("spec.nodeSelector", err)
 	}
-	if s.Concurrency < 0 || s.Concurrency > 1000 {
-		return bad("spec.concurrency", fmt.Errorf("must be between 1 and 1000, got %d", s.Concurrency))
+	if s.Concurrency < 0 || s.Concurrency > MaxConcurrency {
+		return bad("spec.concurrency", fmt.Errorf("must be between 1 and %d, got %d", MaxConcurrency, s.Concurrency))
 	}
 	if s.GroupBy != "" {
 		if errs := validation.IsQualifiedName(s.GroupBy); len(errs) > 0 {

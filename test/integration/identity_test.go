@@ -205,11 +205,10 @@ func TestNodeScopedPolicy(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	a, b := nodes[0], nodes[1]
+	e.KuredDaemonSet(e.Namespace, "") // before install, which proves the kured policy too
 	nodeA := clientFor(t, nodecreds.Kubeconfig(e, a))
 	leasesA := nodeA.CoordinationV1().Leases(e.Namespace)
 	cordon := []byte(`{"spec":{"unschedulable":true}}`)
-
-	e.KuredDaemonSet(e.Namespace, "")
 	tr, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -218,8 +217,9 @@ func TestNodeScopedPolicy(t *testing.T) {
 	rc.BearerToken = tr.Status.Token
 	unbound := kubernetes.NewForConfigOrDie(rc)
 
-	// The policies take effect a moment after install: wait until each one
-	// refuses a dry run of a request it must refuse.
+	// The API server applies policies a moment after they are created;
+	// install returns only once it does, so that no agent (or attacker)
+	// started after install meets RBAC alone: each policy refuses at once.
 	dry := []string{metav1.DryRunAll}
 	probes := map[string]func(ctx context.Context) error{
 		"nodes": func(ctx context.Context) error {
@@ -252,12 +252,9 @@ func TestNodeScopedPolicy(t *testing.T) {
 	}
 	for name, probe := range probes {
 		policy := "kustodian-agent-" + e.Namespace + "-" + name
-		e.Eventually("policy "+policy+" to take effect", cluster.DefaultTimeout, func(ctx context.Context) error {
-			if err := probe(ctx); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'") {
-				return fmt.Errorf("not refused by it: %v", err)
-			}
-			return nil
-		})
+		if err := probe(e.Ctx); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'") {
+			t.Errorf("right after install, policy %s does not refuse what it must: %v", policy, err)
+		}
 	}
 
 	// Its own Node: cordon and kustodian.io/ labels and annotations only.
@@ -276,11 +273,16 @@ func TestNodeScopedPolicy(t *testing.T) {
 	denied(t, "taint itself", patchA(`{"spec":{"taints":[{"key":"x","value":"y","effect":"NoSchedule"}]}}`),
 		"may change only spec.unschedulable of its Node, not its taints")
 	denied(t, "label itself outside kustodian.io/", patchA(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`),
-		"may change only kustodian.io/ labels of its Node, not node-role.kubernetes.io/control-plane")
+		"may change only the label kustodian.io/state of its Node, not node-role.kubernetes.io/control-plane")
 	denied(t, "drop a label of its own", patchA(`{"metadata":{"labels":{"`+cluster.LabelTestEnv+`":null}}}`),
-		"may change only kustodian.io/ labels of its Node, not "+cluster.LabelTestEnv)
+		"may change only the label kustodian.io/state of its Node, not "+cluster.LabelTestEnv)
 	denied(t, "annotate itself outside kustodian.io/", patchA(`{"metadata":{"annotations":{"example.com/x":"y"}}}`),
-		"may change only kustodian.io/ annotations and cluster-autoscaler.kubernetes.io/scale-down-disabled of its Node, not example.com/x")
+		"may change only the annotations kustodian.io/cordoned, kustodian.io/autoscaler-protected, cluster-autoscaler.kubernetes.io/scale-down-disabled of its Node, not example.com/x")
+	// An admin's annotations: its place in the queue, its hold.
+	denied(t, "raise its own priority", patchA(`{"metadata":{"annotations":{"kustodian.io/priority":"2147483647"}}}`),
+		"of its Node, not kustodian.io/priority")
+	denied(t, "lift its own hold", patchA(`{"metadata":{"annotations":{"kustodian.io/hold":"backup"}}}`),
+		"of its Node, not kustodian.io/hold")
 	// The autoscaler's annotation (a policy's autoscaler.protect): on its
 	// own Node, and on no other.
 	protect := `{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/scale-down-disabled":"true","kustodian.io/autoscaler-protected":"true"}}}`

@@ -1,0 +1,183 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kustodian/kustodian/internal/manifests"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+// servesAdmissionPolicies checks that the API server serves
+// ValidatingAdmissionPolicies: without them the agents' RBAC alone would let
+// every node cordon and drain every other.
+func servesAdmissionPolicies(client kubernetes.Interface) error {
+	gv := manifests.GVRValidatingAdmissionPolicy.GroupVersion().String()
+	list, err := client.Discovery().ServerResourcesForGroupVersion(gv)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return status.Explain(err, "discover", gv, "")
+	}
+	if list != nil {
+		for _, r := range list.APIResources {
+			if r.Name == manifests.GVRValidatingAdmissionPolicy.Resource {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the cluster does not serve %s in %s (Kubernetes 1.30 or later, or the API enabled): without them every node's token could cordon and drain every node, so install refuses",
+		manifests.GVRValidatingAdmissionPolicy.Resource, gv)
+}
+
+// enforcementTimeout bounds how long install waits for the API server to
+// enforce the admission policies it applied (it loads them within seconds).
+const enforcementTimeout = time.Minute
+
+// probe is a dry-run request that one admission policy must refuse.
+type probe struct {
+	policy string
+	try    func(context.Context) error
+}
+
+// proveEnforced waits until each admission policy of the installation
+// refuses a dry run of a request it must refuse, made with the agents'
+// own ServiceAccount: a token bound to no Node, and one bound to a Node of
+// the cluster (the first listed). The API server applies policies some
+// seconds after they are created; until then the agents' rights stand
+// alone, so install does not report success before.
+func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface, rc *rest.Config, o manifests.Options, timeout time.Duration) error {
+	start := time.Now()
+	ns := o.Namespace
+	dry := []string{metav1.DryRunAll}
+	tokenClient := func(bound *authv1.BoundObjectReference) (kubernetes.Interface, error) {
+		seconds := int64(600) // the shortest the API server grants
+		tr, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{
+			Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds, BoundObjectRef: bound}}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, status.Explain(err, "create", "serviceaccounts/token", ns)
+		}
+		c := rest.AnonymousClientConfig(rc)
+		c.BearerToken = tr.Status.Token
+		return kubernetes.NewForConfig(c)
+	}
+	unbound, err := tokenClient(nil)
+	if err != nil {
+		return err
+	}
+	probes := []probe{{manifests.PolicyName(ns, "bound"), func(ctx context.Context) error {
+		return unbound.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "kustodian-install-probe", Namespace: ns},
+			DeleteOptions: &metav1.DeleteOptions{DryRun: dry}})
+	}}}
+	var skipped []string
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return status.Explain(err, "list", "nodes", "")
+	}
+	if len(nodes.Items) == 0 {
+		skipped = append(skipped, "nodes, leases, events, kured (no Node to bind a token to)")
+	} else {
+		n := nodes.Items[0]
+		node, err := tokenClient(&authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID})
+		if err != nil {
+			return err
+		}
+		probes = append(probes,
+			probe{manifests.PolicyName(ns, "nodes"), func(ctx context.Context) error {
+				_, err := node.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType,
+					[]byte(`{"metadata":{"labels":{"kustodian.io/install-probe":"refused"}}}`), metav1.PatchOptions{DryRun: dry})
+				return err
+			}},
+			probe{manifests.PolicyName(ns, "leases"), func(ctx context.Context) error {
+				_, err := node.CoordinationV1().Leases(ns).Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kustodian-install-probe"}}, metav1.CreateOptions{DryRun: dry})
+				return err
+			}},
+			probe{manifests.PolicyName(ns, "events"), func(ctx context.Context) error {
+				_, err := node.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "kustodian-install-probe-"},
+					InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: metav1.NamespaceDefault, Name: "kustodian-install-probe"}}, metav1.CreateOptions{DryRun: dry})
+				return err
+			}})
+		ds, err := client.AppsV1().DaemonSets(o.KuredNamespace).Get(ctx, o.KuredDaemonSet, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			skipped = append(skipped, fmt.Sprintf("kured (no DaemonSet %s/%s)", o.KuredNamespace, o.KuredDaemonSet))
+		case err != nil:
+			return status.Explain(err, "get", "daemonsets", o.KuredNamespace)
+		default:
+			probes = append(probes, probe{manifests.PolicyName(ns, "kured"), func(ctx context.Context) error {
+				changed := ds.DeepCopy()
+				if changed.Labels == nil {
+					changed.Labels = map[string]string{}
+				}
+				changed.Labels["kustodian.io/install-probe"] = "refused"
+				_, err := node.AppsV1().DaemonSets(o.KuredNamespace).Update(ctx, changed, metav1.UpdateOptions{DryRun: dry})
+				if apierrors.IsConflict(err) { // Kured's DaemonSet changed meanwhile
+					if fresh, gerr := client.AppsV1().DaemonSets(o.KuredNamespace).Get(ctx, o.KuredDaemonSet, metav1.GetOptions{}); gerr == nil {
+						ds = fresh
+					}
+				}
+				return err
+			}})
+		}
+	}
+
+	last := map[string]error{}
+	pending := map[string]probe{}
+	for _, p := range probes {
+		pending[p.policy] = p
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for name, p := range pending {
+			err := p.try(ctx)
+			if refusedBy(err, name) {
+				delete(pending, name)
+				continue
+			}
+			if ctx.Err() == nil { // not cut short by the deadline
+				last[name] = err
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		var why []string
+		for name := range pending {
+			answer := "allowed"
+			if last[name] != nil {
+				answer = last[name].Error()
+			}
+			why = append(why, fmt.Sprintf("%s (last answer: %s)", name, answer))
+		}
+		sort.Strings(why)
+		if errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err) {
+			err = fmt.Errorf("after %s", timeout)
+		}
+		return fmt.Errorf("the admission policies are not enforced %v: %s. The agents' rights are installed without them: find out why (is ValidatingAdmissionPolicy enabled in the API server?) or run kustodian-ctl uninstall",
+			err, strings.Join(why, "; "))
+	}
+	msg := fmt.Sprintf("admission policies enforced: %d refused a dry run as they must (%s)", len(probes), time.Since(start).Round(100*time.Millisecond))
+	if len(skipped) > 0 {
+		msg += "; not probed: " + strings.Join(skipped, ", ")
+	}
+	fmt.Fprintln(w, msg)
+	return nil
+}
+
+// refusedBy tells whether err is policy's refusal.
+func refusedBy(err error, policy string) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'")
+}

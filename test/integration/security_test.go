@@ -1,0 +1,175 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/manifests"
+	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
+)
+
+// The paths of DESIGN section 13, each tried with a node's own credentials
+// against the API server and refused by it (docs/security.md lists them).
+
+// A token of kustodian-agent bound to a Pod carries the node name of the
+// Pod's node too; it must not pass for that node's token.
+func TestSecurityPodBoundTokenIsRefused(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a, b := nodes[0], nodes[1]
+	nodeA := clientFor(t, nodecreds.Kubeconfig(e, a))
+
+	// No node may mint a token, for itself or bound to anything else.
+	_, err := nodeA.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{BoundObjectRef: &authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: a, UID: nodeObject(e, a).UID}}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("node %s minting a token: %v, want forbidden", a, err)
+	}
+	_, err = nodeA.CoreV1().Pods(e.Namespace).Create(e.Ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mine"},
+		Spec: corev1.PodSpec{NodeName: b, ServiceAccountName: manifests.AgentServiceAccount, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("node %s creating a pod: %v, want forbidden", a, err)
+	}
+
+	// Someone who may create pods and tokens in the namespace (here the
+	// admin) binds a token to a Pod on node B.
+	pod, err := e.Client.CoreV1().Pods(e.Namespace).Create(e.Ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "on-b"},
+		Spec: corev1.PodSpec{NodeName: b, ServiceAccountName: manifests.AgentServiceAccount, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := rest.AnonymousClientConfig(e.Config)
+	rc.BearerToken = tr.Status.Token
+	podToken := kubernetes.NewForConfigOrDie(rc)
+
+	// The premise: the API server gives this token B's node name.
+	review, err := podToken.AuthenticationV1().SelfSubjectReviews().Create(e.Ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := review.Status.UserInfo.Extra["authentication.kubernetes.io/node-name"]; len(got) != 1 || got[0] != b {
+		t.Fatalf("the pod-bound token's node-name is %v, not [%s]: this test would prove nothing", got, b)
+	}
+
+	_, err = podToken.CoreV1().Nodes().Patch(e.Ctx, b, types.StrategicMergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+	denied(t, "cordon B with a token bound to a Pod on B", err, "is not bound to a Node (it is bound to Pod on-b)")
+	_, err = podToken.CoordinationV1().Leases(e.Namespace).Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(b)},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &b}}, metav1.CreateOptions{})
+	denied(t, "write B's record with a token bound to a Pod on B", err, "is not bound to a Node")
+}
+
+// What a node writes into Leases is bounded: no finalizers, names only
+// the protocol makes, no large objects, its queue key set by the API
+// server's order.
+func TestSecurityLeasesAreBounded(t *testing.T) {
+	e := cluster.New(t)
+	a := e.Nodes(1)[0]
+	leasesA := clientFor(t, nodecreds.Kubeconfig(e, a)).CoordinationV1().Leases(e.Namespace)
+	nodeA := nodeObject(e, a)
+	owned := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a, UID: nodeA.UID}}
+	record := func(annotations map[string]string) *coordv1.Lease {
+		return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(a), Annotations: annotations},
+			Spec: coordv1.LeaseSpec{HolderIdentity: &a}}
+	}
+	heldLock := func(name string) *coordv1.Lease {
+		return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: owned, Labels: map[string]string{lock.LabelPolicy: "default"}},
+			Spec: coordv1.LeaseSpec{HolderIdentity: &a}}
+	}
+	create := func(l *coordv1.Lease) error {
+		_, err := leasesA.Create(e.Ctx, l, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+
+	// Finalizers: a Lease that outlives its Node.
+	withFinalizer := heldLock(lock.DefaultGroup.LockName(0))
+	withFinalizer.Finalizers = []string{"example.com/keep"}
+	denied(t, "a lock with a finalizer", create(withFinalizer), "node "+a+" may not put finalizers on Lease lock-default-0")
+	rec := record(nil)
+	rec.Finalizers = []string{"example.com/keep"}
+	denied(t, "a record with a finalizer", create(rec), "may not put finalizers on Lease node-"+a)
+
+	// Names: only lock-<policy>[-<group>]-<slot>.
+	for _, name := range []string{"lock-junk-12345", "lock-x", "lock-default-1000"} {
+		denied(t, "lock "+name, create(heldLock(name)), "lock names are lock-<policy>[-<group>]-<slot below 1000>, not "+name)
+	}
+	if err := create(heldLock(lock.GroupRef{Policy: "zones", Group: "eu-1"}.LockName(999))); err != nil {
+		t.Errorf("a lock name the protocol makes: %v", err)
+	}
+
+	// Size: at most 16 KiB of annotations; labels only the protocol's.
+	denied(t, "a 250 KB record", create(record(map[string]string{lock.AnnotationMessage: strings.Repeat("x", 250_000)})),
+		"the annotations of Lease node-"+a+" come to 250020 bytes; at most 16384")
+	big := heldLock(lock.DefaultGroup.LockName(0))
+	big.Annotations = map[string]string{"kustodian.io/junk": strings.Repeat("x", 20_000)}
+	denied(t, "a 20 KB lock", create(big), "come to 20017 bytes; at most 16384")
+	labelled := record(nil)
+	labelled.Labels = map[string]string{"example.com/x": "y"}
+	denied(t, "a record with a foreign label", create(labelled), "may label Lease node-"+a+" only with app.kubernetes.io/managed-by, kustodian.io/policy")
+
+	// The queue key: never chosen by the node.
+	denied(t, "a new record with its own queue key", create(record(map[string]string{lock.AnnotationQueueKey: "1"})),
+		"kustodian.io/queue-key is the resourceVersion of the record's creation")
+	created, err := leasesA.Create(e.Ctx, record(nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := created.DeepCopy()
+	forged.Annotations = map[string]string{lock.AnnotationQueueKey: "1"}
+	_, err = leasesA.Update(e.Ctx, forged, metav1.UpdateOptions{})
+	denied(t, "a forged queue key", err, "it may be set once to "+created.ResourceVersion+", not to 1")
+	honest := created.DeepCopy()
+	honest.Annotations = map[string]string{lock.AnnotationQueueKey: created.ResourceVersion}
+	stored, err := leasesA.Update(e.Ctx, honest, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("storing the queue key as agents do: %v", err)
+	}
+	moved := stored.DeepCopy()
+	moved.Annotations[lock.AnnotationQueueKey] = "1"
+	_, err = leasesA.Update(e.Ctx, moved, metav1.UpdateOptions{})
+	denied(t, "moving a stored queue key", err, "kustodian.io/queue-key is the resourceVersion of the record's creation")
+}
+
+// A record no agent keeps (heartbeat in the year 2999, the highest
+// priority, the first queue key, written with admin rights as a node may
+// write its own) does not hold back a live node.
+func TestSecurityForgedRecordDoesNotHeadTheQueue(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	ghost, real := nodes[0], nodes[1]
+	future := metav1.NewMicroTime(time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC))
+	forged := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(ghost), Annotations: map[string]string{
+		lock.AnnotationState: string(lock.Waiting), lock.AnnotationPriority: "2147483647", lock.AnnotationQueueKey: "1",
+		lock.AnnotationPolicy: "default"}, Labels: map[string]string{lock.LabelManagedBy: lock.ManagedBy}},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &ghost, AcquireTime: &future, RenewTime: &future}}
+	if _, err := e.Client.CoordinationV1().Leases(e.Namespace).Create(e.Ctx, forged, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := newAgent(t, e, real)
+	p.request("patch")
+	p.start()
+	p.waitInProgress(cluster.DefaultTimeout)
+	out, err := nodecreds.CtlFor(e).Run(e.Ctx, "queue")
+	if err != nil {
+		t.Fatalf("kustodian-ctl queue: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, ghost) || !strings.Contains(out, "no (agent silent; skipped)") {
+		t.Errorf("kustodian-ctl queue shows the forged record as live:\n%s", out)
+	}
+}
