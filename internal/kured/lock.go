@@ -18,13 +18,13 @@ const (
 
 // Holder is one holder of Kured's lock.
 type Holder struct {
-	NodeID  string    `json:"nodeID"`
-	Created time.Time `json:"created"`
-	// TTL in nanoseconds, as Kured writes it; 0 means never expires.
-	TTL      time.Duration `json:"TTL"`
+	NodeID   string `json:"nodeID"`
 	Metadata struct {
 		Unschedulable bool `json:"unschedulable"`
 	} `json:"metadata"`
+	Created time.Time `json:"created"`
+	// TTL in nanoseconds, as Kured writes it; 0 means never expires.
+	TTL time.Duration `json:"TTL"`
 }
 
 // Expired reports whether the holder's TTL has run out at now.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -46,29 +47,99 @@ func (k *Locker) Read(ctx context.Context) (l Lock, exists bool, err error) {
 	return l, true, err
 }
 
-// Others returns the active holders of the lock other than id.
+// Others returns the holders of the lock other than id, an expired one
+// marked so.
 func (l Lock) Others(id string, now time.Time) []string {
 	var out []string
-	for _, h := range l.Active(now) {
-		if h.NodeID != id {
+	for _, h := range l.Holders {
+		switch {
+		case h.NodeID == "" || h.NodeID == id:
+		case h.Expired(now):
+			out = append(out, h.NodeID+" (expired)")
+		default:
 			out = append(out, h.NodeID)
 		}
 	}
 	return out
 }
 
-// Full reports whether the lock has no room for id.
+// Full reports whether the lock has no room for id. Expired holders count:
+// Kured's nodes take their place, but a Kustodian agent only adds or
+// removes its own entry and leaves every other as it is (the admission
+// policy holds it to that), so it waits until Kured, or an admin, frees it.
 func (l Lock) Full(id string, now time.Time) bool {
-	active := l.Active(now)
-	for _, h := range active {
+	n := 0
+	for _, h := range l.Holders {
 		if h.NodeID == id {
 			return false
 		}
+		if h.NodeID != "" {
+			n++
+		}
 	}
 	if l.MaxOwners > 0 {
-		return len(active) >= l.MaxOwners
+		return n >= l.MaxOwners
 	}
-	return len(active) > 0
+	return n > 0
+}
+
+// Entry is id's entry in Kured's lock as Kustodian writes it, in Kured's
+// field order: {"nodeID":..,"metadata":{"unschedulable":false},"created":..,"TTL":0}.
+// The admission policy recognises exactly this form.
+func Entry(id string, now time.Time) (string, error) {
+	h := Holder{NodeID: id, Created: now.UTC().Truncate(time.Second)}
+	b, err := json.Marshal(h)
+	return string(b), err
+}
+
+// Take is the lock's value with entry added, every other byte of it kept:
+// a free single lock ("" or nodeID "") becomes entry; a lock of several
+// owners gets entry appended to its list. ok is false when there is no
+// room (see Full) or the value is not one of Kured's forms.
+func Take(value, entry string) (string, bool) {
+	if value == "" || strings.HasPrefix(value, `{"nodeID":"",`) {
+		return entry, true
+	}
+	if !strings.HasPrefix(value, `{"maxOwners":`) {
+		return "", false
+	}
+	switch {
+	case strings.HasSuffix(value, `,"locks":null}`):
+		return strings.TrimSuffix(value, `null}`) + "[" + entry + "]}", true
+	case strings.HasSuffix(value, `[]}`):
+		return strings.TrimSuffix(value, `]}`) + entry + "]}", true
+	case strings.HasSuffix(value, `]}`):
+		return strings.TrimSuffix(value, `]}`) + "," + entry + "]}", true
+	}
+	return "", false
+}
+
+// GiveBack is the lock's value with id's entry, as Take wrote it, removed
+// and every other byte kept; ok is false when the value holds no such
+// entry.
+func GiveBack(value, id string) (string, bool) {
+	prefix := `{"nodeID":"` + id + `",`
+	i := strings.Index(value, prefix)
+	if i < 0 {
+		return "", false
+	}
+	const end = `"TTL":0}`
+	j := strings.Index(value[i:], end)
+	if j < 0 {
+		return "", false
+	}
+	j += i + len(end)
+	if i == 0 && j == len(value) {
+		return "", true // the single form: the annotation goes
+	}
+	switch {
+	case value[i-1] == ',':
+		return value[:i-1] + value[j:], true
+	case j < len(value) && value[j] == ',':
+		return value[:i] + value[j+1:], true
+	default:
+		return value[:i] + value[j:], true
+	}
 }
 
 // Acquire takes the lock for id when it has room, with the
@@ -84,41 +155,34 @@ func (k *Locker) Acquire(ctx context.Context, id string) (bool, string, error) {
 		return false, "", fmt.Errorf("reading Kured's DaemonSet %s/%s: %w", k.Namespace, k.Name, err)
 	}
 	now := k.now()
-	l, err := ParseLock(ds.Annotations[LockAnnotation])
+	value := ds.Annotations[LockAnnotation]
+	l, err := ParseLock(value)
 	if err != nil {
 		return false, "", err
 	}
-	if l.Full(id, now) {
-		return false, fmt.Sprintf("Kured's lock is held by %v", l.Others(id, now)), nil
-	}
-	for _, h := range l.Active(now) {
+	for _, h := range l.Holders {
 		if h.NodeID == id {
 			return true, "", nil // held already
 		}
 	}
-	mine := Holder{NodeID: id, Created: now.UTC().Truncate(time.Second)}
-	var value []byte
-	if l.MaxOwners > 0 {
-		l.Holders = append(l.Active(now), mine)
-		value, err = json.Marshal(multiLock{MaxOwners: l.MaxOwners, Locks: l.Holders})
-	} else {
-		value, err = json.Marshal(mine)
+	if l.Full(id, now) {
+		return false, "Kured's lock is held by " + strings.Join(l.Others(id, now), ", "), nil
 	}
+	entry, err := Entry(id, now)
 	if err != nil {
 		return false, "", err
 	}
-	if err := k.write(ctx, ds, string(value)); err != nil {
+	taken, ok := Take(value, entry)
+	if !ok {
+		return false, fmt.Sprintf("Kured's lock has a form Kustodian does not write into: %.80s", value), nil
+	}
+	if err := k.write(ctx, ds, taken); err != nil {
 		if apierrors.IsConflict(err) {
 			return false, "lost the race for Kured's lock", nil
 		}
 		return false, "", err
 	}
 	return true, "", nil
-}
-
-type multiLock struct {
-	MaxOwners int      `json:"maxOwners"`
-	Locks     []Holder `json:"locks"`
 }
 
 // Release removes id from the lock; a lock id does not hold is left as it is.
@@ -131,29 +195,9 @@ func (k *Locker) Release(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		l, err := ParseLock(ds.Annotations[LockAnnotation])
-		if err != nil {
-			return err
-		}
-		var kept []Holder
-		held := false
-		for _, h := range l.Holders {
-			if h.NodeID == id {
-				held = true
-				continue
-			}
-			kept = append(kept, h)
-		}
+		value, held := GiveBack(ds.Annotations[LockAnnotation], id)
 		if !held {
 			return nil
-		}
-		value := ""
-		if l.MaxOwners > 0 {
-			b, err := json.Marshal(multiLock{MaxOwners: l.MaxOwners, Locks: append([]Holder{}, kept...)})
-			if err != nil {
-				return err
-			}
-			value = string(b)
 		}
 		return k.write(ctx, ds, value)
 	})

@@ -178,25 +178,52 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 		validations: []admv1.Validation{check("object.involvedObject.kind == 'Node' && object.involvedObject.name == variables.node",
 			self+" + ' may record Events only about its own Node, not about ' + object.involvedObject.kind + ' ' + object.involvedObject.name")},
 	}, {
-		// Kured's DaemonSet: its lock annotation, for this node's own entry.
+		// Kured's DaemonSet: its lock annotation, to add or remove this
+		// node's own entry, in the one form kured.Entry writes, and leave
+		// every other byte of it as it is (CEL cannot parse JSON; it can
+		// compare strings).
 		suffix: "kured",
 		rules:  []admv1.NamedRuleWithOperations{rule("apps", "daemonsets", admv1.Update)},
 		variables: []admv1.Variable{
 			variable("annotations", changedKeys("annotations", "k == '"+kuredLockAnnotation+"'")),
 			variable("lock", "object.metadata.?annotations[?'"+kuredLockAnnotation+"'].orValue('')"),
 			variable("oldLock", "oldObject.metadata.?annotations[?'"+kuredLockAnnotation+"'].orValue('')"),
-			variable("entry", `'"nodeID":"kustodian:' + variables.node + '"'`),
+			variable("prefix", `'{"nodeID":"kustodian:' + variables.node + '","metadata":{"unschedulable":'`),
+			// A lock of several owners without its closing "]}" (and "null"
+			// read as an empty list): where an entry is appended.
+			variable("oldBase", `!variables.oldLock.startsWith('{"maxOwners":') ? '' :
+variables.oldLock.endsWith(',"locks":null}') ? variables.oldLock.substring(0, size(variables.oldLock) - 5) + '[' :
+variables.oldLock.endsWith(']}') ? variables.oldLock.substring(0, size(variables.oldLock) - 2) : ''`),
+			variable("base", "variables.oldBase + (variables.oldBase.endsWith('[') ? '' : ',')"),
+			// Where this node's entry starts and ends in the old value.
+			variable("i", "variables.oldLock.indexOf(variables.prefix)"),
+			variable("j", `variables.i < 0 ? -1 : variables.oldLock.indexOf('"TTL":0}', variables.i) + 8`),
 		},
 		validations: []admv1.Validation{
 			check("object.spec == oldObject.spec && object.metadata.?labels == oldObject.metadata.?labels && size(variables.annotations) == 0",
 				self+" + ' may change only the annotation "+kuredLockAnnotation+" of DaemonSet ' + request.namespace + '/' + request.name"),
-			check("variables.lock == variables.oldLock || variables.lock.contains(variables.entry) || variables.oldLock.contains(variables.entry)",
-				self+" + ' may change Kured\\'s lock only to take or give back its own entry kustodian:' + variables.node"),
+			check(`variables.lock == variables.oldLock ||
+((variables.oldLock == '' || variables.oldLock.startsWith('{"nodeID":"",')) && `+mine("variables.lock")+`) ||
+(variables.lock == '' && `+mine("variables.oldLock")+`) ||
+(variables.oldBase != '' && variables.lock.startsWith(variables.base) && variables.lock.endsWith(']}') && size(variables.lock) > size(variables.base) + 2 &&
+ `+mine("variables.lock.substring(size(variables.base), size(variables.lock) - 2)")+`) ||
+(variables.oldLock.startsWith('{"maxOwners":') && variables.i > 0 && variables.j > variables.i + 8 && variables.j < size(variables.oldLock) &&
+ `+mine("variables.oldLock.substring(variables.i, variables.j)")+` && (
+ (variables.oldLock.substring(variables.i - 1, variables.i) == ',' && variables.lock == variables.oldLock.substring(0, variables.i - 1) + variables.oldLock.substring(variables.j)) ||
+ (variables.oldLock.substring(variables.j, variables.j + 1) == ',' && variables.lock == variables.oldLock.substring(0, variables.i) + variables.oldLock.substring(variables.j + 1)) ||
+ (variables.oldLock.substring(variables.i - 1, variables.i) == '[' && variables.oldLock.substring(variables.j, variables.j + 1) == ']' && variables.lock == variables.oldLock.substring(0, variables.i) + variables.oldLock.substring(variables.j))))`,
+				self+` + ' may change Kured\'s lock only to add its own entry kustodian:' + variables.node + ' where there is room, or to remove it, leaving every other entry as it is'`),
 		},
 	}}
 }
 
 const kuredLockAnnotation = kured.LockAnnotation
+
+// mine is a CEL condition: the string s is this node's entry in Kured's lock
+// exactly as kured.Entry writes it.
+func mine(s string) string {
+	return fmt.Sprintf(`(%[1]s.startsWith(variables.prefix) && %[1]s.substring(size(variables.prefix)).matches('^(true|false)\\},"created":"[0-9TZ:.+-]{1,40}","TTL":0\\}$'))`, s)
+}
 
 // What an agent writes on its Node: its state label, the marks of its
 // cordon and of its autoscaler protection, and the autoscaler's annotation.

@@ -372,7 +372,7 @@ func TestNodeScopedPolicy(t *testing.T) {
 	setKuredAnnotation(t, e, strings.ReplaceAll(own, "kustodian:"+a, b)) // Kured rebooting B
 	denied(t, "clear Kured's lock held by B", updateDS(func(ds *appsv1.DaemonSet) {
 		delete(ds.Annotations, kured.LockAnnotation)
-	}), "may change Kured's lock only to take or give back its own entry kustodian:"+a)
+	}), "may change Kured's lock only to add its own entry kustodian:"+a)
 
 	// A kustodian-agent token not bound to a Node may write nothing, not even
 	// an eviction.

@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
+	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/manifests"
 	"github.com/kustodian/kustodian/test/cluster"
@@ -171,5 +173,77 @@ func TestSecurityForgedRecordDoesNotHeadTheQueue(t *testing.T) {
 	}
 	if !strings.Contains(out, ghost) || !strings.Contains(out, "no (agent silent; skipped)") {
 		t.Errorf("kustodian-ctl queue shows the forged record as live:\n%s", out)
+	}
+}
+
+// Kured's lock: a node adds or removes its own entry and leaves every
+// other entry as it is, in either of Kured's forms.
+func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
+	e := cluster.New(t)
+	a := e.Nodes(1)[0]
+	e.KuredDaemonSet(e.Namespace, "")
+	dsA := clientFor(t, nodecreds.Kubeconfig(e, a)).AppsV1().DaemonSets(e.Namespace)
+	// write sets the lock as A, from the value it reads.
+	write := func(change func(old string) string) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			ds, err := dsA.Get(e.Ctx, "kured", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if v := change(ds.Annotations[kured.LockAnnotation]); v == "" {
+				delete(ds.Annotations, kured.LockAnnotation)
+			} else {
+				ds.Annotations[kured.LockAnnotation] = v
+			}
+			_, err = dsA.Update(e.Ctx, ds, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	const refused = "may change Kured's lock only to add its own entry kustodian:"
+	now := time.Now()
+	mine, err := kured.Entry(kured.HolderID(a), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := `{"nodeID":"node-b","metadata":{"unschedulable":false},"created":"2026-11-22T11:00:00Z","TTL":0}`
+	expired := `{"nodeID":"node-c","metadata":{"unschedulable":false},"created":"2020-01-01T00:00:00Z","TTL":60000000000}`
+
+	// Kured's single lock, held by B: A's entry in a new list wipes B.
+	setKuredAnnotation(t, e, b)
+	denied(t, "wipe Kured's holder with a list holding only A", write(func(string) string { return `{"maxOwners":2,"locks":[` + mine + `]}` }), refused+a)
+	denied(t, "write A's entry over B's", write(func(string) string { return mine }), refused+a)
+	// An expired holder is Kured's to replace, not A's.
+	setKuredAnnotation(t, e, expired)
+	denied(t, "take over an expired holder", write(func(string) string { return mine }), refused+a)
+
+	// Several owners: append, remove, and nothing else.
+	list := `{"maxOwners":3,"locks":[` + b + `,` + expired + `]}`
+	setKuredAnnotation(t, e, list)
+	if err := write(func(old string) string { v, _ := kured.Take(old, mine); return v }); err != nil {
+		t.Fatalf("A appending its entry: %v", err)
+	}
+	denied(t, "remove its own entry and B's", write(func(string) string { return `{"maxOwners":3,"locks":[` + expired + `]}` }), refused+a)
+	denied(t, "replace an entry of Kured's", write(func(old string) string {
+		return strings.Replace(old, "node-b", "node-x", 1)
+	}), refused+a)
+	if err := write(func(old string) string { v, _ := kured.GiveBack(old, kured.HolderID(a)); return v }); err != nil {
+		t.Fatalf("A removing its entry: %v", err)
+	}
+	denied(t, "append its entry dropping the expired one", write(func(string) string {
+		return `{"maxOwners":3,"locks":[` + b + `,` + mine + `]}`
+	}), refused+a)
+	// Its own entry in another form (a TTL that would let it expire into Kured's hands).
+	denied(t, "an entry with a TTL", write(func(old string) string {
+		v, _ := kured.Take(old, strings.Replace(mine, `"TTL":0`, `"TTL":1`, 1))
+		return v
+	}), refused+a)
+
+	// The free single lock: take and give back.
+	setKuredAnnotation(t, e, "")
+	if err := write(func(old string) string { v, _ := kured.Take(old, mine); return v }); err != nil {
+		t.Fatalf("A taking the free lock: %v", err)
+	}
+	if err := write(func(old string) string { v, _ := kured.GiveBack(old, kured.HolderID(a)); return v }); err != nil {
+		t.Fatalf("A giving the lock back: %v", err)
 	}
 }
