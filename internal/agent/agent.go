@@ -46,7 +46,10 @@ type Options struct {
 	// Login1 is logind on the system bus; nil without one (the agent then
 	// holds no inhibitor locks and does not see reboots coming).
 	Login1 *login1.Manager
-	Now    func() time.Time // nil: time.Now
+	// TokenExpires is when the kubeconfig's token expires (zero: unknown
+	// or never); the agent warns TokenWarnBefore ahead.
+	TokenExpires time.Time
+	Now          func() time.Time // nil: time.Now
 }
 
 // Agent runs the maintenance protocol for one node.
@@ -101,6 +104,8 @@ type Agent struct {
 	failure       string
 	status        string
 	holderNodes   map[string]nodeCheck
+	tokenExpires  time.Time
+	tokenWarned   bool // the TokenExpiring Event is recorded
 }
 
 // New builds an agent.
@@ -123,6 +128,8 @@ func New(o Options) *Agent {
 		locks:       &lock.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
 		wake:        make(chan struct{}, 1),
 		holderNodes: map[string]nodeCheck{},
+
+		tokenExpires: o.TokenExpires,
 	}
 	a.drainer = &drain.Drainer{Client: o.Kube, Settings: o.Config.Drain, Log: a.log}
 	a.jobs = jobs.Store{Dir: jobsDir(o.Config.StateDir)}

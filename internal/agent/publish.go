@@ -68,6 +68,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 		if prev.State != state {
 			a.transitionEvents(ctx, node, prev.State, state, r)
 		}
+		a.warnToken(ctx, node)
 	}
 	if prev.State != state {
 		a.log.Info("state", "from", orIdle(prev.State), "to", state, "message", message)
@@ -140,14 +141,19 @@ func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, t
 // statusLine is systemd's STATUS: "waiting: position 3 of 7", "draining: 4
 // pods left", "in maintenance for 5m".
 func (a *Agent) statusLine(state lock.State, r lock.Record) string {
+	var line string
 	switch state {
 	case lock.InMaintenance:
-		return fmt.Sprintf("in maintenance for %s", a.now().Sub(r.Since).Round(time.Second))
+		line = fmt.Sprintf("in maintenance for %s", a.now().Sub(r.Since).Round(time.Second))
 	case lock.Draining:
-		return strings.TrimPrefix(r.Message, "cordoned; ")
+		line = strings.TrimPrefix(r.Message, "cordoned; ")
 	default:
-		return r.Message
+		line = r.Message
 	}
+	if w := a.tokenWarning(); w != "" {
+		line += " (" + w + ")"
+	}
+	return line
 }
 
 func (a *Agent) setStatus(line string) {

@@ -16,27 +16,47 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kustodian/kustodian/internal/atomicfile"
+	"github.com/kustodian/kustodian/internal/identity"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
 // AgentServiceAccount is the ServiceAccount whose tokens the nodes get.
 const AgentServiceAccount = "kustodian-agent"
 
+// DefaultTokenDuration is how long a node's token lasts unless told
+// otherwise: long enough not to be a chore, short enough that a copied
+// kubeconfig does not work for ever. Renew with --rotate.
+const DefaultTokenDuration = 90 * 24 * time.Hour
+
 func newKubeconfigCommand(o *options) *cobra.Command {
-	var duration time.Duration
+	var duration, renewBefore time.Duration
 	var server, file string
+	var rotate, insecure bool
 	cmd := &cobra.Command{
 		Use:   "kubeconfig NODE",
 		Short: "Mint a kubeconfig for NODE's agent, with a token bound to the Node object",
 		Long: `kubeconfig asks the API server for a token of the ServiceAccount kustodian-agent
 bound to the Node object NODE (TokenRequest with boundObjectRef kind Node). The
 token names NODE in its claims, works only while that Node exists, and expires
-after --duration (the API server may shorten it). The kubeconfig goes to -f FILE
-(mode 0600; default /etc/kustodian/kubeconfig on the node, stdout with -f -).`,
+after --duration (default 90 days; the API server may shorten it). The kubeconfig
+goes to -f FILE (mode 0600; default /etc/kustodian/kubeconfig on the node, stdout
+with -f -).
+
+It carries the API server's CA from the admin's kubeconfig (or
+--certificate-authority). When the admin's kubeconfig skips TLS verification, so
+would the node's: that is refused unless --insecure-node-kubeconfig says so.
+
+--rotate renews the token of an existing FILE in place: the token must be NODE's,
+the server and CA stay as they are, and the file is replaced atomically. With
+--renew-before D it does so only when the token expires within D, so that it can
+run on a schedule. A renewed token does not revoke the old one: that stays valid
+until it expires, or until the Node object is deleted.`,
 		Example: `  kustodian-ctl kubeconfig node-1 -f node-1.kubeconfig
-  kustodian-ctl kubeconfig node-1 --server https://10.0.0.1:6443 -f - | ssh node-1 'install -m 600 /dev/stdin /etc/kustodian/kubeconfig'`,
+  kustodian-ctl kubeconfig node-1 --server https://10.0.0.1:6443 -f - | ssh node-1 'install -m 600 /dev/stdin /etc/kustodian/kubeconfig'
+  kustodian-ctl kubeconfig node-1 -f node-1.kubeconfig --rotate --renew-before 720h`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			node := args[0]
 			client, err := o.client()
 			if err != nil {
 				return err
@@ -45,9 +65,31 @@ after --duration (the API server may shorten it). The kubeconfig goes to -f FILE
 			if err != nil {
 				return err
 			}
-			cfg, expires, err := nodeKubeconfig(cmd.Context(), client, rc, o.namespace(), args[0], server, duration)
+			var existing *clientcmdapi.Config
+			if rotate {
+				if file == "-" {
+					return fmt.Errorf("--rotate renews a kubeconfig file in place; name it with -f FILE")
+				}
+				var valid time.Time
+				existing, valid, err = rotatable(file, node)
+				if err != nil {
+					return err
+				}
+				if renewBefore > 0 && time.Until(valid) > renewBefore {
+					fmt.Fprintf(o.streams.ErrOut, "%s: the token of node %s is valid until %s, more than %s from now; not renewed\n",
+						file, node, valid.Format(time.RFC3339), renewBefore)
+					return nil
+				}
+			}
+			cfg, expires, err := nodeKubeconfig(cmd.Context(), client, rc, o.namespace(), node, server, duration)
 			if err != nil {
 				return err
+			}
+			if existing != nil {
+				cfg = renewed(existing, cfg, server)
+			}
+			if c := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]; c.InsecureSkipTLSVerify && !insecure {
+				return fmt.Errorf("the kubeconfig for node %s would skip TLS verification (as the admin's does): give the API server's CA with --certificate-authority FILE, or pass --insecure-node-kubeconfig to write it anyway", node)
 			}
 			data, err := clientcmd.Write(*cfg)
 			if err != nil {
@@ -60,14 +102,54 @@ after --duration (the API server may shorten it). The kubeconfig goes to -f FILE
 			if err := atomicfile.Write(file, data, 0o600); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.ErrOut, "wrote %s for node %s (token expires %s)\n", file, args[0], expires.Format(time.RFC3339))
+			verb := "wrote"
+			if existing != nil {
+				verb = "renewed"
+			}
+			fmt.Fprintf(o.streams.ErrOut, "%s %s for node %s (token expires %s)\n", verb, file, node, expires.Format(time.RFC3339))
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&duration, "duration", 365*24*time.Hour, "how long the token is valid")
-	cmd.Flags().StringVar(&server, "server", "", "the API server's URL as the node reaches it (default: this kubeconfig's)")
+	cmd.Flags().DurationVar(&duration, "duration", DefaultTokenDuration, "how long the token is valid")
+	cmd.Flags().StringVar(&server, "server", "", "the API server's URL as the node reaches it (default: this kubeconfig's; with --rotate, the file's)")
 	cmd.Flags().StringVarP(&file, "file", "f", "/etc/kustodian/kubeconfig", "where to write it; - for stdout")
+	cmd.Flags().BoolVar(&rotate, "rotate", false, "renew the token of the existing FILE in place, keeping its server and CA")
+	cmd.Flags().DurationVar(&renewBefore, "renew-before", 0, "with --rotate: renew only when the token expires within this long (0: always)")
+	cmd.Flags().BoolVar(&insecure, "insecure-node-kubeconfig", false, "write a node kubeconfig that skips TLS verification (when the admin's does)")
 	return cmd
+}
+
+// rotatable reads a node kubeconfig to renew: it must hold a token bound to
+// node. valid is when that token expires.
+func rotatable(file, node string) (*clientcmdapi.Config, time.Time, error) {
+	cfg, err := clientcmd.LoadFromFile(file)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("--rotate: %w", err)
+	}
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	if ctx == nil || cfg.AuthInfos[ctx.AuthInfo] == nil || cfg.Clusters[ctx.Cluster] == nil {
+		return nil, time.Time{}, fmt.Errorf("--rotate: %s has no current context with a user and a cluster; mint a new one without --rotate", file)
+	}
+	tok, ok, err := identity.ParseToken(cfg.AuthInfos[ctx.AuthInfo].Token)
+	if err != nil || !ok || tok.Node == "" {
+		return nil, time.Time{}, fmt.Errorf("--rotate: %s holds no token bound to a Node; mint a new one without --rotate", file)
+	}
+	if tok.Node != node {
+		return nil, time.Time{}, fmt.Errorf("--rotate: %s is the kubeconfig of node %s, not %s", file, tok.Node, node)
+	}
+	return cfg, time.Unix(tok.Expires, 0), nil
+}
+
+// renewed is the existing kubeconfig with the fresh one's token; the server
+// changes only when --server says so.
+func renewed(existing, fresh *clientcmdapi.Config, server string) *clientcmdapi.Config {
+	out := existing.DeepCopy()
+	ctx := out.Contexts[out.CurrentContext]
+	out.AuthInfos[ctx.AuthInfo].Token = fresh.AuthInfos[fresh.Contexts[fresh.CurrentContext].AuthInfo].Token
+	if server != "" {
+		out.Clusters[ctx.Cluster].Server = server
+	}
+	return out
 }
 
 // nodeKubeconfig mints a token bound to node and wraps it in a kubeconfig.
@@ -102,7 +184,7 @@ func nodeKubeconfig(ctx context.Context, client kubernetes.Interface, rc *rest.C
 		}
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca, InsecureSkipTLSVerify: rc.Insecure}
+	cfg.Clusters["cluster"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca, InsecureSkipTLSVerify: rc.Insecure && len(ca) == 0}
 	user := "kustodian-agent-" + node
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	cfg.Contexts["kustodian"] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: user, Namespace: ns}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
@@ -64,6 +65,8 @@ variable; a flag beats the environment, which beats the file.`,
 			Log:      log,
 			Notifier: systemd.SdNotifier{Log: log},
 			Login1:   logind,
+
+			TokenExpires: nc.tokenExpires,
 		}).Run(cmd.Context())
 	}
 	return cmd
@@ -78,6 +81,8 @@ type nodeContext struct {
 	bound *lock.NodeRef
 	rest  *rest.Config
 	kube  kubernetes.Interface
+	// tokenExpires is when the kubeconfig's token expires (zero: unknown).
+	tokenExpires time.Time
 }
 
 // connect loads the configuration, the node's name and a client of the
@@ -97,7 +102,14 @@ func connectWith(cfg config.Agent) (nodeContext, error) {
 	if nc.rest, err = loadKubeconfig(nc.cfg.Kubeconfig); err != nil {
 		return nc, err
 	}
-	if nc.node, nc.bound, err = nodeName(nc.cfg, nc.rest); err != nil {
+	tok, err := identity.BoundNode(nc.rest)
+	if err != nil {
+		return nc, fmt.Errorf("kubeconfig %s: %w", nc.cfg.Kubeconfig, err)
+	}
+	if tok.Expires > 0 {
+		nc.tokenExpires = time.Unix(tok.Expires, 0)
+	}
+	if nc.node, nc.bound, err = nodeName(nc.cfg, tok); err != nil {
 		return nc, err
 	}
 	if nc.kube, err = kubernetes.NewForConfig(nc.rest); err != nil {
@@ -150,11 +162,7 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 // disagrees with the token is refused: the token works only for its own
 // node. So is lock.ttl: expiry means other nodes take the lock over, which
 // the admission policy forbids node-bound tokens.
-func nodeName(cfg config.Agent, rc *rest.Config) (name string, bound *lock.NodeRef, err error) {
-	tok, err := identity.BoundNode(rc)
-	if err != nil {
-		return "", nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
-	}
+func nodeName(cfg config.Agent, tok identity.Token) (name string, bound *lock.NodeRef, err error) {
 	if tok.Node != "" {
 		if cfg.NodeName != "" && cfg.NodeName != tok.Node {
 			return "", nil, fmt.Errorf("node name %q disagrees with kubeconfig %s, whose token is bound to node %q; use that node's kubeconfig (kustodian-ctl kubeconfig %s) or drop --node-name",

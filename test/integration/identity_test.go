@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authentication/v1"
@@ -64,6 +65,64 @@ func TestNodeKubeconfig(t *testing.T) {
 	}
 	if got := review.Status.UserInfo.Extra["authentication.kubernetes.io/node-name"]; len(got) != 1 || got[0] != nodes[0] {
 		t.Errorf("the API server sees node-name %v, want [%s]", got, nodes[0])
+	}
+	// 90 days by default, and TLS verified with the cluster's CA.
+	tok, _ := identity.BoundNode(rc)
+	if life := time.Until(time.Unix(tok.Expires, 0)); life < 89*24*time.Hour || life > 90*24*time.Hour {
+		t.Errorf("the token lasts %s, want 90 days", life)
+	}
+	if rc.Insecure || len(rc.CAData) == 0 {
+		t.Errorf("node kubeconfig: insecure=%v, %d bytes of CA", rc.Insecure, len(rc.CAData))
+	}
+
+	// --rotate renews in place: a new token for the same node, the rest kept.
+	before, _ := os.ReadFile(path)
+	if out := mustCtl(t, e, "kubeconfig", nodes[0], "-f", path, "--rotate", "--renew-before", "2000h"); !strings.Contains(out, "not renewed") {
+		t.Errorf("--rotate with 90 days left and --renew-before 2000h: %q, want it left alone", out)
+	}
+	if now, _ := os.ReadFile(path); string(now) != string(before) {
+		t.Error("--rotate changed a token it said it left alone")
+	}
+	if out := mustCtl(t, e, "kubeconfig", nodes[0], "-f", path, "--rotate", "--duration", "48h", "--renew-before", "2161h"); !strings.Contains(out, "renewed "+path) {
+		t.Errorf("--rotate: %q", out)
+	}
+	rotated, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newTok, _ := identity.BoundNode(rotated); rotated.BearerToken == rc.BearerToken || newTok.Node != nodes[0] ||
+		time.Until(time.Unix(newTok.Expires, 0)) > 48*time.Hour || rotated.Host != rc.Host || string(rotated.CAData) != string(rc.CAData) {
+		t.Errorf("rotated kubeconfig: token changed %v, node %s, expires %v, host %s (was %s)", rotated.BearerToken != rc.BearerToken,
+			newTok.Node, time.Unix(newTok.Expires, 0), rotated.Host, rc.Host)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(rotated).AuthenticationV1().SelfSubjectReviews().Create(e.Ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("the renewed token: %v", err)
+	}
+	if out, err := ctl(t, e, "kubeconfig", nodes[1], "-f", path, "--rotate"); err == nil || !strings.Contains(out, "is the kubeconfig of node "+nodes[0]+", not "+nodes[1]) {
+		t.Errorf("--rotate for another node: %v %s", err, out)
+	}
+
+	// An admin kubeconfig that skips TLS verification: the node's would too.
+	insecureAdmin := filepath.Join(t.TempDir(), "insecure.kubeconfig")
+	raw, err := clientcmd.LoadFromFile(e.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range raw.Clusters {
+		c.CertificateAuthorityData, c.CertificateAuthority, c.InsecureSkipTLSVerify = nil, "", true
+	}
+	if err := clientcmd.WriteToFile(*raw, insecureAdmin); err != nil {
+		t.Fatal(err)
+	}
+	insecureCtl := func(extra ...string) (string, error) {
+		out, err := exec.CommandContext(e.Ctx, ctlBinary(t), append([]string{"--kubeconfig", insecureAdmin, "-n", e.Namespace, "kubeconfig", nodes[1], "-f", "-"}, extra...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := insecureCtl(); err == nil || !strings.Contains(out, "would skip TLS verification (as the admin's does): give the API server's CA with --certificate-authority FILE") {
+		t.Errorf("an insecure node kubeconfig written without asking: %v %s", err, out)
+	}
+	if out, err := insecureCtl("--insecure-node-kubeconfig"); err != nil || !strings.Contains(out, "insecure-skip-tls-verify: true") {
+		t.Errorf("--insecure-node-kubeconfig: %v %s", err, out)
 	}
 
 	// The agent takes its name from the token, and refuses another.

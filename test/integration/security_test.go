@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -246,4 +249,33 @@ func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
 	if err := write(func(old string) string { v, _ := kured.GiveBack(old, kured.HolderID(a)); return v }); err != nil {
 		t.Fatalf("A giving the lock back: %v", err)
 	}
+}
+
+// An agent whose token expires within 14 days says so in STATUS and with a
+// TokenExpiring Event on its Node.
+func TestSecurityAgentWarnsBeforeItsTokenExpires(t *testing.T) {
+	e := cluster.New(t)
+	node := e.Nodes(1)[0]
+	nodecreds.Install(e, e.Namespace)
+	path := filepath.Join(t.TempDir(), "short.kubeconfig")
+	mustCtl(t, e, "kubeconfig", node, "-f", path, "--duration", "240h")
+	a := newAgent(t, e, node, "--kubeconfig", path)
+	a.notify = listenNotify(t)
+	a.request("patch")
+	a.start()
+	a.notify.waitStatus(e, "the token of "+path+" expires in 9d")
+	a.notify.waitStatus(e, "renew it: kustodian-ctl kubeconfig "+node+" --rotate")
+	e.Eventually("a TokenExpiring Event about "+node, cluster.DefaultTimeout, func(ctx context.Context) error {
+		evs, err := e.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=TokenExpiring"})
+		if err != nil {
+			return err
+		}
+		if len(evs.Items) != 1 || evs.Items[0].Type != corev1.EventTypeWarning || !strings.Contains(evs.Items[0].Message, "expires in 9d") {
+			return fmt.Errorf("%d Events: %+v", len(evs.Items), evs.Items)
+		}
+		return nil
+	})
+	a.waitInProgress(cluster.DefaultTimeout)
+	a.finish()
+	a.exitsZero()
 }
