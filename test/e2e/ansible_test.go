@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -262,6 +263,39 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 			t.Errorf("%s: the upgrade changed config.yaml:\n%s", h.Name, b)
 		}
 		h.pathUnitReady()
+	}
+
+	// Tokens: renew-kubeconfigs.yml, on a schedule, renews only those that
+	// expire within kustodian_renew_before_days.
+	kubeconfigs := map[string]string{}
+	readKubeconfig := func(h *host) string {
+		b, err := os.ReadFile(filepath.Join(h.Dir, "etc/kustodian/kubeconfig"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, h := range hosts {
+		kubeconfigs[h.Name] = readKubeconfig(h)
+	}
+	playbook(t, inv, "renew-kubeconfigs.yml")
+	for _, h := range hosts {
+		if readKubeconfig(h) != kubeconfigs[h.Name] {
+			t.Errorf("%s: a token with 90 days left renewed (kustodian_renew_before_days 30)", h.Name)
+		}
+	}
+	playbook(t, inv, "renew-kubeconfigs.yml", "-e", "kustodian_renew_before_days=91", "-e", "kustodian_token_duration=2200h")
+	for _, h := range hosts {
+		if readKubeconfig(h) == kubeconfigs[h.Name] {
+			t.Errorf("%s: a token within kustodian_renew_before_days not renewed", h.Name)
+		}
+		var c struct {
+			Node             string `json:"node"`
+			ExpiresInSeconds int64  `json:"expiresInSeconds"`
+		}
+		if out := h.run("kustodian", "credentials", "-o", "json"); json.Unmarshal([]byte(out), &c) != nil || c.Node != h.Name || c.ExpiresInSeconds < 91*24*3600 {
+			t.Errorf("%s: kustodian credentials after the renewal: %s", h.Name, out)
+		}
 	}
 
 	// A script that fails: its node stays Failed with the lock, and the

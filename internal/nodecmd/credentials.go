@@ -1,0 +1,89 @@
+package nodecmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kustodian/kustodian/internal/identity"
+)
+
+// Credentials is the output of `kustodian credentials -o json`.
+type Credentials struct {
+	Kubeconfig     string `json:"kubeconfig"`
+	Node           string `json:"node,omitempty"` // "" when the token is not bound to a Node
+	Namespace      string `json:"namespace,omitempty"`
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// Expires is when the token expires (RFC 3339; "" when it does not say),
+	// and ExpiresInSeconds how long from now (negative once expired).
+	Expires          string `json:"expires,omitempty"`
+	ExpiresInSeconds int64  `json:"expiresInSeconds,omitempty"`
+}
+
+func newCredentialsCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "credentials",
+		Short: "Show whose token the node's kubeconfig holds and when it expires",
+		Long: `credentials reads the agent's kubeconfig (--kubeconfig, or the configuration's)
+and says which Node its token is bound to and when it expires, without asking the
+API server. -o json prints it for scripts: the Ansible role renews a kubeconfig
+whose expiresInSeconds falls below kustodian_renew_before_days.`,
+		Example: `  kustodian credentials
+  kustodian credentials -o json`,
+		Args: cobra.NoArgs,
+	}
+	cf := addConfigFlags(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print it as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if output != "" && output != "json" {
+			return fmt.Errorf("unknown output format %q; use json", output)
+		}
+		cfg, err := cf.load()
+		if err != nil {
+			return err
+		}
+		rc, err := loadKubeconfig(cfg.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		tok, err := identity.BoundNode(rc)
+		if err != nil {
+			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+		}
+		c := Credentials{Kubeconfig: cfg.Kubeconfig, Node: tok.Node, Namespace: tok.Namespace, ServiceAccount: tok.ServiceAccount}
+		var left time.Duration
+		if tok.Expires > 0 {
+			exp := time.Unix(tok.Expires, 0).UTC()
+			left = time.Until(exp)
+			c.Expires, c.ExpiresInSeconds = exp.Format(time.RFC3339), int64(left.Seconds())
+		}
+		out := cmd.OutOrStdout()
+		if output == "json" {
+			b, err := json.MarshalIndent(c, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(out, "%s\n", b)
+			return err
+		}
+		who := "a token not bound to a Node"
+		if c.Node != "" {
+			who = fmt.Sprintf("a token of %s/%s bound to node %s", c.Namespace, c.ServiceAccount, c.Node)
+		}
+		when := "does not say when it expires"
+		switch {
+		case c.Expires == "":
+		case left <= 0:
+			when = "expired at " + c.Expires
+		default:
+			when = fmt.Sprintf("expires %s (in %s)", c.Expires, duration.HumanDuration(left))
+		}
+		_, err = fmt.Fprintf(out, "%s: %s; %s\n", c.Kubeconfig, who, when)
+		return err
+	}
+	return cmd
+}
