@@ -25,15 +25,18 @@ import (
 func newInstallCommand(o *options) *cobra.Command {
 	var output, kuredNS, kuredDS string
 	var dryRun bool
+	var maxLeases int
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Install Kustodian's namespace, ServiceAccount, RBAC and admission policies into the cluster",
 		Long: `install applies (server-side apply, field manager kustodian-ctl) the
 MaintenancePolicy CustomResourceDefinition (and waits until it is served), the namespace,
 the ServiceAccount kustodian-agent whose Node-bound tokens the agents use, the
-RBAC the protocol needs and nothing more, and ValidatingAdmissionPolicies that
+RBAC the protocol needs and nothing more, ValidatingAdmissionPolicies that
 keep each node's token to its own Node, its own record and the locks it holds
-(docs/security.md); it creates the control ConfigMap when it is missing (an
+(docs/security.md), a ResourceQuota on the namespace's Leases (--max-leases), and
+an API Priority and Fairness FlowSchema and PriorityLevelConfiguration that give
+the agents together a bounded share of the API server; it creates the control ConfigMap when it is missing (an
 existing pause is kept). It reports what it created or changed. The policies go in
 before the rights they narrow, and install returns only once the API server
 enforces them: each must refuse a dry run of a request it exists to refuse, made
@@ -43,7 +46,10 @@ ValidatingAdmissionPolicy (Kubernetes 1.30 or later) is refused before anything 
 applied. --dry-run or -o yaml prints the manifests instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS}
+			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS, MaxLeases: maxLeases}
+			if maxLeases == 0 {
+				return fmt.Errorf("--max-leases 0 would let no node write its record; give a number, or -1 for no quota")
+			}
 			objs := manifests.Objects(mo)
 			if dryRun || output == outputYAML {
 				return printManifests(o.streams.Out, objs)
@@ -90,6 +96,7 @@ applied. --dry-run or -o yaml prints the manifests instead.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the manifests instead of applying them")
 	cmd.Flags().StringVar(&kuredNS, "kured-namespace", "kube-system", "namespace of Kured's DaemonSet")
 	cmd.Flags().StringVar(&kuredDS, "kured-daemonset", "kured", "name of Kured's DaemonSet")
+	cmd.Flags().IntVar(&maxLeases, "max-leases", manifests.DefaultMaxLeases, "the namespace's quota of Leases (a record per node in maintenance, the locks of every group); -1: none")
 	return cmd
 }
 

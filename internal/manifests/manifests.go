@@ -21,6 +21,9 @@ type Options struct {
 	Namespace      string
 	KuredNamespace string // where Kured's DaemonSet lives
 	KuredDaemonSet string
+	// MaxLeases bounds the Leases of the namespace (ResourceQuota): 0 means
+	// DefaultMaxLeases, a negative number no quota.
+	MaxLeases int
 }
 
 // Object is one manifest with the resource it is written to.
@@ -56,9 +59,10 @@ func Objects(o Options) []Object {
 		{gvrNamespace, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: meta(ns, "")}},
 		{gvrServiceAccount, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(AgentServiceAccount, ns)}},
 	}
-	// The admission policies before the rights they narrow; uninstall,
-	// going backwards, takes the rights away before the policies.
+	// The admission policies and the limits before the rights they narrow;
+	// uninstall, going backwards, takes the rights away before them.
 	out = append(out, policyObjects(o)...)
+	out = append(out, limitObjects(o, cluster)...)
 	return append(out, []Object{
 		// Across the cluster: its own Node (cordon, label, annotation; the
 		// admission policy keeps each node to its own), the Nodes' health

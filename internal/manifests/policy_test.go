@@ -64,3 +64,21 @@ func TestLockNamePattern(t *testing.T) {
 		}
 	}
 }
+
+// Install applies in order and uninstall in reverse: the admission
+// policies and the limits must come before the rights they narrow.
+func TestPoliciesBeforeRights(t *testing.T) {
+	objs := Objects(Options{Namespace: "ns", KuredNamespace: "kube-system", KuredDaemonSet: "kured"})
+	firstRight, lastGuard := len(objs), -1
+	for i, o := range objs {
+		switch o.Resource.Resource {
+		case "roles", "rolebindings", "clusterroles", "clusterrolebindings":
+			firstRight = min(firstRight, i)
+		case "validatingadmissionpolicies", "validatingadmissionpolicybindings", "resourcequotas", "flowschemas", "prioritylevelconfigurations":
+			lastGuard = i
+		}
+	}
+	if lastGuard < 0 || firstRight == len(objs) || lastGuard > firstRight {
+		t.Errorf("a right (object %d) comes before a policy or limit (object %d)", firstRight, lastGuard)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kustodian/kustodian/internal/kured"
@@ -278,4 +279,51 @@ func TestSecurityAgentWarnsBeforeItsTokenExpires(t *testing.T) {
 	a.waitInProgress(cluster.DefaultTimeout)
 	a.finish()
 	a.exitsZero()
+}
+
+// What the agents' credentials may cost is bounded: their requests go to a
+// priority level of their own, and the namespace's Leases have a quota.
+func TestSecurityAPILimits(t *testing.T) {
+	e := cluster.New(t)
+	a := e.Nodes(1)[0]
+	kubeconfig := nodecreds.Kubeconfig(e, a)
+	name := manifests.AgentServiceAccount + "-" + e.Namespace
+	fs, err := e.Client.FlowcontrolV1().FlowSchemas().Get(e.Ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The API server says which FlowSchema classified each request.
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get(rc.Host + "/api/v1/nodes/" + a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Kubernetes-Pf-Flowschema-Uid"); got != string(fs.UID) {
+		t.Errorf("the agent's request went to FlowSchema %q, want %s (%s)", got, name, fs.UID)
+	}
+
+	// The quota: with room for three Leases, a node's fourth is refused.
+	mustCtl(t, e, "install", "--kured-namespace", e.Namespace, "--max-leases", "3")
+	leasesA := clientFor(t, kubeconfig).CoordinationV1().Leases(e.Namespace)
+	owned := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a, UID: nodeObject(e, a).UID}}
+	var last error
+	for slot := 0; slot < 4; slot++ {
+		name := lock.GroupRef{Policy: "p" + fmt.Sprint(slot)}.LockName(0)
+		_, last = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: owned, Labels: map[string]string{lock.LabelPolicy: "p"}},
+			Spec: coordv1.LeaseSpec{HolderIdentity: &a}}, metav1.CreateOptions{})
+		if slot < 3 && last != nil {
+			t.Fatalf("lease %d of 3: %v", slot+1, last)
+		}
+	}
+	if !apierrors.IsForbidden(last) || !strings.Contains(last.Error(), "exceeded quota: kustodian-leases") {
+		t.Errorf("the fourth Lease: %v, want it refused by the quota", last)
+	}
 }
