@@ -29,6 +29,46 @@ func TestUnitsVerify(t *testing.T) {
 	if !strings.Contains(lines[len(lines)-1], "OK") {
 		t.Errorf("exposure is not OK: %s", lines[len(lines)-1])
 	}
+
+	// The unit's sandbox hides the cluster's secrets from the agent: the
+	// service, with its ExecStart replaced by a probe, cannot read them,
+	// but reads what it may.
+	secrets := []string{"/etc/kubernetes/pki/ca.key", "/etc/kubernetes/admin.conf", "/etc/kubernetes/kubelet.conf",
+		"/var/lib/kubelet/pki/kubelet-client-current.pem", "/var/lib/etcd/member/snap/db", "/var/lib/rancher/k3s/server/token"}
+	for _, f := range secrets {
+		h.run("sh", "-c", "mkdir -p $(dirname "+f+") && echo secret > "+f+" && chmod 600 "+f)
+	}
+	readable := []string{"/etc/hostname", "/etc/kustodian/config.yaml"}
+	probe := "#!/bin/sh\nfor f in " + strings.Join(append(append([]string{}, secrets...), readable...), " ") +
+		"; do if cat $f >/dev/null 2>&1; then echo read $f; else echo hidden $f; fi; done > /var/lib/kustodian/probe\n"
+	if err := os.WriteFile(filepath.Join(h.Dir, "usr/local/bin/sandbox-probe"), []byte(probe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dropIn := filepath.Join(h.Dir, "etc/systemd/system/kustodian.service.d/probe.conf")
+	if err := os.MkdirAll(filepath.Dir(dropIn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dropIn, []byte("[Service]\nType=oneshot\nExecStart=\nExecStart=/usr/local/bin/sandbox-probe\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.run("systemctl", "daemon-reload")
+	h.run("systemctl", "start", "kustodian.service")
+	got := h.run("cat", "/var/lib/kustodian/probe")
+	for _, f := range secrets {
+		if !strings.Contains(got, "hidden "+f) {
+			t.Errorf("the agent's unit can read %s:\n%s", f, got)
+		}
+	}
+	for _, f := range readable {
+		if !strings.Contains(got, "read "+f) {
+			t.Errorf("the probe cannot read %s: it proves nothing\n%s", f, got)
+		}
+	}
+	if max := h.property("kustodian.service", "MemoryMax"); max != "268435456" {
+		t.Errorf("MemoryMax=%s, want 256M", max)
+	}
+	h.run("rm", "-r", "/etc/systemd/system/kustodian.service.d")
+	h.run("systemctl", "daemon-reload")
 }
 
 // Touching the request on a real systemd host starts the agent through the
