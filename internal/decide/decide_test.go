@@ -153,6 +153,12 @@ func TestWaitingGates(t *testing.T) {
 		{name: "spacing over", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
 			s.Leases["lock-p-0"] = released("lock-p-0", t0.Add(-6*time.Minute))
 		}), try: true},
+		{name: "spacing from a clock 30 s ahead", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
+			s.Leases["lock-p-0"] = released("lock-p-0", t0.Add(30*time.Second))
+		}), gate: GateSpacing, msg: "the next may start at 12:05:30 UTC"},
+		{name: "spacing from a release stamped in 2999: not counted", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
+			s.Leases["lock-p-0"] = released("lock-p-0", time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC))
+		}), try: true},
 		{name: "cluster gates read for another version of the policy: read again", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{For: "p|<nil>|false|<nil>"}
 		}), need: Need{Cluster: true}},

@@ -47,6 +47,11 @@ func groupGates(s Snapshot, d *Decision, spec policy.Spec) []GateVerdict {
 	return out
 }
 
+// maxReleaseSkew is how far in the future a lock's released-at may lie
+// (hosts' clocks differ) and still count; one further ahead was written by
+// a clock far off, or forged to close the spacing gate for good.
+const maxReleaseSkew = time.Minute
+
 // lastRelease is the latest release of the group's locks.
 func lastRelease(s Snapshot, names []string) time.Time {
 	var last time.Time
@@ -55,7 +60,8 @@ func lastRelease(s Snapshot, names []string) time.Time {
 		if l == nil {
 			continue
 		}
-		if t, err := time.Parse(time.RFC3339Nano, l.Annotations[lock.AnnotationReleasedAt]); err == nil && t.After(last) {
+		t, err := time.Parse(time.RFC3339Nano, l.Annotations[lock.AnnotationReleasedAt])
+		if err == nil && t.After(last) && !t.After(s.Now.Add(maxReleaseSkew)) {
 			last = t
 		}
 	}

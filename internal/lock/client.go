@@ -236,6 +236,9 @@ func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r Record) (
 		}
 		first = false
 		if l == nil {
+			// The queue key of a new record is the resourceVersion the API
+			// server gives it (the admission policy refuses any other).
+			r.QueueKey = ""
 			l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
 			r.ApplyTo(l)
 			created, err := c.leases().Create(ctx, l, metav1.CreateOptions{})
@@ -250,6 +253,10 @@ func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r Record) (
 			// to drop, even when the agent decided on an older copy.
 			r.ReleasedRequest = RecordFromLease(l).ReleasedRequest
 		}
+		// The queue key is the record's as stored, or, until stored, the
+		// version being updated (that of its creation, unless an admin
+		// wrote it since): never an older copy's.
+		r.QueueKey = RecordFromLease(l).QueueKey
 		l = l.DeepCopy()
 		r.ApplyTo(l)
 		updated, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})

@@ -9,9 +9,10 @@ import (
 
 // DefaultMaxLeases is the default bound on the Leases of an installation's
 // namespace: a record per node in maintenance and the locks of every group,
-// for fleets of several thousand nodes. Every agent caches them, so their
+// for fleets of a few thousand nodes (5000 Leases of at most 16 KiB of
+// annotations each: about 80 MiB, within the agent's MemoryMax). Every agent caches them, so their
 // number (and the policy's bound on their size) bounds its memory.
-const DefaultMaxLeases = 10000
+const DefaultMaxLeases = 5000
 
 var (
 	gvrResourceQuota              = corev1.SchemeGroupVersion.WithResource("resourcequotas")
@@ -36,12 +37,12 @@ func limitObjects(o Options, name string) []Object {
 		out = append(out, Object{gvrResourceQuota, &corev1.ResourceQuota{TypeMeta: typeMeta("v1", "ResourceQuota"), ObjectMeta: meta("kustodian-leases", o.Namespace),
 			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{leaseCount: *resource.NewQuantity(int64(max), resource.DecimalSI)}}}})
 	}
-	shares, lendable := int32(10), int32(0)
+	shares, lendable, borrowing := int32(10), int32(0), int32(0)
 	queues, hand, length := int32(16), int32(4), int32(50)
 	out = append(out,
 		Object{gvrPriorityLevel, &flowv1.PriorityLevelConfiguration{TypeMeta: typeMeta("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration"), ObjectMeta: meta(name, ""),
 			Spec: flowv1.PriorityLevelConfigurationSpec{Type: flowv1.PriorityLevelEnablementLimited, Limited: &flowv1.LimitedPriorityLevelConfiguration{
-				NominalConcurrencyShares: &shares, LendablePercent: &lendable,
+				NominalConcurrencyShares: &shares, LendablePercent: &lendable, BorrowingLimitPercent: &borrowing,
 				LimitResponse: flowv1.LimitResponse{Type: flowv1.LimitResponseTypeQueue, Queuing: &flowv1.QueuingConfiguration{Queues: queues, HandSize: hand, QueueLengthLimit: length}},
 			}}}},
 		Object{gvrFlowSchema, &flowv1.FlowSchema{TypeMeta: typeMeta("flowcontrol.apiserver.k8s.io/v1", "FlowSchema"), ObjectMeta: meta(name, ""),

@@ -132,9 +132,17 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 			variable("write", "request.operation != 'DELETE'"),
 			variable("queueKey", "object != null ? object.metadata.?annotations[?'"+lock.AnnotationQueueKey+"'].orValue('') : ''"),
 			variable("oldQueueKey", "oldObject != null ? oldObject.metadata.?annotations[?'"+lock.AnnotationQueueKey+"'].orValue('') : ''"),
-			variable("annotationBytes", "object != null ? object.metadata.?annotations.orValue({}).map(k, size(k) + size(object.metadata.annotations[k])).sum() : 0"),
+			variable("annotationBytes", "object != null ? object.metadata.?annotations.orValue({}).map(k, size(bytes(k)) + size(bytes(object.metadata.annotations[k]))).sum() : 0"),
+			variable("owners", "object != null ? object.metadata.?ownerReferences.orValue([]) : []"),
 			variable("holder", "object != null && has(object.spec.holderIdentity) ? object.spec.holderIdentity : ''"),
 			variable("oldHolder", "oldObject != null && has(oldObject.spec.holderIdentity) ? oldObject.spec.holderIdentity : ''"),
+			// What a lock may go through: taken as it is, changed while
+			// held, given back with its release time.
+			variable("taking", "variables.isLock && request.operation == 'UPDATE' && variables.oldHolder == '' && variables.holder == variables.node"),
+			variable("releasing", "variables.isLock && request.operation == 'UPDATE' && variables.oldHolder == variables.node && variables.holder == ''"),
+			// Labels may be added (a lock written before its group was
+			// labelled), never changed or removed.
+			variable("labelsKept", "request.operation != 'UPDATE' || oldObject.metadata.?labels.orValue({}).all(k, k in object.metadata.?labels.orValue({}) && object.metadata.labels[k] == oldObject.metadata.labels[k])"),
 		},
 		validations: []admv1.Validation{
 			check("variables.isLock || request.name == 'node-' + variables.node",
@@ -167,9 +175,22 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 				"'lock ' + request.name + ' is held by ' + variables.oldHolder + '; ' + "+self+" + ' may neither take it over nor release it (an admin may: kustodian-ctl release ' + variables.oldHolder + ')'"),
 			check("!variables.isLock || variables.holder == '' || variables.holder == variables.node",
 				self+" + ' may make only itself the holder of lock ' + request.name + ', not ' + variables.holder"),
-			check(`!variables.isLock || variables.holder != variables.node ||
-(size(object.metadata.?ownerReferences.orValue([])) == 1 && object.metadata.ownerReferences.all(r, r.kind == 'Node' && r.name == variables.node && r.uid == variables.nodeUID))`,
+			check(`!variables.isLock || variables.holder != variables.node || size(variables.owners) == 1`,
 				"'lock ' + request.name + ' held by ' + variables.node + ' must be owned by its Node alone (uid ' + variables.nodeUID + '), so that it goes with the Node'"),
+			// No Lease the node writes may have another owner: one that does
+			// not exist, or another Node, would keep it alive past its own.
+			check(`!variables.write || variables.owners.all(r, r.apiVersion == 'v1' && r.kind == 'Node' && r.name == variables.node && r.uid == variables.nodeUID)`,
+				"'Lease ' + request.name + ' may be owned only by Node ' + variables.node + ' (v1, uid ' + variables.nodeUID + ')'"),
+			check("!variables.isLock || request.operation != 'CREATE' || variables.holder == variables.node",
+				self+" + ' may create lock ' + request.name + ' only to hold it'"),
+			check("!variables.isLock || request.operation != 'UPDATE' || variables.oldHolder != '' || variables.holder != ''",
+				"'lock ' + request.name + ' is free; ' + "+self+" + ' may take it, not change it'"),
+			check("!variables.isLock || variables.labelsKept",
+				self+" + ' may not change the labels of lock ' + request.name"),
+			check("!variables.taking || object.metadata.?annotations.orValue({}) == oldObject.metadata.?annotations.orValue({})",
+				self+" + ' may take lock ' + request.name + ' only as it is, its annotations unchanged'"),
+			check("!variables.releasing || size("+changedKeys("annotations", "k == '"+lock.AnnotationReleasedAt+"'")+") == 0",
+				self+" + ' may give lock ' + request.name + ' back changing only its annotation "+lock.AnnotationReleasedAt+"'"),
 		},
 	}, {
 		// Events: about its own Node only.
@@ -200,12 +221,15 @@ variables.oldLock.endsWith(']}') ? variables.oldLock.substring(0, size(variables
 			variable("j", `variables.i < 0 ? -1 : variables.oldLock.indexOf('"TTL":0}', variables.i) + 8`),
 		},
 		validations: []admv1.Validation{
-			check("object.spec == oldObject.spec && object.metadata.?labels == oldObject.metadata.?labels && size(variables.annotations) == 0",
+			check(`object.spec == oldObject.spec && object.metadata.?labels == oldObject.metadata.?labels && size(variables.annotations) == 0 &&
+object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([]) &&
+object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([])`,
 				self+" + ' may change only the annotation "+kuredLockAnnotation+" of DaemonSet ' + request.namespace + '/' + request.name"),
 			check(`variables.lock == variables.oldLock ||
 ((variables.oldLock == '' || variables.oldLock.startsWith('{"nodeID":"",')) && `+mine("variables.lock")+`) ||
 (variables.lock == '' && `+mine("variables.oldLock")+`) ||
-(variables.oldBase != '' && variables.lock.startsWith(variables.base) && variables.lock.endsWith(']}') && size(variables.lock) > size(variables.base) + 2 &&
+(variables.oldBase != '' && variables.i < 0 && variables.oldLock.split('"nodeID":').size() - 1 < int(variables.oldLock.find('^\\{"maxOwners":[0-9]{1,4}').substring(13)) &&
+ variables.lock.startsWith(variables.base) && variables.lock.endsWith(']}') && size(variables.lock) > size(variables.base) + 2 &&
  `+mine("variables.lock.substring(size(variables.base), size(variables.lock) - 2)")+`) ||
 (variables.oldLock.startsWith('{"maxOwners":') && variables.i > 0 && variables.j > variables.i + 8 && variables.j < size(variables.oldLock) &&
  `+mine("variables.oldLock.substring(variables.i, variables.j)")+` && (
@@ -222,7 +246,7 @@ const kuredLockAnnotation = kured.LockAnnotation
 // mine is a CEL condition: the string s is this node's entry in Kured's lock
 // exactly as kured.Entry writes it.
 func mine(s string) string {
-	return fmt.Sprintf(`(%[1]s.startsWith(variables.prefix) && %[1]s.substring(size(variables.prefix)).matches('^(true|false)\\},"created":"[0-9TZ:.+-]{1,40}","TTL":0\\}$'))`, s)
+	return fmt.Sprintf(`(%[1]s.startsWith(variables.prefix) && %[1]s.substring(size(variables.prefix)).matches('^(true|false)\\},"created":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z","TTL":0\\}$'))`, s)
 }
 
 // What an agent writes on its Node: its state label, the marks of its

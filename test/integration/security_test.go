@@ -129,6 +129,52 @@ func TestSecurityLeasesAreBounded(t *testing.T) {
 	labelled.Labels = map[string]string{"example.com/x": "y"}
 	denied(t, "a record with a foreign label", create(labelled), "may label Lease node-"+a+" only with app.kubernetes.io/managed-by, kustodian.io/policy")
 
+	// 16 KiB are bytes, not characters.
+	denied(t, "a record of 16384 four-byte characters", create(record(map[string]string{lock.AnnotationMessage: strings.Repeat("😀", 16000)})),
+		"bytes; at most 16384")
+	// Owners: its own Node only, as v1.
+	foreign := record(nil)
+	foreign.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "ghost", UID: "0f0f0f0f-0000-0000-0000-000000000000"}}
+	denied(t, "a record owned by a Node that does not exist", create(foreign), "may be owned only by Node "+a)
+	v2 := heldLock(lock.DefaultGroup.LockName(0))
+	v2.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v2", Kind: "Node", Name: a, UID: nodeA.UID}}
+	denied(t, "a lock owned by its Node as v2", create(v2), "may be owned only by Node "+a+" (v1")
+	// A lock is created only to be held, and a free one only taken as it is.
+	free := heldLock(lock.GroupRef{Policy: "free"}.LockName(0))
+	free.Spec.HolderIdentity, free.OwnerReferences = nil, nil
+	denied(t, "create a free lock", create(free), "may create lock lock-free-0 only to hold it")
+	lockName := lock.GroupRef{Policy: "mine"}.LockName(0)
+	held, err := leasesA.Create(e.Ctx, heldLock(lockName), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating a lock to hold it: %v", err)
+	}
+	update := func(l *coordv1.Lease) (*coordv1.Lease, error) { return leasesA.Update(e.Ctx, l, metav1.UpdateOptions{}) }
+	giveBack := held.DeepCopy()
+	empty := ""
+	giveBack.Spec.HolderIdentity, giveBack.OwnerReferences = &empty, nil
+	giveBack.Annotations = map[string]string{lock.AnnotationDisrupted: "apps/Deployment/x/never"}
+	_, err = update(giveBack)
+	denied(t, "give a lock back changing its disrupted workloads", err, "changing only its annotation "+lock.AnnotationReleasedAt)
+	giveBack.Annotations = map[string]string{lock.AnnotationReleasedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	released, err := update(giveBack)
+	if err != nil {
+		t.Fatalf("giving a lock back as agents do: %v", err)
+	}
+	spaced := released.DeepCopy()
+	spaced.Annotations[lock.AnnotationReleasedAt] = "2999-01-01T00:00:00Z"
+	_, err = update(spaced)
+	denied(t, "move a free lock's release into 2999", err, "lock "+lockName+" is free; node "+a+" may take it, not change it")
+	relabelled := released.DeepCopy()
+	relabelled.Labels[lock.LabelPolicy] = "bogus"
+	relabelled.Spec.HolderIdentity, relabelled.OwnerReferences = &a, owned
+	_, err = update(relabelled)
+	denied(t, "take a lock changing its policy label", err, "may not change the labels of lock "+lockName)
+	takeChanged := released.DeepCopy()
+	takeChanged.Spec.HolderIdentity, takeChanged.OwnerReferences = &a, owned
+	delete(takeChanged.Annotations, lock.AnnotationReleasedAt)
+	_, err = update(takeChanged)
+	denied(t, "take a lock dropping its release time", err, "may take lock "+lockName+" only as it is")
+
 	// The queue key: never chosen by the node.
 	denied(t, "a new record with its own queue key", create(record(map[string]string{lock.AnnotationQueueKey: "1"})),
 		"kustodian.io/queue-key is the resourceVersion of the record's creation")
@@ -236,6 +282,34 @@ func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
 	denied(t, "append its entry dropping the expired one", write(func(string) string {
 		return `{"maxOwners":3,"locks":[` + b + `,` + mine + `]}`
 	}), refused+a)
+	// No room: a full list gets no entry, nor a second one of A's.
+	setKuredAnnotation(t, e, `{"maxOwners":1,"locks":[`+b+`]}`)
+	denied(t, "append to a full list", write(func(old string) string { v, _ := kured.Take(old, mine); return v }), refused+a)
+	setKuredAnnotation(t, e, `{"maxOwners":3,"locks":[`+mine+`]}`)
+	denied(t, "append a second entry of its own", write(func(old string) string {
+		v, _ := kured.Take(old, strings.Replace(mine, now.UTC().Format("2006"), "2001", 1))
+		return v
+	}), refused+a)
+	setKuredAnnotation(t, e, `{"maxOwners":3,"locks":[]}`)
+	// A "created" Kured cannot parse would break Kured on every node.
+	denied(t, "an entry Kured cannot parse", write(func(old string) string {
+		v, _ := kured.Take(old, `{"nodeID":"kustodian:`+a+`","metadata":{"unschedulable":false},"created":"0","TTL":0}`)
+		return v
+	}), refused+a)
+	// Its owners and finalizers: Kured's DaemonSet must not be collected.
+	ds, err := e.Client.AppsV1().DaemonSets(e.Namespace).Get(e.Ctx, "kured", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := ds.DeepCopy()
+	orphan.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a, UID: nodeObject(e, a).UID}}
+	_, err = dsA.Update(e.Ctx, orphan, metav1.UpdateOptions{})
+	denied(t, "make Kured's DaemonSet go with its Node", err, "may change only the annotation "+kured.LockAnnotation)
+	final := ds.DeepCopy()
+	final.Finalizers = []string{"example.com/x"}
+	_, err = dsA.Update(e.Ctx, final, metav1.UpdateOptions{})
+	denied(t, "put a finalizer on Kured's DaemonSet", err, "may change only the annotation "+kured.LockAnnotation)
+
 	// Its own entry in another form (a TTL that would let it expire into Kured's hands).
 	denied(t, "an entry with a TTL", write(func(old string) string {
 		v, _ := kured.Take(old, strings.Replace(mine, `"TTL":0`, `"TTL":1`, 1))
