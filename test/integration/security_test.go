@@ -148,7 +148,9 @@ func TestSecurityLeasesAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("creating a lock to hold it: %v", err)
 	}
-	update := func(l *coordv1.Lease) (*coordv1.Lease, error) { return leasesA.Update(e.Ctx, l, metav1.UpdateOptions{}) }
+	update := func(l *coordv1.Lease) (*coordv1.Lease, error) {
+		return leasesA.Update(e.Ctx, l, metav1.UpdateOptions{})
+	}
 	giveBack := held.DeepCopy()
 	empty := ""
 	giveBack.Spec.HolderIdentity, giveBack.OwnerReferences = &empty, nil
