@@ -156,6 +156,17 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.APIServerPort != 0 {
 		args = append(args, "--kube-apiserver-port", strconv.Itoa(opts.APIServerPort))
 	}
+	// As in production clusters: kubelets (system:node:*) may change only
+	// their own Node and evict only their own pods (kwok already runs the
+	// Node authorizer).
+	conf := filepath.Join(opts.Workdir, opts.Name+"-kwokctl.yaml")
+	if err := os.MkdirAll(opts.Workdir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(conf, []byte(kwokctlConfig), 0o644); err != nil {
+		return nil, err
+	}
+	args = append(args, "--config", conf)
 	if opts.AuditPolicy != "" {
 		args = append(args, "--kube-audit-policy", opts.AuditPolicy)
 	}
@@ -287,6 +298,16 @@ func isZombie(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
+
+// kwokctlConfig adds NodeRestriction to the API server's admission plugins.
+const kwokctlConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+componentsPatches:
+- name: kube-apiserver
+  extraArgs:
+  - key: enable-admission-plugins
+    value: NodeRestriction
+`
 
 func kwokctl(ctx context.Context, opts Options, args ...string) ([]byte, error) {
 	bin := "kwokctl"

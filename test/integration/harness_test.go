@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/test/cluster"
 )
@@ -141,4 +143,30 @@ func podSummary(pods []corev1.Pod) string {
 		s += fmt.Sprintf("%s=%s@%s ", p.Name, state, p.Spec.NodeName)
 	}
 	return s
+}
+
+// The test cluster holds kubelets to their own node as production clusters
+// do (Node authorizer, NodeRestriction): a kubelet's identity evicts the
+// pods of its node and no other.
+func TestHarnessKubeletEvictsOnlyItsOwnPods(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a, b := nodes[0], nodes[1]
+	for _, n := range nodes {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "on-" + n, Namespace: e.Namespace},
+			Spec: corev1.PodSpec{NodeName: n, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		if _, err := e.Client.CoreV1().Pods(e.Namespace).Create(e.Ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeletA := kubernetes.NewForConfigOrDie(e.KubeletConfig(a))
+	evict := func(pod string) error {
+		return kubeletA.PolicyV1().Evictions(e.Namespace).Evict(e.Ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: e.Namespace}})
+	}
+	if err := evict("on-" + b); !apierrors.IsForbidden(err) {
+		t.Errorf("kubelet %s evicting a pod of %s: %v, want forbidden", a, b, err)
+	}
+	if err := evict("on-" + a); err != nil {
+		t.Errorf("kubelet %s evicting its own pod: %v", a, err)
+	}
 }
