@@ -17,11 +17,9 @@ import (
 
 	"github.com/kustodian/kustodian/internal/atomicfile"
 	"github.com/kustodian/kustodian/internal/identity"
+	"github.com/kustodian/kustodian/internal/manifests"
 	"github.com/kustodian/kustodian/internal/status"
 )
-
-// AgentServiceAccount is the ServiceAccount whose tokens the nodes get.
-const AgentServiceAccount = "kustodian-agent"
 
 // DefaultTokenDuration is how long a node's token lasts unless told
 // otherwise: long enough not to be a chore, short enough that a copied
@@ -162,14 +160,14 @@ func nodeKubeconfig(ctx context.Context, client kubernetes.Interface, rc *rest.C
 		return nil, time.Time{}, status.Explain(err, "get", "nodes", "")
 	}
 	seconds := int64(d.Seconds())
-	tr, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, AgentServiceAccount, &authv1.TokenRequest{
+	tr, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{
 		Spec: authv1.TokenRequestSpec{
 			ExpirationSeconds: &seconds,
 			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID},
 		},
 	}, metav1.CreateOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, time.Time{}, fmt.Errorf("no ServiceAccount %s in namespace %s: Kustodian is not installed there; run kustodian-ctl install, or pass -n", AgentServiceAccount, ns)
+		return nil, time.Time{}, fmt.Errorf("no ServiceAccount %s in namespace %s: Kustodian is not installed there; run kustodian-ctl install, or pass -n", manifests.AgentServiceAccount, ns)
 	}
 	if err != nil {
 		return nil, time.Time{}, status.Explain(err, "create", "serviceaccounts/token", ns)
