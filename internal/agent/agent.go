@@ -49,7 +49,12 @@ type Options struct {
 	// TokenExpires is when the kubeconfig's token expires (zero: unknown
 	// or never); the agent warns TokenWarnBefore ahead.
 	TokenExpires time.Time
-	Now          func() time.Time // nil: time.Now
+	// Evictor, when set, lists and evicts the node's pods: a client with the
+	// kubelet's identity, read from EvictorKubeconfig (drain.kubeletKubeconfig).
+	// Without one, Kube does.
+	Evictor           kubernetes.Interface
+	EvictorKubeconfig string
+	Now               func() time.Time // nil: time.Now
 }
 
 // Agent runs the maintenance protocol for one node.
@@ -105,7 +110,8 @@ type Agent struct {
 	status        string
 	holderNodes   map[string]nodeCheck
 	tokenExpires  time.Time
-	tokenWarned   bool // the TokenExpiring Event is recorded
+	tokenWarned   bool   // the TokenExpiring Event is recorded
+	evictorConfig string // the kubelet kubeconfig the drain evicts with, or ""
 }
 
 // New builds an agent.
@@ -131,7 +137,8 @@ func New(o Options) *Agent {
 
 		tokenExpires: o.TokenExpires,
 	}
-	a.drainer = &drain.Drainer{Client: o.Kube, Settings: o.Config.Drain, Log: a.log}
+	a.drainer = &drain.Drainer{Client: o.Kube, Pods: o.Evictor, Settings: o.Config.Drain, Log: a.log}
+	a.evictorConfig = o.EvictorKubeconfig
 	a.jobs = jobs.Store{Dir: jobsDir(o.Config.StateDir)}
 	a.runner = newJobRunner(o.Config.StateDir)
 	if o.Config.Kured.Enabled != "false" {

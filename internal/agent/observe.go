@@ -64,7 +64,7 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", a.node, err)
 	}
-	return nil
+	return a.checkEvictor(ctx)
 }
 
 func (a *Agent) startInformers(ctx context.Context) error {

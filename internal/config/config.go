@@ -88,6 +88,29 @@ type Drain struct {
 	EvictErrorRetryDelay     time.Duration
 	PodSelector              string
 	SkipWaitForDeleteTimeout time.Duration
+	// KubeletKubeconfig is the kubelet's kubeconfig, with which the agent
+	// lists and evicts this node's pods: the API server holds a kubelet's
+	// identity to its own node's pods (Node authorizer, NodeRestriction).
+	// KubeletKubeconfigAuto finds it on the usual paths (KubeletKubeconfigs),
+	// KubeletKubeconfigNone uses the agent's own credentials.
+	KubeletKubeconfig string
+}
+
+// The special values of drain.kubeletKubeconfig.
+const (
+	KubeletKubeconfigAuto = "auto"
+	KubeletKubeconfigNone = "none"
+)
+
+// KubeletKubeconfigs are where kubelets keep their kubeconfig, tried in
+// this order by drain.kubeletKubeconfig auto: kubeadm, EKS and GKE, k3s,
+// RKE2. The unit (systemd/kustodian.service) leaves them and the client
+// credentials they name readable.
+var KubeletKubeconfigs = []string{
+	"/etc/kubernetes/kubelet.conf",
+	"/var/lib/kubelet/kubeconfig",
+	"/var/lib/rancher/k3s/agent/kubelet.kubeconfig",
+	"/var/lib/rancher/rke2/agent/kubelet.kubeconfig",
 }
 
 // Drain timeout policies.
@@ -113,6 +136,7 @@ func Defaults() Agent {
 			OnTimeout:            OnTimeoutHold,
 			DeleteEmptyDirData:   true,
 			EvictErrorRetryDelay: 5 * time.Second,
+			KubeletKubeconfig:    KubeletKubeconfigAuto,
 		},
 		Kured: Kured{Enabled: "auto", Namespace: "kube-system", DaemonSet: "kured"},
 	}
@@ -193,6 +217,11 @@ func (a Agent) Validate() error {
 	}
 	if a.Drain.SkipWaitForDeleteTimeout < 0 {
 		return bad("drain.skipWaitForDeleteTimeout", "must not be negative, got %s", a.Drain.SkipWaitForDeleteTimeout)
+	}
+	switch k := a.Drain.KubeletKubeconfig; {
+	case k == KubeletKubeconfigAuto, k == KubeletKubeconfigNone:
+	case !filepath.IsAbs(k):
+		return bad("drain.kubeletKubeconfig", "%q is not auto, none or an absolute path", k)
 	}
 	if a.Gates.CommandTimeout < time.Second {
 		return bad("gates.commandTimeout", "must be at least 1s, got %s", a.Gates.CommandTimeout)

@@ -75,15 +75,23 @@ func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface
 		c.BearerToken = tr.Status.Token
 		return kubernetes.NewForConfig(c)
 	}
-	unbound, err := tokenClient(nil)
-	if err != nil {
-		return err
-	}
-	probes := []probe{{manifests.PolicyName(ns, "bound"), func(ctx context.Context) error {
-		return unbound.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "kustodian-install-probe", Namespace: ns},
-			DeleteOptions: &metav1.DeleteOptions{DryRun: dry}})
-	}}}
+	var probes []probe
 	var skipped []string
+	if o.KubeletEvictions {
+		// Evictions were the one write of the ServiceAccount that only the
+		// policy of unbound tokens covers; every other policy refuses
+		// unbound tokens itself, and is probed below.
+		skipped = append(skipped, "bound (the ServiceAccount may not evict)")
+	} else {
+		unbound, err := tokenClient(nil)
+		if err != nil {
+			return err
+		}
+		probes = append(probes, probe{manifests.PolicyName(ns, "bound"), func(ctx context.Context) error {
+			return unbound.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "kustodian-install-probe", Namespace: ns},
+				DeleteOptions: &metav1.DeleteOptions{DryRun: dry}})
+		}})
+	}
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return status.Explain(err, "list", "nodes", "")

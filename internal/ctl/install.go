@@ -24,7 +24,7 @@ import (
 
 func newInstallCommand(o *options) *cobra.Command {
 	var output, kuredNS, kuredDS string
-	var dryRun bool
+	var dryRun, kubeletEvictions bool
 	var maxLeases int
 	cmd := &cobra.Command{
 		Use:   "install",
@@ -36,7 +36,9 @@ RBAC the protocol needs and nothing more, ValidatingAdmissionPolicies that
 keep each node's token to its own Node, its own record and the locks it holds
 (docs/security.md), a ResourceQuota on the namespace's Leases (--max-leases), and
 an API Priority and Fairness FlowSchema and PriorityLevelConfiguration that give
-the agents together a bounded share of the API server; it creates the control ConfigMap when it is missing (an
+the agents together a bounded share of the API server; with --kubelet-evictions
+the ServiceAccount may evict no pod at all (each agent evicts with its kubelet's
+identity, held by the API server to its own node's pods). It creates the control ConfigMap when it is missing (an
 existing pause is kept). It reports what it created or changed. The policies go in
 before the rights they narrow, and install returns only once the API server
 enforces them: each must refuse a dry run of a request it exists to refuse, made
@@ -46,7 +48,7 @@ ValidatingAdmissionPolicy (Kubernetes 1.30 or later) is refused before anything 
 applied. --dry-run or -o yaml prints the manifests instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS, MaxLeases: maxLeases}
+			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS, MaxLeases: maxLeases, KubeletEvictions: kubeletEvictions}
 			if maxLeases == 0 {
 				return fmt.Errorf("--max-leases 0 would let no node write its record; give a number, or -1 for no quota")
 			}
@@ -97,6 +99,7 @@ applied. --dry-run or -o yaml prints the manifests instead.`,
 	cmd.Flags().StringVar(&kuredNS, "kured-namespace", "kube-system", "namespace of Kured's DaemonSet")
 	cmd.Flags().StringVar(&kuredDS, "kured-daemonset", "kured", "name of Kured's DaemonSet")
 	cmd.Flags().IntVar(&maxLeases, "max-leases", manifests.DefaultMaxLeases, "the namespace's quota of Leases (a record per node in maintenance, the locks of every group); -1: none")
+	cmd.Flags().BoolVar(&kubeletEvictions, "kubelet-evictions", false, "give the agents no right to evict: each evicts its node's pods with the kubelet's kubeconfig (agent key drain.kubeletKubeconfig), which the API server holds to that node's own pods; agents without one refuse to start")
 	return cmd
 }
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	appsv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	kdrain "k8s.io/kubectl/pkg/drain"
 
 	"github.com/kustodian/kustodian/internal/config"
@@ -37,10 +38,32 @@ type Progress struct {
 
 // Drainer drains one node.
 type Drainer struct {
-	Client   kubernetes.Interface
+	Client kubernetes.Interface
+	// Pods, when set, lists, watches and evicts the node's pods instead of
+	// Client: the kubelet's identity, which the API server holds to the
+	// node's own pods (drain.kubeletKubeconfig).
+	Pods     kubernetes.Interface
 	Settings config.Drain
 	Log      *slog.Logger
 }
+
+// podsClient is the client of the node's pods.
+func (d *Drainer) podsClient() kubernetes.Interface {
+	if d.Pods == nil {
+		return d.Client
+	}
+	return kubeletClient{Interface: d.Pods, apps: d.Client}
+}
+
+// kubeletClient is the kubelet's identity for kubectl's drain helper, which
+// also reads the DaemonSets of the pods it skips: a kubelet may not, so
+// those reads go through the agent's own client.
+type kubeletClient struct {
+	kubernetes.Interface
+	apps kubernetes.Interface
+}
+
+func (c kubeletClient) AppsV1() appsv1.AppsV1Interface { return c.apps.AppsV1() }
 
 // maxParallelEvictions bounds the controllers whose pods are evicted at once.
 const maxParallelEvictions = 16
@@ -53,7 +76,7 @@ func (d *Drainer) helper(ctx context.Context) *kdrain.Helper {
 	errOut := slogWriter{d.Log, slog.LevelWarn}
 	return &kdrain.Helper{
 		Ctx:                             ctx,
-		Client:                          d.Client,
+		Client:                          d.podsClient(),
 		Force:                           d.Settings.Force,
 		GracePeriodSeconds:              -1, // each pod's own grace period; 0 would kill at once
 		IgnoreAllDaemonSets:             true,
@@ -125,7 +148,7 @@ func (d *Drainer) drain(ctx context.Context, node string, progress func(Progress
 
 	for {
 		// A watch first, then the list: a deletion between the two is not missed.
-		w, err := d.Client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
+		w, err := d.podsClient().CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 		})
 		if err != nil {

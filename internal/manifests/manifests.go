@@ -24,6 +24,10 @@ type Options struct {
 	// MaxLeases bounds the Leases of the namespace (ResourceQuota): 0 means
 	// DefaultMaxLeases, a negative number no quota.
 	MaxLeases int
+	// KubeletEvictions: the agents evict with their node's kubelet identity
+	// (drain.kubeletKubeconfig), which the API server holds to the node's
+	// own pods; their ServiceAccount gets no eviction right at all.
+	KubeletEvictions bool
 }
 
 // Object is one manifest with the resource it is written to.
@@ -64,19 +68,8 @@ func Objects(o Options) []Object {
 	out = append(out, policyObjects(o)...)
 	out = append(out, limitObjects(o, cluster)...)
 	return append(out, []Object{
-		// Across the cluster: its own Node (cordon, label, annotation; the
-		// admission policy keeps each node to its own), the Nodes' health
-		// (health.maxUnavailable), the pods to drain and their evictions,
-		// DaemonSets (the drain skips their pods).
 		{gvrClusterRole, &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: meta(cluster, ""),
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
-				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-				{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
-				{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "list", "watch"}},
-				// health.workloadsRecovered reads the availability of what a drain disrupted.
-				{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "replicasets"}, Verbs: []string{"get"}},
-			}}},
+			Rules: agentClusterRules(o)}},
 		{gvrClusterRoleBinding, &rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta(cluster, ""),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cluster}, Subjects: agent}},
 		// In its namespace: the lock and record Leases, the control
@@ -100,6 +93,26 @@ func Objects(o Options) []Object {
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(cluster, o.KuredNamespace),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: cluster}, Subjects: agent}},
 	}...)
+}
+
+// agentClusterRules are the agents' rights across the cluster: its own Node
+// (cordon, label, annotation; the admission policy keeps each node to its
+// own), the Nodes' health (health.maxUnavailable), the pods to drain and
+// their evictions (none with KubeletEvictions), DaemonSets (the drain skips
+// their pods).
+func agentClusterRules(o Options) []rbacv1.PolicyRule {
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+	}
+	if !o.KubeletEvictions {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}})
+	}
+	return append(rules,
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "list", "watch"}},
+		// health.workloadsRecovered reads the availability of what a drain disrupted.
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "replicasets"}, Verbs: []string{"get"}},
+	)
 }
 
 func typeMeta(apiVersion, kind string) metav1.TypeMeta {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/kustodian/kustodian/internal/lock"
 )
@@ -80,5 +81,32 @@ func TestPoliciesBeforeRights(t *testing.T) {
 	}
 	if lastGuard < 0 || firstRight == len(objs) || lastGuard > firstRight {
 		t.Errorf("a right (object %d) comes before a policy or limit (object %d)", firstRight, lastGuard)
+	}
+}
+
+// With KubeletEvictions the agents' ServiceAccount may evict nothing;
+// without, it may (and the bound policy is what scopes it).
+func TestKubeletEvictionsDropTheEvictionRight(t *testing.T) {
+	for _, kubelet := range []bool{false, true} {
+		evicts := false
+		for _, obj := range Objects(Options{Namespace: "kustodian", KuredNamespace: "kube-system", KuredDaemonSet: "kured", KubeletEvictions: kubelet}) {
+			var rules []rbacv1.PolicyRule
+			switch r := obj.Object.(type) {
+			case *rbacv1.ClusterRole:
+				rules = r.Rules
+			case *rbacv1.Role:
+				rules = r.Rules
+			}
+			for _, rule := range rules {
+				for _, res := range rule.Resources {
+					if res == "pods/eviction" || res == "*" || res == "pods/*" {
+						evicts = true
+					}
+				}
+			}
+		}
+		if evicts == kubelet {
+			t.Errorf("KubeletEvictions=%v: the ServiceAccount may evict: %v", kubelet, evicts)
+		}
 	}
 }

@@ -56,6 +56,16 @@ variable; a flag beats the environment, which beats the file.`,
 		if err != nil {
 			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 		}
+		var evictor kubernetes.Interface
+		kubeletConfig, err := findKubeletKubeconfig(cfg.Drain.KubeletKubeconfig, config.KubeletKubeconfigs)
+		if err != nil {
+			return err
+		}
+		if kubeletConfig != "" {
+			if evictor, err = kubeletClient(kubeletConfig); err != nil {
+				return err
+			}
+		}
 		return agent.New(agent.Options{
 			Config:   cfg,
 			NodeName: node,
@@ -67,6 +77,9 @@ variable; a flag beats the environment, which beats the file.`,
 			Login1:   logind,
 
 			TokenExpires: nc.tokenExpires,
+
+			Evictor:           evictor,
+			EvictorKubeconfig: kubeletConfig,
 		}).Run(cmd.Context())
 	}
 	return cmd

@@ -54,6 +54,7 @@ var agentOptions = []option{
 	{"drain.evictErrorRetryDelay", "drain-evict-error-retry-delay", "wait between eviction attempts a PodDisruptionBudget refused", func(a *config.Agent) any { return &a.Drain.EvictErrorRetryDelay }},
 	{"drain.podSelector", "drain-pod-selector", "evict only pods matching this label selector", func(a *config.Agent) any { return &a.Drain.PodSelector }},
 	{"drain.skipWaitForDeleteTimeout", "drain-skip-wait-for-delete-timeout", "do not wait for pods deleted longer ago than this (0: always wait)", func(a *config.Agent) any { return &a.Drain.SkipWaitForDeleteTimeout }},
+	{"drain.kubeletKubeconfig", "drain-kubelet-kubeconfig", "list and evict this node's pods with the kubelet's kubeconfig, which the API server holds to this node's own pods: auto (the first of " + strings.Join(config.KubeletKubeconfigs, ", ") + " that exists), none (the agent's own credentials) or a path", func(a *config.Agent) any { return &a.Drain.KubeletKubeconfig }},
 	{"kured.enabled", "kured-enabled", "honour Kured's lock and hold it during maintenance: auto (when its DaemonSet exists), true or false", func(a *config.Agent) any { return &a.Kured.Enabled }},
 	{"kured.namespace", "kured-namespace", "namespace of Kured's DaemonSet", func(a *config.Agent) any { return &a.Kured.Namespace }},
 	{"kured.daemonSet", "kured-daemonset", "name of Kured's DaemonSet, which carries its lock", func(a *config.Agent) any { return &a.Kured.DaemonSet }},

@@ -41,6 +41,8 @@ func (s Spec) Args() []string {
 		"--state-dir", filepath.Join(s.Dir, "state"),
 		"--queue-heartbeat", "1s",
 		"--drain-evict-error-retry-delay", "300ms",
+		// Not the kubelet kubeconfig of the machine the tests run on.
+		"--drain-kubelet-kubeconfig", "none",
 		"--log-format", "json",
 	}, s.Extra...)
 }

@@ -73,6 +73,12 @@ func (h *host) install() {
 	// The node's own kubeconfig (kustodian-ctl kubeconfig: a token bound to
 	// its Node, the CA inlined), as a fleet has it.
 	copyFile(t, nodecreds.Kubeconfig(h.e, h.Name), filepath.Join(h.Dir, "etc/kustodian/kubeconfig"), 0o600)
+	// The kubelet's kubeconfig and client certificate where kubeadm keeps
+	// them: the agent finds them (drain.kubeletKubeconfig auto) and evicts
+	// as the kubelet, through the unit's sandbox.
+	kubeconfig, certKey := h.e.KubeletFiles(h.Name, "/var/lib/kubelet/pki/kubelet-client-current.pem")
+	writeFile(t, filepath.Join(h.Dir, "etc/kubernetes/kubelet.conf"), kubeconfig, 0o600)
+	writeFile(t, filepath.Join(h.Dir, "var/lib/kubelet/pki/kubelet-client-current.pem"), certKey, 0o600)
 	conf := fmt.Sprintf("namespace: %s\nqueue:\n  heartbeat: 1s\ndrain:\n  evictErrorRetryDelay: 300ms\n", h.e.Namespace)
 	if err := os.WriteFile(filepath.Join(h.Dir, "etc/kustodian/config.yaml"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -91,6 +97,17 @@ func (h *host) pathUnitReady() {
 		}
 		return nil
 	})
+}
+
+// writeFile writes a file into a host's tree, making its directories.
+func writeFile(t *testing.T, path string, b []byte, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, mode); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {

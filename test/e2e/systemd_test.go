@@ -33,12 +33,21 @@ func TestUnitsVerify(t *testing.T) {
 	// The unit's sandbox hides the cluster's secrets from the agent: the
 	// service, with its ExecStart replaced by a probe, cannot read them,
 	// but reads what it may.
-	secrets := []string{"/etc/kubernetes/pki/ca.key", "/etc/kubernetes/admin.conf", "/etc/kubernetes/kubelet.conf",
-		"/var/lib/kubelet/pki/kubelet-client-current.pem", "/var/lib/etcd/member/snap/db", "/var/lib/rancher/k3s/server/token"}
+	secrets := []string{"/etc/kubernetes/pki/ca.key", "/etc/kubernetes/admin.conf", "/etc/kubernetes/bootstrap-kubelet.conf",
+		"/var/lib/kubelet/pki/kubelet.key", "/var/lib/kubelet/pki/kubelet-server-current.pem", "/var/lib/etcd/member/snap/db",
+		"/var/lib/rancher/k3s/server/token", "/var/lib/rancher/k3s/agent/serving-kubelet.key", "/var/lib/rancher/k3s/agent/k3scontroller.kubeconfig"}
 	for _, f := range secrets {
 		h.run("sh", "-c", "mkdir -p $(dirname "+f+") && echo secret > "+f+" && chmod 600 "+f)
 	}
-	readable := []string{"/etc/hostname", "/etc/kustodian/config.yaml"}
+	// The kubelet's kubeconfig and client certificate, which the drain
+	// evicts with (drain.kubeletKubeconfig): kubeadm's are on every test
+	// host; k3s's are made here.
+	kubelet := []string{"/etc/kubernetes/kubelet.conf", "/var/lib/kubelet/pki/kubelet-client-current.pem",
+		"/var/lib/rancher/k3s/agent/kubelet.kubeconfig", "/var/lib/rancher/k3s/agent/client-kubelet.key"}
+	for _, f := range kubelet[2:] {
+		h.run("sh", "-c", "mkdir -p $(dirname "+f+") && echo secret > "+f+" && chmod 600 "+f)
+	}
+	readable := append([]string{"/etc/hostname", "/etc/kustodian/config.yaml"}, kubelet...)
 	probe := "#!/bin/sh\nfor f in " + strings.Join(append(append([]string{}, secrets...), readable...), " ") +
 		"; do if cat $f >/dev/null 2>&1; then echo read $f; else echo hidden $f; fi; done > /var/lib/kustodian/probe\n"
 	if err := os.WriteFile(filepath.Join(h.Dir, "usr/local/bin/sandbox-probe"), []byte(probe), 0o755); err != nil {
@@ -120,6 +129,11 @@ func TestPathUnitRunsAMaintenance(t *testing.T) {
 	}
 	if s := h.property("kustodian.path", "SubState"); s != "waiting" {
 		t.Errorf("kustodian.path is %q after the cycle, want waiting", s)
+	}
+	// Through the unit's sandbox, the agent found the kubelet's kubeconfig
+	// where kubeadm keeps it, and its identity is the node's own.
+	if j := h.Journal(e.Ctx, "kustodian.service"); !strings.Contains(j, "evicting with the kubelet's identity") || !strings.Contains(j, "system:node:"+h.Name) {
+		t.Errorf("the agent does not evict as the kubelet; journal:\n%s", j)
 	}
 	if h.exists("var/maintenance-in-progress") {
 		t.Error("in-progress file left")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -401,5 +403,107 @@ func TestSecurityAPILimits(t *testing.T) {
 	}
 	if !apierrors.IsForbidden(last) || !strings.Contains(last.Error(), "exceeded quota: kustodian-leases") {
 		t.Errorf("the fourth Lease: %v, want it refused by the quota", last)
+	}
+}
+
+// Path 2: installed with --kubelet-evictions, the agents' ServiceAccount
+// may evict no pod at all, and each agent evicts with its kubelet's
+// identity, which the API server (Node authorizer, NodeRestriction) holds
+// to its own node's pods. An agent without that identity, or with another
+// node's, refuses to start before it touches anything.
+func TestSecurityEvictionsAreTheKubelets(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(3)
+	a, b, spare := nodes[0], nodes[1], nodes[2]
+	nodecreds.Install(e, e.Namespace, "--kubelet-evictions")
+	// web runs on A, other on B; the spare takes what A's drain evicts.
+	e.Cordon(b)
+	e.Cordon(spare)
+	e.Deployment("web", 3)
+	e.RunningPods("web", 3)
+	e.Cordon(a)
+	uncordon(e, b)
+	e.Deployment("other", 2)
+	e.RunningPods("other", 2)
+	uncordon(e, a)
+	uncordon(e, spare)
+	onB, err := podsOn(e.Ctx, e, b)
+	if err != nil || len(onB) != 2 {
+		t.Fatalf("pods on %s: %v %v, want the 2 of other", b, onB, err)
+	}
+	onA, err := podsOn(e.Ctx, e, a)
+	if err != nil || len(onA) != 3 {
+		t.Fatalf("pods on %s: %v %v, want the 3 of web", a, onA, err)
+	}
+	evict := func(c kubernetes.Interface, pod string) error {
+		ns, name, _ := strings.Cut(pod, "/")
+		return c.PolicyV1().Evictions(ns).Evict(e.Ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}})
+	}
+	// A's own token evicts nothing, not even its own pods.
+	tokenA := clientFor(t, nodecreds.Kubeconfig(e, a))
+	for _, pod := range []string{onB[0], onA[0]} {
+		if err := evict(tokenA, pod); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "pods/eviction") {
+			t.Errorf("A's token evicting %s: %v, want forbidden by RBAC", pod, err)
+		}
+	}
+	// A's kubelet identity evicts A's pods only.
+	kubeletA := clientFor(t, e.KubeletKubeconfig(a))
+	if err := evict(kubeletA, onB[0]); !apierrors.IsForbidden(err) {
+		t.Errorf("A's kubelet evicting %s of %s: %v, want forbidden", onB[0], b, err)
+	}
+	if err := evict(kubeletA, onA[0]); err != nil {
+		t.Errorf("A's kubelet evicting its own %s (dry run): %v", onA[0], err)
+	}
+
+	// Without a kubelet kubeconfig, or with another node's, B's agent
+	// refuses to start, saying what to set.
+	for _, tc := range []struct{ name, kubelet, want string }{
+		{"none", "none", "may not evict pods (installed with kustodian-ctl install --kubelet-evictions)"},
+		{"another node's", e.KubeletKubeconfig(spare), fmt.Sprintf("authenticates as %q, not as %q", "system:node:"+spare, "system:node:"+b)},
+	} {
+		agentB := newAgent(t, e, b, "--drain-kubelet-kubeconfig", tc.kubelet)
+		agentB.request("upgrade")
+		out, err := runOnce(agentB, nil)
+		if err == nil {
+			t.Fatalf("%s: the agent of %s started; output:\n%s", tc.name, b, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if !strings.Contains(lines[len(lines)-1], tc.want) {
+			t.Errorf("%s: last line %q, want %q", tc.name, lines[len(lines)-1], tc.want)
+		}
+		if n := nodeObject(e, b); n.Spec.Unschedulable {
+			t.Errorf("%s: the refused agent cordoned %s", tc.name, b)
+		}
+		if r, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.RecordName(b), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: the refused agent left a record: %v %v", tc.name, r, err)
+		}
+	}
+
+	// A's agent drains A with its kubelet's identity; B's pods stay.
+	agentA := newAgent(t, e, a, "--drain-kubelet-kubeconfig", e.KubeletKubeconfig(a))
+	agentA.request("upgrade")
+	agentA.start()
+	agentA.waitInProgress(cluster.DefaultTimeout)
+	if pods, err := podsOn(e.Ctx, e, a); err != nil || len(pods) != 0 {
+		t.Errorf("pods left on the drained %s: %v %v", a, pods, err)
+	}
+	after, err := podsOn(e.Ctx, e, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range onB { // the spare or B may take web's replacements
+		if !slices.Contains(after, pod) {
+			t.Errorf("%s left %s during the drain of %s: %v → %v", pod, b, a, onB, after)
+		}
+	}
+	e.RunningPods("web", 3)
+	agentA.completes()
+	log := agentA.logText()
+	if !strings.Contains(log, "evicting with the kubelet's identity") || !strings.Contains(log, "system:node:"+a) {
+		t.Errorf("the agent did not say it evicts as the kubelet:\n%s", log)
+	}
+	if strings.Contains(log, "forbidden") {
+		t.Errorf("the agent met a forbidden request:\n%s", log)
 	}
 }

@@ -44,9 +44,10 @@ func (c Ctl) Run(ctx context.Context, args ...string) (string, error) {
 	return string(out), err
 }
 
-// Install runs kustodian-ctl install, with Kured's DaemonSet in kuredNamespace.
-func (c Ctl) Install(ctx context.Context, kuredNamespace string) error {
-	if out, err := c.Run(ctx, "install", "--kured-namespace", kuredNamespace); err != nil {
+// Install runs kustodian-ctl install, with Kured's DaemonSet in
+// kuredNamespace and extra flags.
+func (c Ctl) Install(ctx context.Context, kuredNamespace string, extra ...string) error {
+	if out, err := c.Run(ctx, append([]string{"install", "--kured-namespace", kuredNamespace}, extra...)...); err != nil {
 		return fmt.Errorf("kustodian-ctl install: %w\n%s", err, out)
 	}
 	return nil
@@ -68,15 +69,16 @@ func CtlFor(e *cluster.Env) Ctl {
 // Install runs kustodian-ctl install for the test's namespace, once per
 // test, with Kured's DaemonSet in kuredNamespace, and removes what it put
 // outside the namespace when the test ends. Kubeconfig installs with Kured
-// in the test's namespace unless the test installed first.
-func Install(e *cluster.Env, kuredNamespace string) {
+// in the test's namespace unless the test installed first. extra are more
+// flags of install.
+func Install(e *cluster.Env, kuredNamespace string, extra ...string) {
 	e.T.Helper()
 	state.Lock()
 	defer state.Unlock()
 	if state.installed[e.Namespace] {
 		return
 	}
-	if err := CtlFor(e).Install(e.Ctx, kuredNamespace); err != nil {
+	if err := CtlFor(e).Install(e.Ctx, kuredNamespace, extra...); err != nil {
 		e.T.Fatal(err)
 	}
 	if state.installed == nil {

@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// checkEvictor makes sure, before the node joins the queue, that the drain
+// will be allowed to evict: the kubelet's identity must be this node's own
+// (system:node:NAME, which the API server holds to this node's pods), and
+// without it the agent's own credentials must carry the eviction right
+// (kustodian-ctl install --kubelet-evictions takes it away). A refusal
+// found here stops the agent; found mid-drain, it would leave the node
+// cordoned.
+func (a *Agent) checkEvictor(ctx context.Context) error {
+	if a.drainer.Pods != nil {
+		r, err := a.drainer.Pods.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+			return permanent(fmt.Errorf("drain.kubeletKubeconfig %s: the API server refuses its credentials (%v); fix the kubelet's kubeconfig, or set drain.kubeletKubeconfig to none", a.evictorConfig, err))
+		}
+		if err != nil {
+			return fmt.Errorf("drain.kubeletKubeconfig %s: asking the API server who it is: %w", a.evictorConfig, err)
+		}
+		if want, got := "system:node:"+a.node, r.Status.UserInfo.Username; got != want {
+			return permanent(fmt.Errorf("drain.kubeletKubeconfig %s authenticates as %q, not as %q: it is not this node's kubelet identity; set drain.kubeletKubeconfig to this node's kubelet kubeconfig, or to none", a.evictorConfig, got, want))
+		}
+		a.log.Info("evicting with the kubelet's identity", "kubeconfig", a.evictorConfig, "user", r.Status.UserInfo.Username)
+		return nil
+	}
+	r, err := a.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authzv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("asking the API server whether this agent may evict pods: %w", err)
+	}
+	if !r.Status.Allowed {
+		return permanent(fmt.Errorf("kubeconfig %s may not evict pods (installed with kustodian-ctl install --kubelet-evictions), and no kubelet kubeconfig is in use: set drain.kubeletKubeconfig to this node's kubelet kubeconfig", a.cfg.Kubeconfig))
+	}
+	return nil
+}
