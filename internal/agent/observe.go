@@ -29,9 +29,16 @@ import (
 func (a *Agent) waitForAPI(ctx context.Context) error {
 	backoff := newBackoff(500*time.Millisecond, 30*time.Second)
 	for {
-		_, err := a.kube.Discovery().ServerVersion()
+		// Ready, not just answering: right after a start the API server
+		// serves /version before its authorizer has read the RBAC, and
+		// refuses everything meanwhile.
+		err := a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 		if err == nil {
 			break
+		}
+		var status apierrors.APIStatus
+		if errors.As(err, &status) { // its body lists every check
+			err = fmt.Errorf("the API server is up but not ready yet (HTTP %d from /readyz)", status.Status().Code)
 		}
 		delay := backoff.Next()
 		a.setStatus(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(100*time.Millisecond), err))
