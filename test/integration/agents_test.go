@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/lock"
@@ -219,20 +220,32 @@ func (p *agentProc) waitInProgress(timeout time.Duration) {
 	})
 }
 
-// record reads a node's record; nil when it has none.
+// record reads a node's record; nil when it has none. Any other error of
+// the API server fails the test: it is no answer. Call it from the test's
+// goroutine.
 func record(e *cluster.Env, node string) *lock.Record {
+	e.T.Helper()
 	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.RecordName(node), metav1.GetOptions{})
-	if err != nil {
+	if apierrors.IsNotFound(err) {
 		return nil
+	}
+	if err != nil {
+		e.T.Fatalf("reading the record of %s: %v", node, err)
 	}
 	r := lock.RecordFromLease(l)
 	return &r
 }
 
+// lockHolder is the holder of the default lock; "" when it is free or
+// absent. Any other error of the API server fails the test.
 func lockHolder(e *cluster.Env) string {
+	e.T.Helper()
 	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.DefaultGroup.LockName(0), metav1.GetOptions{})
-	if err != nil {
+	if apierrors.IsNotFound(err) {
 		return ""
+	}
+	if err != nil {
+		e.T.Fatalf("reading lock %s: %v", lock.DefaultGroup.LockName(0), err)
 	}
 	return lock.Holder(l)
 }
