@@ -32,6 +32,11 @@ func recordTimeline(t *testing.T, e *cluster.Env) *timeline.Timeline {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := tl.Err(); err != nil {
+			t.Errorf("the timeline is incomplete: %v", err)
+		}
+	})
 	return tl
 }
 

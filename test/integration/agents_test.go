@@ -299,6 +299,11 @@ func recordTimeline(e *cluster.Env) *timeline.Timeline {
 	if err != nil {
 		e.T.Fatal(err)
 	}
+	e.T.Cleanup(func() {
+		if err := tl.Err(); err != nil {
+			e.T.Errorf("the timeline is incomplete: %v", err)
+		}
+	})
 	return tl
 }
 

@@ -6,6 +6,7 @@ package timeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -15,9 +16,12 @@ import (
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/kustodian/kustodian/internal/lock"
 )
@@ -40,32 +44,86 @@ type Timeline struct {
 	events []Transition
 	last   map[string]lock.State
 	notify func(Transition)
+	err    error // the recording broke off: the history is incomplete
 }
 
 // Record starts recording the node records of namespace until ctx ends.
 // onChange, if not nil, is called for each transition as it happens.
+//
+// It lists the records, then follows them from that list's resource
+// version with a watch that is opened again whenever the API server closes
+// it, so no change is missed. If the history cannot be continued (the
+// resource version expired, an error event), the timeline says so in Err,
+// and every check fails with it: a truncated history must not pass.
 func Record(ctx context.Context, client kubernetes.Interface, namespace string, onChange func(Transition)) (*Timeline, error) {
-	w, err := client.CoordinationV1().Leases(namespace).Watch(ctx, metav1.ListOptions{})
+	leases := client.CoordinationV1().Leases(namespace)
+	list, err := leases.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the Leases of %s: %w", namespace, err)
+	}
+	tl := &Timeline{last: map[string]lock.State{}, notify: onChange}
+	for i := range list.Items {
+		tl.observe(watch.Added, &list.Items[i])
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return leases.Watch(ctx, o)
+		},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("watching the Leases of %s: %w", namespace, err)
 	}
-	tl := &Timeline{last: map[string]lock.State{}, notify: onChange}
 	go func() {
 		defer w.Stop()
-		for ev := range w.ResultChan() {
-			l, ok := ev.Object.(*coordv1.Lease)
-			if !ok || !lock.IsRecordName(l.Name) {
-				continue
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					if ctx.Err() == nil {
+						tl.fail(errors.New("the watch of the records ended before the test did"))
+					}
+					return
+				}
+				if ev.Type == watch.Error {
+					tl.fail(fmt.Errorf("the watch of the records failed: %v", apierrors.FromObject(ev.Object)))
+					return
+				}
+				if l, ok := ev.Object.(*coordv1.Lease); ok {
+					tl.observe(ev.Type, l)
+				}
 			}
-			r := lock.RecordFromLease(l)
-			t := Transition{At: time.Now(), Node: lock.NodeOfRecord(l.Name), State: r.State, Message: r.Message, Key: r.QueueKey}
-			if ev.Type == watch.Deleted {
-				t.State, t.Message = Idle, "record deleted: back in the cluster"
-			}
-			tl.add(t)
 		}
 	}()
 	return tl, nil
+}
+
+func (tl *Timeline) observe(typ watch.EventType, l *coordv1.Lease) {
+	if !lock.IsRecordName(l.Name) {
+		return
+	}
+	r := lock.RecordFromLease(l)
+	t := Transition{At: time.Now(), Node: lock.NodeOfRecord(l.Name), State: r.State, Message: r.Message, Key: r.QueueKey}
+	if typ == watch.Deleted {
+		t.State, t.Message = Idle, "record deleted: back in the cluster"
+	}
+	tl.add(t)
+}
+
+func (tl *Timeline) fail(err error) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.err == nil {
+		tl.err = err
+	}
+}
+
+// Err is why the recording broke off; nil while the history is whole.
+func (tl *Timeline) Err() error {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.err
 }
 
 func (tl *Timeline) add(t Transition) {
@@ -97,6 +155,9 @@ func (tl *Timeline) State(node string) lock.State {
 
 // AllIdle reports whether every given node has been seen and is Idle now.
 func (tl *Timeline) AllIdle(nodes []string) error {
+	if err := tl.Err(); err != nil {
+		return err
+	}
 	for _, n := range nodes {
 		if s := tl.State(n); s != Idle {
 			return fmt.Errorf("%s is %s", n, orNone(s))
@@ -137,6 +198,9 @@ func active(s lock.State) bool {
 // CheckExclusive returns an error if more than slots nodes were ever
 // Draining, InMaintenance or Rebooting at once.
 func (tl *Timeline) CheckExclusive(slots int) error {
+	if err := tl.Err(); err != nil {
+		return err
+	}
 	now := map[string]bool{}
 	for _, t := range tl.Transitions() {
 		if active(t.State) {
