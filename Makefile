@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench build docs packages packages-host package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench build docs fuzz packages packages-host package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl
@@ -88,6 +88,17 @@ test: deps lint test-unit test-integration ## everything: the README's test comm
 
 test-unit: deps
 	go test -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
+	$(MAKE) --no-print-directory fuzz
+
+# Each fuzz test runs its seeds with the unit tests, and here for FUZZTIME
+# with generated inputs; a failing input is saved under the package's
+# testdata/fuzz and becomes a seed.
+FUZZTIME ?= 10s
+FUZZ_TESTS := FuzzKuredLock:./internal/kured FuzzRequestFile:./internal/hostfiles
+fuzz: ## run each fuzz test for FUZZTIME (10s)
+	@for t in $(FUZZ_TESTS); do \
+	  go test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
+	done
 
 # -p 1: each package of integration tests runs its own control plane; on two
 # cores they are faster one after the other than side by side.

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/kustodian/kustodian/internal/atomicfile"
 )
@@ -115,8 +116,12 @@ func cleanReason(line string) string {
 		}
 		return r
 	}, line)
-	if len(line) > maxReason {
-		line = line[:maxReason]
+	if len(line) > maxReason { // cut at a character's start, never inside one
+		cut := maxReason
+		for cut > 0 && !utf8.RuneStart(line[cut]) {
+			cut--
+		}
+		line = line[:cut]
 	}
 	return line
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func testFiles(t *testing.T) Files {
+func testFiles(t testing.TB) Files {
 	dir := t.TempDir()
 	return Files{
 		Request:        filepath.Join(dir, "maintenance-required"),

@@ -100,7 +100,15 @@ func Take(value, entry string) (string, bool) {
 	if value == "" || strings.HasPrefix(value, `{"nodeID":"",`) {
 		return entry, true
 	}
-	if !strings.HasPrefix(value, `{"maxOwners":`) {
+	// Kured's form of several owners: {"maxOwners":N,"locks":[...]}.
+	rest, ok := strings.CutPrefix(value, `{"maxOwners":`)
+	digits := len(rest) - len(strings.TrimLeft(rest, "0123456789"))
+	if !ok || digits == 0 || !strings.HasPrefix(rest[digits:], `,"locks":`) || !strings.HasSuffix(rest, "}") {
+		return "", false
+	}
+	// The list runs to the end: nothing else follows it.
+	list := strings.TrimSuffix(rest[digits+len(`,"locks":`):], "}")
+	if list != "null" && (!strings.HasPrefix(list, "[") || !json.Valid([]byte(list))) {
 		return "", false
 	}
 	switch {
@@ -133,6 +141,8 @@ func GiveBack(value, id string) (string, bool) {
 		return "", true // the single form: the annotation goes
 	}
 	switch {
+	case i == 0:
+		return "", false // the single form with something after it: not Kured's
 	case value[i-1] == ',':
 		return value[:i-1] + value[j:], true
 	case j < len(value) && value[j] == ',':
