@@ -165,7 +165,9 @@ func readFile(path string, explicit bool) (*viper.Viper, error) {
 	v.SetConfigFile(path)
 	v.SetConfigType("yaml")
 	if err := v.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("configuration file %s: %w", path, err)
+		// YAML's errors span lines ("unmarshal errors:\n  line 1: ..."):
+		// the refusal is one.
+		return nil, fmt.Errorf("configuration file %s: %s", path, strings.Join(strings.Fields(err.Error()), " "))
 	}
 	known := map[string]bool{}
 	for _, o := range agentOptions {
