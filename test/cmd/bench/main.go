@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,6 +55,12 @@ type options struct {
 	runs, rolloutRuns  int
 	nodes, podsPerNode int
 	keepCluster        bool
+	// The scale mode.
+	scale          string
+	scaleOnly      bool
+	scaleWindow    time.Duration
+	scaleHandoffs  int
+	scaleHeartbeat time.Duration
 }
 
 func main() {
@@ -66,6 +73,11 @@ func main() {
 	flag.IntVar(&o.podsPerNode, "pods-per-node", 10, "pods per node in the rolling maintenance")
 	flag.StringVar(&o.workdir, "workdir", filepath.Join(os.TempDir(), "kustodian-bench"), "directory of the nodes' host files and logs")
 	flag.BoolVar(&o.keepCluster, "keep-cluster", false, "leave the benchmark's cluster running")
+	flag.StringVar(&o.scale, "scale", "50,200,500", "the scale mode's numbers of agents, comma-separated (empty: no scale mode)")
+	flag.BoolVar(&o.scaleOnly, "scale-only", false, "run only the scale mode")
+	flag.DurationVar(&o.scaleWindow, "scale-window", 30*time.Second, "how long the scale mode measures the steady state")
+	flag.IntVar(&o.scaleHandoffs, "scale-handoffs", 30, "handoffs the scale mode times at each N")
+	flag.DurationVar(&o.scaleHeartbeat, "scale-heartbeat", 10*time.Second, "the agents' heartbeat in the scale mode (the default of queue.heartbeat)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -94,6 +106,40 @@ func run(ctx context.Context, o options) error {
 	if err := os.MkdirAll(o.workdir, 0o755); err != nil {
 		return err
 	}
+	sizes, err := parseSizes(o.scale)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("machine: %d cores; each figure is the median of its runs, with min and max\n\n", runtime.NumCPU())
+	if !o.scaleOnly {
+		if err := runMain(ctx, o); err != nil {
+			return err
+		}
+	}
+	if len(sizes) > 0 {
+		return runScale(ctx, o, sizes)
+	}
+	return nil
+}
+
+// parseSizes reads --scale.
+func parseSizes(v string) ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 2 {
+			return nil, fmt.Errorf("--scale %q: %q is not a number of agents of at least 2", v, f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+// runMain measures latencies and rolling maintenances (DESIGN section 11).
+func runMain(ctx context.Context, o options) error {
 	policy := filepath.Join(o.workdir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
 		return err
@@ -111,8 +157,6 @@ func run(ctx context.Context, o options) error {
 	if err := cluster.Eventually(ctx, 2*time.Minute, func(ctx context.Context) error { return nodesReady(ctx, c.Client, o.nodes) }); err != nil {
 		return err
 	}
-	fmt.Printf("machine: %d cores; each figure is the median of its runs, with min and max\n\n", runtime.NumCPU())
-
 	b := &bench{o: o, c: c}
 	if err := b.requestToCordon(ctx); err != nil {
 		return fmt.Errorf("request to cordon: %w", err)

@@ -1,0 +1,447 @@
+package main
+
+// The scale mode (DESIGN section 15): N agents all waiting behind one
+// holder, for several N side by side. The agents run many to a process
+// (test/cmd/swarm: the binary's own command tree, one per node, each with
+// its node's kubeconfig), on kwok nodes, with the default heartbeat.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/agentproc"
+	"github.com/kustodian/kustodian/test/cluster"
+)
+
+// scaleResult is what one N measured.
+type scaleResult struct {
+	n      int
+	window time.Duration
+	// Steady state, all waiting: the agents' requests by "verb resource"
+	// (audit log), watch events sent for Leases and their bytes (the API
+	// server's metrics), the swarm's CPU and resident memory.
+	calls       map[string]int
+	watchEvents float64
+	watchBytes  float64
+	cpu         time.Duration
+	rss         int64
+	// Handoffs: release → next grant, and grant → next grant (a node's
+	// whole cycle with an empty script and no pods).
+	handoffs, cycles []time.Duration
+}
+
+func runScale(ctx context.Context, o options, sizes []int) error {
+	maxN := 0
+	for _, n := range sizes {
+		maxN = max(maxN, n)
+	}
+	policy := filepath.Join(o.workdir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return err
+	}
+	swarm := filepath.Join(o.workdir, "swarm")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", swarm, "./test/cmd/swarm").CombinedOutput(); err != nil {
+		return fmt.Errorf("building test/cmd/swarm: %v: %s", err, out)
+	}
+	// Each agent watches its host files and its jobs through inotify.
+	if err := raiseInotify(2*maxN + 256); err != nil {
+		return err
+	}
+	copts := cluster.Options{Name: "kustodian-scale", Nodes: maxN, AuditPolicy: policy, Log: io.Discard}
+	fmt.Printf("\nscale: starting a control plane with %d kwok nodes\n", maxN)
+	_ = cluster.Down(ctx, copts)
+	c, err := cluster.Up(ctx, copts)
+	if err != nil {
+		return err
+	}
+	if !o.keepCluster {
+		defer cluster.Down(context.Background(), copts)
+	}
+	if err := cluster.Eventually(ctx, 5*time.Minute, func(ctx context.Context) error { return nodesReady(ctx, c.Client, maxN) }); err != nil {
+		return err
+	}
+	b := &bench{o: o, c: c}
+	var results []scaleResult
+	for _, n := range sizes {
+		r, err := b.scale(ctx, swarm, copts.AuditLog(), n)
+		if err != nil {
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+		results = append(results, r)
+	}
+	printScale(results, o.scaleHeartbeat)
+	return nil
+}
+
+// scale measures N agents: node 0 holds the lock (its script never ends
+// while the steady state is measured), nodes 1..N-1 wait; then the holder
+// finishes and handoffs follow, each script ending as soon as it may start.
+func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scaleResult, error) {
+	r := scaleResult{n: n, window: b.o.scaleWindow}
+	ns, err := b.namespace(ctx)
+	if err != nil {
+		return r, err
+	}
+	fmt.Printf("scale N=%d: minting %d node kubeconfigs in %s\n", n, n, ns)
+	nodes := make([]string, n)
+	specs := make([]agentproc.Spec, n)
+	if err := parallel(ctx, n, 4, func(i int) error {
+		nodes[i] = cluster.NodeName(i)
+		s, err := b.spec(ctx, ns, nodes[i])
+		specs[i] = s
+		return err
+	}); err != nil {
+		return r, err
+	}
+	logPath := filepath.Join(b.o.workdir, ns, "swarm.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return r, err
+	}
+	defer log.Close()
+	cmd := exec.Command(swarm, "--namespace", ns, "--workdir", b.o.workdir, "--nodes", strings.Join(nodes, ","),
+		"--agent-flag=--queue-heartbeat="+b.o.scaleHeartbeat.String())
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	if err := waitCount(ctx, logPath, `"msg":"agent started"`, n, 5*time.Minute); err != nil {
+		return r, err
+	}
+	leases := b.c.Client.CoordinationV1().Leases(ns)
+	// The holder first, then everyone else at once.
+	if err := os.WriteFile(specs[0].RequestFile(), nil, 0o644); err != nil {
+		return r, err
+	}
+	if err := waitFile(ctx, specs[0].InProgressFile()); err != nil {
+		return r, err
+	}
+	fmt.Printf("scale N=%d: %s holds the lock; %d requests\n", n, nodes[0], n-1)
+	for _, s := range specs[1:] {
+		if err := os.WriteFile(s.RequestFile(), nil, 0o644); err != nil {
+			return r, err
+		}
+	}
+	// Once a second, not more: the benchmark's own LISTs must not weigh
+	// on what it measures.
+	joined := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := leases.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		waiting := 0
+		for i := range list.Items {
+			l := &list.Items[i]
+			if lock.IsRecordName(l.Name) && lock.RecordFromLease(l).State == lock.Waiting {
+				waiting++
+			}
+		}
+		return waiting == n-1, nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("waiting for %d records to say Waiting: %w", n-1, err)
+	}
+	fmt.Printf("scale N=%d: all %d waiting after %s; settling for %s, then measuring for %s\n",
+		n, n-1, time.Since(joined).Round(100*time.Millisecond), 2*b.o.scaleHeartbeat, r.window)
+	// Positions and messages settle within a couple of heartbeats of the
+	// last join; the steady state is what comes after.
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(2 * b.o.scaleHeartbeat):
+	}
+	before, err := watchMetrics(ctx, b)
+	if err != nil {
+		return r, err
+	}
+	cpu0 := cpuTime(cmd.Process.Pid)
+	auditFrom := fileSize(auditLog)
+	t0 := time.Now()
+	var rssMax int64
+	tick := time.NewTicker(time.Second)
+	for time.Since(t0) < r.window {
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return r, ctx.Err()
+		case <-tick.C:
+			rssMax = max(rssMax, agentproc.RSS(cmd.Process.Pid))
+		}
+	}
+	tick.Stop()
+	elapsed := time.Since(t0)
+	r.window = elapsed
+	r.cpu = cpuTime(cmd.Process.Pid) - cpu0
+	r.rss = rssMax
+	after, err := watchMetrics(ctx, b)
+	if err != nil {
+		return r, err
+	}
+	r.watchEvents = after.events - before.events
+	r.watchBytes = after.bytes - before.bytes
+	if r.calls, err = agentCalls(auditLog, auditFrom); err != nil {
+		return r, err
+	}
+
+	// Handoffs, each script ending at once.
+	handoffs := min(n-1, b.o.scaleHandoffs)
+	fmt.Printf("scale N=%d: %d handoffs\n", n, handoffs)
+	w, err := leases.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return r, err
+	}
+	defer w.Stop()
+	if err := os.Remove(specs[0].RequestFile()); err != nil {
+		return r, err
+	}
+	byNode := map[string]agentproc.Spec{}
+	for _, s := range specs {
+		byNode[s.Node] = s
+	}
+	var scripts sync.WaitGroup
+	defer scripts.Wait()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seen := map[string]bool{nodes[0]: true}
+	var lastGrant time.Time
+	deadline := time.After(10 * time.Minute)
+	for len(r.handoffs) < handoffs {
+		var ev any
+		select {
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				return r, errors.New("the Lease watch ended during the handoffs")
+			}
+			ev = e.Object
+		case <-deadline:
+			return r, fmt.Errorf("%d of %d handoffs after 10 minutes", len(r.handoffs), handoffs)
+		}
+		l, ok := ev.(*coordv1.Lease)
+		if !ok || !lock.IsLockName(l.Name) {
+			continue
+		}
+		h := lock.Holder(l)
+		if h == "" || seen[h] || l.Spec.AcquireTime == nil {
+			continue
+		}
+		seen[h] = true
+		released, err := time.Parse(time.RFC3339Nano, l.Annotations[lock.AnnotationReleasedAt])
+		if err != nil {
+			return r, fmt.Errorf("lock %s granted to %s: %s: %w", l.Name, h, lock.AnnotationReleasedAt, err)
+		}
+		granted := l.Spec.AcquireTime.Time
+		r.handoffs = append(r.handoffs, granted.Sub(released))
+		if !lastGrant.IsZero() {
+			r.cycles = append(r.cycles, granted.Sub(lastGrant))
+		}
+		lastGrant = granted
+		s, ok := byNode[h]
+		if !ok {
+			return r, fmt.Errorf("lock %s granted to %s, not one of the benchmark's nodes", l.Name, h)
+		}
+		scripts.Add(1)
+		go func() {
+			defer scripts.Done()
+			if err := waitFile(sctx, s.InProgressFile()); err == nil {
+				_ = os.Remove(s.RequestFile())
+			}
+		}()
+	}
+	return r, nil
+}
+
+type watchFigures struct{ events, bytes float64 }
+
+// watchMetrics sums the API server's watch events sent for Leases, and
+// their sizes.
+func watchMetrics(ctx context.Context, b *bench) (watchFigures, error) {
+	body, err := b.c.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return watchFigures{}, fmt.Errorf("reading /metrics: %w", err)
+	}
+	var f watchFigures
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		isLease := strings.Contains(line, `group="coordination.k8s.io"`) &&
+			(strings.Contains(line, `kind="Lease"`) || strings.Contains(line, `resource="leases"`))
+		if !isLease {
+			continue
+		}
+		_, value, ok := strings.Cut(line, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "apiserver_watch_events_total{"):
+			f.events += v
+		case strings.HasPrefix(line, "apiserver_watch_events_sizes_sum{"):
+			f.bytes += v
+		}
+	}
+	return f, sc.Err()
+}
+
+func printScale(rs []scaleResult, heartbeat time.Duration) {
+	fmt.Printf("\nscale: N agents in one process, all waiting behind one holder (heartbeat %s): the steady state over %s, then handoffs with empty scripts\n", heartbeat, rs[0].window.Round(time.Second))
+	row := func(name string, f func(r scaleResult) string) {
+		fmt.Printf("  %-46s", name)
+		for _, r := range rs {
+			fmt.Printf(" %14s", f(r))
+		}
+		fmt.Println()
+	}
+	row("", func(r scaleResult) string { return fmt.Sprintf("N=%d", r.n) })
+	per := func(v float64, r scaleResult) float64 { return v / r.window.Seconds() }
+	total := func(r scaleResult) int {
+		t := 0
+		for _, v := range r.calls {
+			t += v
+		}
+		return t
+	}
+	row("agents' API requests/s (audit log)", func(r scaleResult) string { return fmt.Sprintf("%.1f", per(float64(total(r)), r)) })
+	var keys []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		for k := range r.calls {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		row("  "+k, func(r scaleResult) string { return fmt.Sprintf("%.2f", per(float64(r.calls[k]), r)) })
+	}
+	row("  per agent", func(r scaleResult) string { return fmt.Sprintf("%.3f", per(float64(total(r)), r)/float64(r.n)) })
+	row("watch events/s sent for Leases", func(r scaleResult) string { return fmt.Sprintf("%.1f", per(r.watchEvents, r)) })
+	row("  per agent", func(r scaleResult) string { return fmt.Sprintf("%.2f", per(r.watchEvents, r)/float64(r.n)) })
+	row("  KiB/s", func(r scaleResult) string { return fmt.Sprintf("%.1f", per(r.watchBytes, r)/1024) })
+	row("CPU per agent (ms per s)", func(r scaleResult) string {
+		return fmt.Sprintf("%.2f", float64(r.cpu.Microseconds())/1000/r.window.Seconds()/float64(r.n))
+	})
+	row("memory per agent (swarm RSS / N, MiB)", func(r scaleResult) string { return fmt.Sprintf("%.2f", float64(r.rss)/float64(r.n)/(1<<20)) })
+	row("handoff release → grant, median", func(r scaleResult) string { return pct(r.handoffs, 50) })
+	row("handoff release → grant, p99", func(r scaleResult) string { return pct(r.handoffs, 99) })
+	row("cycle per node (grant → next grant), median", func(r scaleResult) string { return pct(r.cycles, 50) })
+	row("handoffs measured", func(r scaleResult) string { return fmt.Sprint(len(r.handoffs)) })
+}
+
+// pct is the p-th percentile (nearest rank).
+func pct(d []time.Duration, p int) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (p*len(s) + 99) / 100
+	i = min(max(i, 1), len(s)) - 1
+	return round(s[i]).String()
+}
+
+// cpuTime is a process's user and system time so far (from /proc).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command may hold spaces: the fields start after its ")".
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks
+}
+
+// waitCount waits until the file holds at least n lines containing s.
+func waitCount(ctx context.Context, path, s string, n int, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false, err
+		}
+		return bytes.Count(b, []byte(s)) >= n, nil
+	})
+}
+
+// raiseInotify makes room for n inotify instances (fs.inotify.max_user_instances).
+func raiseInotify(n int) error {
+	const knob = "/proc/sys/fs/inotify/max_user_instances"
+	b, err := os.ReadFile(knob)
+	if err != nil {
+		return err
+	}
+	cur, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || cur >= n {
+		return err
+	}
+	fmt.Printf("scale: raising %s from %d to %d (each agent watches its host files)\n", knob, cur, n)
+	if err := os.WriteFile(knob, []byte(strconv.Itoa(n)), 0o644); err != nil {
+		return fmt.Errorf("%s: %w (run as root, or raise it yourself)", knob, err)
+	}
+	return nil
+}
+
+// parallel runs f(0..n-1) at most width at a time; the first error wins.
+func parallel(ctx context.Context, n, width int, f func(i int) error) error {
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
