@@ -94,7 +94,7 @@ test-unit: deps
 # with generated inputs; a failing input is saved under the package's
 # testdata/fuzz and becomes a seed.
 FUZZTIME ?= 10s
-FUZZ_TESTS := FuzzKuredLock:./internal/kured FuzzRequestFile:./internal/hostfiles FuzzConfigFile:./internal/nodecmd
+FUZZ_TESTS := FuzzKuredLock:./internal/kured FuzzQueueSummary:./internal/lock FuzzRequestFile:./internal/hostfiles FuzzConfigFile:./internal/nodecmd
 fuzz: ## run each fuzz test for FUZZTIME (10s)
 	@for t in $(FUZZ_TESTS); do \
 	  go test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -78,7 +79,7 @@ type Agent struct {
 	block, delay *login1.Lock
 
 	leases       *leaseView
-	rawLeases    cache.Store
+	groupLeases  cache.Store // the lock and queue Leases
 	controlStore cache.Store
 	nodeStore    cache.Store
 	kuredStore   cache.Store // nil when kured.enabled is false
@@ -108,10 +109,20 @@ type Agent struct {
 	shuttingDown  bool      // the host is going down: take no more steps
 	failure       string
 	status        string
-	holderNodes   map[string]nodeCheck
+	holders       map[string]holderCheck
 	tokenExpires  time.Time
 	tokenWarned   bool   // the TokenExpiring Event is recorded
 	evictorConfig string // the kubelet kubeconfig the drain evicts with, or ""
+
+	// The queue: when the agent began to watch it, when it saw each queue
+	// Lease change, and its own view of its group's queue (one LIST, when
+	// it joined or made the summary).
+	watching  time.Time
+	queueMu   sync.Mutex // guards queueSeen: informer handlers write it
+	queueSeen map[string]time.Time
+	mine      *lock.Summary
+	mineGroup lock.GroupRef
+	jitter    float64 // decide.Params.Jitter
 }
 
 // New builds an agent.
@@ -121,19 +132,21 @@ func New(o Options) *Agent {
 		now = time.Now
 	}
 	a := &Agent{
-		cfg:         o.Config,
-		node:        o.NodeName,
-		owner:       o.Owner,
-		kube:        o.Kube,
-		dyn:         o.Dynamic,
-		prom:        &http.Client{Timeout: 10 * time.Second},
-		log:         o.Log.With("node", o.NodeName),
-		notify:      o.Notifier,
-		now:         now,
-		files:       o.Config.Files(),
-		locks:       &lock.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
-		wake:        make(chan struct{}, 1),
-		holderNodes: map[string]nodeCheck{},
+		cfg:       o.Config,
+		node:      o.NodeName,
+		owner:     o.Owner,
+		kube:      o.Kube,
+		dyn:       o.Dynamic,
+		prom:      &http.Client{Timeout: 10 * time.Second},
+		log:       o.Log.With("node", o.NodeName),
+		notify:    o.Notifier,
+		now:       now,
+		files:     o.Config.Files(),
+		locks:     &lock.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
+		wake:      make(chan struct{}, 1),
+		holders:   map[string]holderCheck{},
+		queueSeen: map[string]time.Time{},
+		jitter:    jitterOf(o.NodeName),
 
 		tokenExpires: o.TokenExpires,
 	}
@@ -150,6 +163,14 @@ func New(o Options) *Agent {
 		a.delay = o.Login1.NewLock("shutdown", "kustodian", "recording the reboot in the cluster", "delay")
 	}
 	return a
+}
+
+// jitterOf is a node's share of the spread (decide.Params.Jitter): the same
+// for the node at every start, different between nodes.
+func jitterOf(node string) float64 {
+	h := fnv.New64a()
+	h.Write([]byte(node))
+	return float64(h.Sum64()%1000) / 1000
 }
 
 // PermanentError is an error no retry can fix: bad input, missing objects.

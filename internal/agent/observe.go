@@ -98,14 +98,24 @@ func (a *Agent) startInformers(ctx context.Context) error {
 		UpdateFunc: func(any, any) { a.poke() },
 		DeleteFunc: func(any) { a.poke() },
 	}
-	// Lease updates that only renew a heartbeat change no decision; the
-	// heartbeat and resync ticks notice records going stale.
-	leaseHandler := cache.ResourceEventHandlerFuncs{
+	// What an agent watches does not grow with the fleet (docs/agent.md):
+	// the lock and queue Leases (labelled with their policy) and its own
+	// record, never the other agents' records and heartbeats.
+	queueHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { a.sawQueue(obj); a.poke() },
+		UpdateFunc: func(_, obj any) {
+			a.sawQueue(obj)
+			a.poke()
+		},
+		DeleteFunc: func(any) { a.poke() },
+	}
+	// Its own record's echo after a heartbeat changes no decision.
+	ownHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { a.poke() },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*coordv1.Lease)
 			n, ok2 := newObj.(*coordv1.Lease)
-			if ok1 && ok2 && lock.IsRecordName(n.Name) && heartbeatOnly(o, n) {
+			if ok1 && ok2 && heartbeatOnly(o, n) {
 				return
 			}
 			a.poke()
@@ -113,9 +123,11 @@ func (a *Agent) startInformers(ctx context.Context) error {
 		DeleteFunc: func(any) { a.poke() },
 	}
 
-	ns := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace))
-	leaseInformer := ns.Coordination().V1().Leases().Informer()
-	rawLeases := watch(leaseInformer, leaseHandler, ns.Start)
+	groups := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = lock.LabelPolicy }))
+	groupLeases := watch(groups.Coordination().V1().Leases().Informer(), queueHandler, groups.Start)
+	mine := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.RecordName(a.node)))
+	ownRecord := watch(mine.Coordination().V1().Leases().Informer(), ownHandler, mine.Start)
 	control := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.ControlConfigMap))
 	controlStore := watch(control.Core().V1().ConfigMaps().Informer(), poke, control.Start)
 	self := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, byName(a.node))
@@ -149,8 +161,9 @@ func (a *Agent) startInformers(ctx context.Context) error {
 		}
 		return errors.New("the informers did not sync")
 	}
-	a.rawLeases = rawLeases
-	a.leases = newLeaseView(a.rawLeases, a.cfg.Namespace)
+	a.groupLeases = groupLeases
+	a.leases = newLeaseView(a.cfg.Namespace, groupLeases, ownRecord)
+	a.watching = a.now()
 	a.controlStore = controlStore
 	a.nodeStore = nodeStore
 	return nil
@@ -211,38 +224,49 @@ func (a *Agent) paused() (bool, string) {
 	return lock.Paused(cm)
 }
 
-// holderFacts tells whether a lock's holder still counts: its record from
-// the cache, and whether its Node exists (read from the API, at most once a
-// heartbeat per holder, and only when its record is not live).
+// holderFacts tells whether a lock's holder still counts: its record and
+// whether its Node exists, read from the API at most once a heartbeat per
+// holder (the Node only when the record is not live). Only an agent that may
+// take a lock over asks, and only near the head of its queue.
 func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFacts, error) {
 	if holder == "" {
 		return lock.HolderFacts{}, nil
 	}
-	var f lock.HolderFacts
-	if l := a.leases.Get(lock.RecordName(holder)); l != nil {
-		r := lock.RecordFromLease(l)
-		f.Record = &r
-	}
 	now := a.now()
-	if f.Record != nil && f.Record.Live(now, a.cfg.Queue.StaleAfter()) {
+	if c, ok := a.holders[holder]; ok && now.Sub(c.at) < a.cfg.Queue.Heartbeat {
+		return c.facts, nil
+	}
+	var f lock.HolderFacts
+	r, err := a.locks.GetRecord(ctx, holder)
+	if err != nil {
+		return f, fmt.Errorf("reading the record of %s, holder of the lock: %w", holder, err)
+	}
+	f.Record = r
+	if r != nil && r.Live(now, a.cfg.Queue.StaleAfter()) {
 		f.NodeExists = true // does not matter: a live holder keeps its lock
-		return f, nil
+	} else {
+		_, err := a.kube.CoreV1().Nodes().Get(ctx, holder, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			f.NodeExists = true
+		case apierrors.IsNotFound(err):
+			f.NodeExists = false
+		default:
+			return f, fmt.Errorf("reading node %s, holder of the lock: %w", holder, err)
+		}
 	}
-	if c, ok := a.holderNodes[holder]; ok && now.Sub(c.at) < a.cfg.Queue.Heartbeat {
-		f.NodeExists = c.exists
-		return f, nil
-	}
-	_, err := a.kube.CoreV1().Nodes().Get(ctx, holder, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		f.NodeExists = true
-	case apierrors.IsNotFound(err):
-		f.NodeExists = false
-	default:
-		return f, fmt.Errorf("reading node %s, holder of the lock: %w", holder, err)
-	}
-	a.holderNodes[holder] = nodeCheck{exists: f.NodeExists, at: now}
+	a.holders[holder] = holderCheck{facts: f, at: now}
 	return f, nil
+}
+
+// sawQueue notes when a queue Lease changed: a summary that does not change
+// for long tells the nodes behind its head that the head is gone.
+func (a *Agent) sawQueue(obj any) {
+	if l, ok := obj.(*coordv1.Lease); ok && lock.IsQueueName(l.Name) {
+		a.queueMu.Lock()
+		a.queueSeen[l.Name] = a.now()
+		a.queueMu.Unlock()
+	}
 }
 
 func (a *Agent) myRecordLease() *coordv1.Lease { return a.leases.Get(lock.RecordName(a.node)) }
@@ -256,9 +280,9 @@ func (a *Agent) myRecord() *lock.Record {
 	return &r
 }
 
-type nodeCheck struct {
-	exists bool
-	at     time.Time
+type holderCheck struct {
+	facts lock.HolderFacts
+	at    time.Time
 }
 
 // snapshot gathers what a decision depends on from the host files and the
@@ -278,25 +302,36 @@ func (a *Agent) snapshot() (decide.Snapshot, error) {
 		RebootPending: f.RebootPending,
 		NodeObject:    a.cachedNode(),
 		Leases:        map[string]*coordv1.Lease{},
+		Queues:        map[string]decide.QueueState{},
 		Holders:       map[string]lock.HolderFacts{},
+		Watching:      a.watching,
 		HasCommand:    a.cfg.Gates.Command != "",
 		FailedRequest: a.failedRequest,
 		Params: decide.Params{
 			StaleAfter: a.cfg.Queue.StaleAfter(),
+			Heartbeat:  a.cfg.Queue.Heartbeat,
 			TTL:        a.cfg.Lock.TTL,
 			Owner:      a.owner,
 			Poll:       a.cfg.Gates.Poll,
+			Jitter:     a.jitter,
 		},
 	}
+	s.Own = a.myRecord()
+	a.queueMu.Lock()
 	for _, l := range a.leases.List() {
 		switch {
-		case lock.IsRecordName(l.Name):
-			s.Records = append(s.Records, lock.RecordFromLease(l))
 		case lock.IsLockName(l.Name):
 			s.Leases[l.Name] = l
+		case lock.IsQueueName(l.Name):
+			q := decide.QueueState{Seen: a.queueSeen[l.Name]}
+			q.Summary, q.Err = lock.SummaryFromLease(l)
+			s.Queues[l.Name] = q
 		}
 	}
-	_, s.OwnRecordSeen, _ = a.rawLeases.GetByKey(a.cfg.Namespace + "/" + lock.RecordName(a.node))
+	a.queueMu.Unlock()
+	if a.mine != nil && a.mineGroup == a.decision.Group {
+		s.Mine = a.mine
+	}
 	s.Paused, s.PausedReason = a.paused()
 	if l, ok := a.kuredLock(); ok {
 		s.Kured = &l
@@ -343,6 +378,16 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, decide.Snapshot, e
 		if d.Need.Cluster {
 			a.cluster, a.clusterAt = a.readCluster(ctx, s, d), a.now()
 			s.Cluster = a.cluster
+		}
+		if d.Need.Queue {
+			// Where this node stands, from one LIST of the records: once
+			// when it joins the queue, not again while it waits.
+			mine, err := a.locks.Summarize(ctx, d.Group, a.node, a.cfg.Queue.StaleAfter())
+			if err != nil {
+				return d, s, err
+			}
+			a.mine, a.mineGroup = &mine, d.Group
+			s.Mine = a.mine
 		}
 		// The look-ups took time (a gate command may take seconds).
 		s.Now = a.now()

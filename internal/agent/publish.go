@@ -52,7 +52,11 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 		r.Requested = now
 	}
 	due := now.Sub(prev.Heartbeat) >= a.cfg.Queue.Heartbeat*9/10
-	if base == nil || due || !sameRecord(prev, r) {
+	// While it waits, a node's place and the holder it waits for change at
+	// every handoff: that text goes out with the next heartbeat, not at
+	// once, so that a handoff does not make every waiting agent write.
+	textOnly := state == lock.Waiting && prev.State == lock.Waiting && sameRecord(withText(prev, r), r)
+	if base == nil || due || !(sameRecord(prev, r) || textOnly) {
 		// A new record has no QueueKey: until the next write stores it, the
 		// record's own resourceVersion, that of its creation, stands for it.
 		written, err := a.locks.PutRecord(ctx, base, r)
@@ -60,6 +64,9 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 			return err
 		}
 		a.leases.Wrote(written)
+		if prev.Blocked != "" && r.Blocked == "" {
+			a.mine = nil // made while it was blocked, so without it
+		}
 	}
 	if node != nil {
 		if err := a.drainer.SetStateLabel(ctx, node, string(state)); err != nil {
@@ -107,6 +114,12 @@ func orIdle(s lock.State) lock.State {
 		return lock.Idle
 	}
 	return s
+}
+
+// withText is prev with the text of r: its message and its gates' verdicts.
+func withText(prev, r lock.Record) lock.Record {
+	prev.Message, prev.Gates = r.Message, r.Gates
+	return prev
 }
 
 // sameRecord compares what is worth a write.

@@ -35,6 +35,11 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceCompleted, "maintenance completed; node is back in the cluster")
 		}
 	}
+	// A request withdrawn while this node was named in a queue: the
+	// summary is made again without it, so that its turn passes at once.
+	if err := a.leaveQueues(ctx); err != nil {
+		return err
+	}
 	a.setStatus("idle: no maintenance requested")
 	return nil
 }
@@ -112,7 +117,22 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 	if err := a.releaseKured(ctx); err != nil {
 		return err
 	}
-	for _, name := range a.heldLocks() {
+	held := a.heldLocks()
+	// The next nodes are named before the locks go free: their handoff is
+	// then one watch event and one update. A crash in between names them
+	// again at the next start.
+	groups := map[lock.GroupRef]bool{}
+	for _, name := range held {
+		if l := a.leases.Get(name); l != nil {
+			if g, ok := lock.GroupOfLease(l); ok && !groups[g] {
+				groups[g] = true
+				if _, _, err := a.locks.Renominate(ctx, g, a.node, a.cfg.Queue.StaleAfter()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, name := range held {
 		l, err := a.locks.Release(ctx, name, a.node)
 		if err != nil {
 			return err
@@ -123,6 +143,31 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 		}
 		a.log.Info("lock released", "lock", name)
 	}
+	return nil
+}
+
+// leaveQueues makes again the summaries that still name this node, which
+// has no request any more.
+func (a *Agent) leaveQueues(ctx context.Context) error {
+	for _, l := range a.leases.List() {
+		if !lock.IsQueueName(l.Name) {
+			continue
+		}
+		s, err := lock.SummaryFromLease(l)
+		if err != nil || s.Index(a.node) < 0 {
+			continue
+		}
+		g, ok := lock.GroupOfLease(l)
+		if !ok {
+			continue
+		}
+		_, written, err := a.locks.Renominate(ctx, g, a.node, a.cfg.Queue.StaleAfter())
+		if err != nil {
+			return err
+		}
+		a.leases.Wrote(written)
+	}
+	a.mine = nil
 	return nil
 }
 

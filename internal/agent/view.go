@@ -8,13 +8,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// leaseView reads the Leases of the namespace from the informer's cache,
-// overlaid with what this agent itself wrote: right after a write the cache
-// may still hold the version before it, and deciding on that would undo the
-// write (a lock just taken would look free again). An own write counts until
-// the cache holds the same or a newer resourceVersion.
+// leaseView reads the Leases the agent watches (the lock and queue Leases,
+// and its own record) from the informers' caches, overlaid with what this
+// agent itself wrote: right after a write the cache may still hold the
+// version before it, and deciding on that would undo the write (a lock just
+// taken would look free again). An own write counts until the cache holds
+// the same or a newer resourceVersion.
 type leaseView struct {
-	store     cache.Store
+	stores    []cache.Store
 	namespace string
 
 	mu   sync.Mutex
@@ -27,17 +28,20 @@ type ownWrite struct {
 	rv      string // the version written, or the last version before the deletion
 }
 
-func newLeaseView(store cache.Store, namespace string) *leaseView {
-	return &leaseView{store: store, namespace: namespace, mine: map[string]ownWrite{}}
+func newLeaseView(namespace string, stores ...cache.Store) *leaseView {
+	return &leaseView{stores: stores, namespace: namespace, mine: map[string]ownWrite{}}
 }
 
 func (v *leaseView) cached(name string) *coordv1.Lease {
-	obj, ok, err := v.store.GetByKey(v.namespace + "/" + name)
-	if err != nil || !ok {
-		return nil
+	for _, st := range v.stores {
+		obj, ok, err := st.GetByKey(v.namespace + "/" + name)
+		if err != nil || !ok {
+			continue
+		}
+		l, _ := obj.(*coordv1.Lease)
+		return l
 	}
-	l, _ := obj.(*coordv1.Lease)
-	return l
+	return nil
 }
 
 // Get returns the newest known version of the Lease, or nil.
@@ -95,18 +99,20 @@ func (v *leaseView) Deleted(name, lastRV string) {
 	v.mine[name] = ownWrite{deleted: true, rv: lastRV}
 }
 
-// List returns every Lease of the namespace, overlaid with own writes.
+// List returns every Lease watched, overlaid with own writes.
 func (v *leaseView) List() []*coordv1.Lease {
 	seen := map[string]bool{}
 	var out []*coordv1.Lease
-	for _, obj := range v.store.List() {
-		l, ok := obj.(*coordv1.Lease)
-		if !ok {
-			continue
-		}
-		seen[l.Name] = true
-		if got := v.Get(l.Name); got != nil {
-			out = append(out, got)
+	for _, st := range v.stores {
+		for _, obj := range st.List() {
+			l, ok := obj.(*coordv1.Lease)
+			if !ok || seen[l.Name] {
+				continue
+			}
+			seen[l.Name] = true
+			if got := v.Get(l.Name); got != nil {
+				out = append(out, got)
+			}
 		}
 	}
 	v.mu.Lock()

@@ -18,7 +18,7 @@ func leaseAt(name, holder, rv string) *coordv1.Lease {
 
 func TestLeaseViewOverlaysOwnWrites(t *testing.T) {
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	v := newLeaseView(store, "ns")
+	v := newLeaseView("ns", store)
 	_ = store.Add(leaseAt("lock-default-0", "", "10"))
 
 	// Just taken: the cache still says free, the view says mine.
@@ -44,7 +44,7 @@ func TestLeaseViewOverlaysOwnWrites(t *testing.T) {
 
 func TestLeaseViewTombstones(t *testing.T) {
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	v := newLeaseView(store, "ns")
+	v := newLeaseView("ns", store)
 	_ = store.Add(leaseAt("node-me", "me", "5"))
 	v.Deleted("node-me", "5")
 	if v.Get("node-me") != nil {

@@ -27,7 +27,10 @@ func (a *Agent) waiting(ctx context.Context, d decide.Decision, o decide.Observe
 		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceBlocked, d.Message)
 	}
 	if len(d.Try) == 0 {
-		return a.publish(ctx, lock.Waiting, o, node, d.Message)
+		if err := a.publish(ctx, lock.Waiting, o, node, d.Message); err != nil {
+			return err
+		}
+		return a.queueUpkeep(ctx, d)
 	}
 	// Others must see this node eligible before it takes a slot, or the
 	// node behind it could take the slot meant for it.
@@ -65,4 +68,37 @@ func (a *Agent) waiting(ctx context.Context, d decide.Decision, o decide.Observe
 		return nil
 	}
 	return a.publish(ctx, lock.Waiting, o, node, d.Message)
+}
+
+// queueUpkeep makes the group's queue summary again, or renews it, when the
+// decision says so (decide.Decision.Renominate, Touch). The node's record is
+// written first: the LIST must see it as it is.
+func (a *Agent) queueUpkeep(ctx context.Context, d decide.Decision) error {
+	switch {
+	case d.Renominate != "":
+		a.log.Info("making the queue's summary again", "group", d.Group.String(), "why", d.Renominate)
+		return a.renominate(ctx, d.Group)
+	case d.Touch:
+		if l := a.leases.Get(d.Group.QueueName()); l != nil {
+			written, err := a.locks.TouchSummary(ctx, l, a.node)
+			if err != nil {
+				return err
+			}
+			a.leases.Wrote(written)
+		}
+	}
+	return nil
+}
+
+// renominate makes group's summary from one LIST and writes it; what it
+// made is this node's own view of the queue from then on.
+func (a *Agent) renominate(ctx context.Context, group lock.GroupRef) error {
+	mine, l, err := a.locks.Renominate(ctx, group, a.node, a.cfg.Queue.StaleAfter())
+	if err != nil {
+		return err
+	}
+	a.mine, a.mineGroup = &mine, group
+	a.leases.Wrote(l)
+	a.poke()
+	return nil
 }

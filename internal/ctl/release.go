@@ -72,6 +72,22 @@ func release(ctx context.Context, o *options, client kubernetes.Interface, node 
 	if err := markReleased(ctx, locks, node); err != nil {
 		return status.Explain(err, "update", "leases.coordination.k8s.io", ns)
 	}
+	// The next nodes are named before the locks go free (as an agent
+	// giving its lock back does): the node released is not Waiting, so the
+	// summary made now leaves it out.
+	named := map[lock.GroupRef]bool{}
+	for _, l := range held {
+		lease, err := client.CoordinationV1().Leases(ns).Get(ctx, l.Name, metav1.GetOptions{})
+		if err != nil {
+			return status.Explain(err, "get", "leases.coordination.k8s.io", ns)
+		}
+		if g, ok := lock.GroupOfLease(lease); ok && !named[g] {
+			named[g] = true
+			if _, _, err := locks.Renominate(ctx, g, "kustodian-ctl", status.DefaultStaleAfter); err != nil {
+				return status.Explain(err, "update", "leases.coordination.k8s.io", ns)
+			}
+		}
+	}
 	for _, l := range held {
 		if _, err := locks.Release(ctx, l.Name, node); err != nil {
 			return status.Explain(err, "update", "leases.coordination.k8s.io", ns)

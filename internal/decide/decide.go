@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/kured"
@@ -35,13 +36,19 @@ type Snapshot struct {
 
 	// NodeObject is this host's Node; nil when it does not exist.
 	NodeObject *corev1.Node
-	// Records are the node records observed, this node's own included.
-	Records []lock.Record
-	// OwnRecordSeen: this node's record is in the watch cache itself (not
-	// only in the agent's overlay of its own writes), which proves that the
-	// cache holds every record that reached the API server before it, so no
-	// earlier request can be missing from the queue.
-	OwnRecordSeen bool
+	// Own is this node's record as last seen or written; nil when it has
+	// none.
+	Own *lock.Record
+	// Queues are the groups' queue summaries (the queue-* Leases), by
+	// Lease name.
+	Queues map[string]QueueState
+	// Mine is the queue of this node's group as this agent last made it
+	// from a LIST of the records (when it joined the queue, or made the
+	// summary); nil when it has not yet.
+	Mine *lock.Summary
+	// Watching is when the agent began to watch the queues: a summary
+	// that has not changed since counts from then.
+	Watching time.Time
 	// Leases are the lock Leases observed, by name.
 	Leases map[string]*coordv1.Lease
 	// Holders are the facts about lock holders that the agent looked up
@@ -73,10 +80,26 @@ type Snapshot struct {
 // Params are the agent's configuration that decisions depend on.
 type Params struct {
 	StaleAfter time.Duration
-	TTL        time.Duration
-	Owner      *lock.NodeRef
+	// Heartbeat is how often agents write their record.
+	Heartbeat time.Duration
+	TTL       time.Duration
+	Owner     *lock.NodeRef
+	// Jitter, in [0, 1), spreads the nodes that the queue's summary does
+	// not name when they find its head gone (the same for a node every
+	// time: a hash of its name).
+	Jitter float64
 	// Poll is how often the head of a queue re-reads what is cluster-wide.
 	Poll time.Duration
+}
+
+// QueueState is a group's queue summary as the agent sees it.
+type QueueState struct {
+	Summary lock.Summary
+	// Err: the summary does not read (it counts as none).
+	Err error
+	// Seen is when the agent saw the Lease change last: a head that waits
+	// renews it, so a summary unchanged for long means its head is gone.
+	Seen time.Time
 }
 
 // CommandResult is the outcome of gates.command.
@@ -169,10 +192,11 @@ type Need struct {
 	Holders []string // facts about these lock holders
 	Command bool     // run gates.command
 	Cluster bool     // read the cluster-wide gates
+	Queue   bool     // make this node's own view of the queue (Mine): one LIST
 }
 
 // Empty reports whether nothing is needed.
-func (n Need) Empty() bool { return len(n.Holders) == 0 && !n.Command && !n.Cluster }
+func (n Need) Empty() bool { return len(n.Holders) == 0 && !n.Command && !n.Cluster && !n.Queue }
 
 // Decision is what the agent does now.
 type Decision struct {
@@ -200,6 +224,13 @@ type Decision struct {
 	WakeAt time.Time
 	// Need: look these up and decide again.
 	Need Need
+	// Renominate, when set, says why this node must make the group's
+	// queue summary again (one LIST, one write) before it goes on.
+	Renominate string
+	// Touch: this node heads the queue and waits on a gate with a slot
+	// free; it renews the summary so that the nodes behind it know it is
+	// alive.
+	Touch bool
 }
 
 // Held lists the lock Leases that name this node as holder, whatever their
@@ -214,16 +245,6 @@ func Held(leases map[string]*coordv1.Lease, node string) []string {
 	return held
 }
 
-// OwnRecord is this node's record among the records, or nil.
-func (s Snapshot) OwnRecord() *lock.Record {
-	for i := range s.Records {
-		if s.Records[i].Node == s.Node {
-			return &s.Records[i]
-		}
-	}
-	return nil
-}
-
 // Observed is the part of the snapshot the state is derived from.
 func (s Snapshot) Observed() Observed {
 	o := Observed{
@@ -233,7 +254,7 @@ func (s Snapshot) Observed() Observed {
 		HeldLocks:     Held(s.Leases, s.Node),
 		FailedRequest: s.FailedRequest,
 	}
-	if r := s.OwnRecord(); r != nil {
+	if r := s.Own; r != nil {
 		o.ReleasedRequest = r.ReleasedRequest
 	}
 	if s.NodeObject != nil {
@@ -324,40 +345,11 @@ func waiting(s Snapshot, d *Decision) {
 		}
 		return nil
 	}
-	if g := firstClosed(own); g != nil {
-		d.Gates = append(own, unchecked(GateCommand, GateQueue, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus)...)
-		d.hold(g.Gate, g.Reason, nodeSpecific(g.Gate))
-		reportBlocked(s, d, spec)
-		return
-	}
 
-	// The queue, with this node's own verdict in place of its published one.
-	records := make([]lock.Record, 0, len(s.Records))
-	for _, r := range s.Records {
-		if r.Node == s.Node {
-			r.Blocked = ""
-		}
-		records = append(records, r)
-	}
-	queue := lock.Queue(records, d.Group, s.Now, s.Params.StaleAfter)
-	d.Position, d.Total = lock.Position(queue, s.Node)
-
-	// Locks of the group beyond its slots (concurrency lowered since they
-	// were taken) still count against them.
-	mine := map[string]bool{}
+	// The group's locks: a lock of another group under this name is a
+	// policy to fix.
 	for _, name := range d.Locks {
-		mine[name] = true
-	}
-	extra := 0
-	for name, l := range s.Leases {
-		if g, ok := lock.GroupOfLease(l); ok && g == d.Group && !mine[name] && lock.Holder(l) != "" && lock.Holder(l) != s.Node {
-			extra++
-		}
-	}
-	var free, holders []string
-	for _, name := range d.Locks {
-		l := s.Leases[name]
-		if l != nil {
+		if l := s.Leases[name]; l != nil {
 			if g, ok := lock.GroupOfLease(l); ok && g != d.Group {
 				why := fmt.Sprintf("lock %s belongs to group %s, not %s: two policies make the same lock name; rename one of them", name, g, d.Group)
 				for i := range own {
@@ -370,31 +362,40 @@ func waiting(s Snapshot, d *Decision) {
 				return
 			}
 		}
-		h := lock.Holder(l)
-		facts := lock.HolderFacts{}
-		if h != "" && h != s.Node {
-			f, ok := s.Holders[h]
-			if !ok && needsFacts(s, h) {
-				d.Need.Holders = append(d.Need.Holders, h)
-				continue
-			}
-			facts = f
-			if !ok {
-				facts = lock.HolderFacts{NodeExists: true, Record: recordOf(s, h)}
-			}
-		}
-		if lock.Decide(l, s.Node, facts, s.Now, lock.Params{StaleAfter: s.Params.StaleAfter, TTL: s.Params.TTL, Owner: s.Params.Owner}).Free {
-			free = append(free, name)
-		} else {
-			holders = append(holders, describeHolder(s, h))
-		}
 	}
+	q := s.queueOf(d.Group)
+	free, holders := freeLocks(s, d, q)
 	if len(d.Need.Holders) > 0 {
 		return
 	}
-	free = free[:max(0, len(free)-extra)]
-	queueMsg := queueMessage(d.Position, d.Total, holders)
-	atHead := s.OwnRecordSeen && d.Position > 0 && lock.MayTry(queue, s.Node, len(free))
+	queueMsg := q.message(holders)
+	atHead := q.at >= 0 && q.at < len(free)
+
+	if g := firstClosed(own); g != nil {
+		d.Gates = append(own, unchecked(GateCommand, GateQueue, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus)...)
+		d.hold(g.Gate, g.Reason, nodeSpecific(g.Gate))
+		reportBlocked(s, d, spec)
+		if nodeSpecific(g.Gate) {
+			// Its turn passes to the next node, once its record says it
+			// is blocked (or the summary made again would name it still).
+			if q.at >= 0 && q.at < max(len(free), 1) && s.Own != nil && s.Own.Blocked != "" {
+				d.Renominate = "this node heads the queue but is blocked: " + g.Reason
+			}
+			return
+		}
+		// A gate closed for the whole group: the head stays the head.
+		if !queueUpkeep(s, d, q, free, atHead) {
+			touch(s, d, q, free)
+		}
+		return
+	}
+	if queueUpkeep(s, d, q, free, atHead) {
+		d.Gates = append(own, GateVerdict{GateQueue, Closed, strings.TrimPrefix(queueMsg, "waiting: ")})
+		d.Gates = append(d.Gates, unchecked(GateCommand, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus)...)
+		d.Message = queueMsg
+		d.Gate = GateQueue
+		return
+	}
 
 	if s.HasCommand {
 		switch {
@@ -416,6 +417,9 @@ func waiting(s Snapshot, d *Decision) {
 		d.hold(g.Gate, g.Reason, true)
 		d.WakeAt = earliest(d.WakeAt, s.Now.Add(s.Params.Poll))
 		reportBlocked(s, d, spec)
+		if s.Own != nil && s.Own.Blocked != "" {
+			d.Renominate = "this node heads the queue but is blocked: " + g.Reason
+		}
 		return
 	}
 	if !atHead {
@@ -436,10 +440,217 @@ func waiting(s Snapshot, d *Decision) {
 	if g := firstClosed(group); g != nil {
 		d.hold(g.Gate, g.Reason, false)
 		reportBlocked(s, d, spec)
+		touch(s, d, q, free)
 		return
 	}
 	d.Try = free
 	d.Message = queueMsg
+}
+
+// queueView is where this node stands in its group's queue.
+type queueView struct {
+	state *QueueState // the stored summary; nil when there is none that reads
+	// named are the nodes the stored summary names that hold no lock: the
+	// queue still ahead, in order; at is this node's index there, or -1.
+	named []string
+	at    int
+	// total counts the named and those the summary was too short for.
+	total int
+	// mine is this node's index in its own view (Snapshot.Mine), or -1,
+	// and mineTotal that view's length.
+	mine, mineTotal int
+	seen            time.Time // when the summary last changed
+}
+
+// queueOf reads the group's summary.
+func (s Snapshot) queueOf(g lock.GroupRef) queueView {
+	v := queueView{at: -1, mine: -1, seen: s.Watching}
+	holding := map[string]bool{}
+	for name, l := range s.Leases {
+		if h := lock.Holder(l); h != "" && lock.IsLockName(name) {
+			holding[h] = true
+		}
+	}
+	notHolding := func(nodes []string) []string {
+		var out []string
+		for _, n := range nodes {
+			if !holding[n] {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if qs, ok := s.Queues[g.QueueName()]; ok && qs.Err == nil {
+		v.state = &qs
+		v.named = notHolding(qs.Summary.Nodes)
+		v.total = len(v.named) + qs.Summary.Total - len(qs.Summary.Nodes)
+		v.at = index(v.named, s.Node)
+		if qs.Seen.After(v.seen) {
+			v.seen = qs.Seen
+		}
+	}
+	if s.Mine != nil {
+		mine := notHolding(s.Mine.Nodes)
+		v.mine = index(mine, s.Node)
+		v.mineTotal = len(mine) + s.Mine.Total - len(s.Mine.Nodes)
+	}
+	return v
+}
+
+func index(nodes []string, node string) int {
+	for i, n := range nodes {
+		if n == node {
+			return i
+		}
+	}
+	return -1
+}
+
+// message is the node's place: "waiting: position 3 of 7, lock held by b".
+func (v queueView) message(holders []string) string {
+	var msg string
+	switch {
+	case v.at >= 0:
+		msg = fmt.Sprintf("waiting: position %d of %d", v.at+1, max(v.total, v.at+1))
+	case v.mine >= 0:
+		// Its own view, made when it joined: the nodes behind it since
+		// are counted at the next handoff.
+		msg = fmt.Sprintf("waiting: position %d of %d on joining", v.mine+1, max(v.mineTotal, v.mine+1))
+	case v.state != nil && v.state.Summary.Cut():
+		msg = fmt.Sprintf("waiting: in the queue behind the first %d", len(v.named))
+	default:
+		msg = "waiting: joining the queue"
+	}
+	if len(holders) > 0 {
+		msg += ", lock held by " + strings.Join(holders, ", ")
+	}
+	return msg
+}
+
+// freeLocks are the group's locks this node may take if its turn comes,
+// and the holders of the others. Locks of the group beyond its slots
+// (concurrency lowered since they were taken) still count against them.
+// Whether a holder's lock may be taken over is looked up (Need.Holders)
+// only for an agent that may take over (no Owner) and only near the head.
+func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders []string) {
+	mine := map[string]bool{}
+	for _, name := range d.Locks {
+		mine[name] = true
+	}
+	extra := 0
+	for name, l := range s.Leases {
+		if g, ok := lock.GroupOfLease(l); ok && g == d.Group && !mine[name] && lock.Holder(l) != "" && lock.Holder(l) != s.Node {
+			extra++
+		}
+	}
+	nearHead := (q.at >= 0 && q.at < len(d.Locks)) || (q.at < 0 && q.mine >= 0 && q.mine < len(d.Locks))
+	for _, name := range d.Locks {
+		l := s.Leases[name]
+		h := lock.Holder(l)
+		facts := lock.HolderFacts{}
+		if h != "" && h != s.Node {
+			f, ok := s.Holders[h]
+			switch {
+			case ok:
+				facts = f
+			case s.Params.Owner == nil && nearHead:
+				d.Need.Holders = append(d.Need.Holders, h)
+				continue
+			default:
+				// Its record is not watched: a holder counts as there.
+				facts = lock.HolderFacts{NodeExists: true}
+			}
+		}
+		if lock.Decide(l, s.Node, facts, s.Now, lock.Params{StaleAfter: s.Params.StaleAfter, TTL: s.Params.TTL, Owner: s.Params.Owner}).Free {
+			free = append(free, name)
+		} else {
+			holders = append(holders, h)
+		}
+	}
+	return free[:max(0, len(free)-extra)], holders
+}
+
+// queueUpkeep keeps the group's summary true for an eligible node (no gate
+// of its own closed) and says whether the decision must wait for it:
+//   - a node the summary does not name makes its own view (Mine, one LIST)
+//     when it has none, or when the summary left it out and is newer;
+//     when its view makes it a head, it writes it (Renominate);
+//   - with a slot free, a node behind the heads makes the summary again
+//     once it has not changed for a while (each a heartbeat later than the
+//     one before it, and those it does not name later still): its head is
+//     gone, or it would have renewed it (Touch).
+func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead bool) bool {
+	if q.at < 0 {
+		if s.Own == nil || s.Own.State != lock.Waiting || s.Own.Blocked != "" {
+			return false // its record first: the LIST must see it eligible
+		}
+		stale := s.Mine == nil || (q.mine < 0 && !s.Mine.Cut()) ||
+			(q.state != nil && newer(q.state.Summary.ListRV, s.Mine.ListRV) && leftOut(q.state.Summary, *s.Own))
+		if stale {
+			d.Need.Queue = true
+			return true
+		}
+		if q.mine >= 0 && q.mine < len(free) {
+			d.Renominate = "this node heads the queue and its summary does not say so"
+			return true
+		}
+	}
+	if len(free) == 0 || atHead {
+		return false
+	}
+	hb := s.Params.Heartbeat
+	var due time.Time
+	if q.at >= 0 {
+		due = q.seen.Add(s.Params.StaleAfter + time.Duration(q.at-len(free)+1)*hb)
+	} else {
+		due = q.seen.Add(s.Params.StaleAfter + time.Duration(len(q.named)-len(free)+2)*hb +
+			time.Duration(s.Params.Jitter*float64(s.Params.StaleAfter)))
+	}
+	if s.Now.Before(due) {
+		d.WakeAt = earliest(d.WakeAt, due)
+		return false
+	}
+	head := "its head"
+	if len(q.named) > 0 {
+		head = q.named[0]
+	}
+	d.Renominate = fmt.Sprintf("a lock is free and the queue has not moved for %s: %s is gone", s.Now.Sub(q.seen).Round(time.Second), head)
+	return true
+}
+
+// touch: the head waits on a gate with a slot free; it renews the summary
+// every two heartbeats, so that the nodes behind it know it is alive.
+func touch(s Snapshot, d *Decision, q queueView, free []string) {
+	if q.at != 0 || len(free) == 0 || q.state == nil {
+		return
+	}
+	due := q.seen.Add(2 * s.Params.Heartbeat)
+	if s.Now.Before(due) {
+		d.WakeAt = earliest(d.WakeAt, due)
+		return
+	}
+	d.Touch = true
+}
+
+// newer reports whether resource version a is newer than b.
+func newer(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp > 0
+}
+
+// leftOut reports whether the summary should name own and does not: own's
+// record reached the API server before the summary's LIST and the summary
+// was not cut short, or own sorts before the last node it names (a higher
+// priority).
+func leftOut(s lock.Summary, own lock.Record) bool {
+	if s.Index(own.Node) >= 0 {
+		return false
+	}
+	p := lock.PlaceOf(own)
+	if s.Last != nil && p.Before(*s.Last) {
+		return true
+	}
+	return !s.Cut() && !newer(p.Key, s.ListRV)
 }
 
 // nodeSpecific gates close for one node and not for the others of its
@@ -483,7 +694,7 @@ func earliest(a, b time.Time) time.Time {
 // health.blockedAfter with a gate closed.
 func reportBlocked(s Snapshot, d *Decision, spec policy.Spec) {
 	after := spec.BlockedAfterDuration()
-	r := s.OwnRecord()
+	r := s.Own
 	if after <= 0 || r == nil || r.State != lock.Waiting || r.Since.IsZero() || d.Gate == GatePaused {
 		return
 	}
@@ -494,45 +705,6 @@ func reportBlocked(s Snapshot, d *Decision, spec policy.Spec) {
 	}
 	d.Message += fmt.Sprintf(" (blocked since %s)", r.Since.UTC().Format("2006-01-02 15:04 UTC"))
 	d.ReportBlocked = !r.BlockedReported
-}
-
-// needsFacts: whether a held lock's holder needs a look-up (is its Node
-// gone?). A live holder keeps its lock whatever its Node does.
-func needsFacts(s Snapshot, holder string) bool {
-	r := recordOf(s, holder)
-	return r == nil || !r.Live(s.Now, s.Params.StaleAfter)
-}
-
-func recordOf(s Snapshot, node string) *lock.Record {
-	for i := range s.Records {
-		if s.Records[i].Node == node {
-			return &s.Records[i]
-		}
-	}
-	return nil
-}
-
-// describeHolder names a lock holder and, from its record, what it does:
-// "node-a (Draining)". No elapsed time: a message that changes every
-// second would make every waiting agent rewrite its record, and every write
-// wakes every agent.
-func describeHolder(s Snapshot, holder string) string {
-	r := recordOf(s, holder)
-	if r == nil || r.State == "" {
-		return holder
-	}
-	return fmt.Sprintf("%s (%s)", holder, r.State)
-}
-
-func queueMessage(pos, total int, holders []string) string {
-	if pos == 0 {
-		return "waiting: joining the queue"
-	}
-	msg := fmt.Sprintf("waiting: position %d of %d", pos, total)
-	if len(holders) > 0 {
-		msg += ", lock held by " + strings.Join(holders, ", ")
-	}
-	return msg
 }
 
 // kuredHolds says why Kured's lock keeps this node from taking its turn:

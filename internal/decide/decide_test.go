@@ -33,23 +33,58 @@ func held(name, holder string) *coordv1.Lease {
 	return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder}}
 }
 
-// snap is node "me", requesting, first in the default queue, every lock free.
+// snap is node "me", requesting, the head of its group's queue (the only
+// node its summary names), every lock free.
 func snap(mod ...func(*Snapshot)) Snapshot {
 	s := Snapshot{
-		Now:           t0,
-		Node:          "me",
-		Request:       &hostfiles.Request{ID: "r1"},
-		NodeObject:    node("me", map[string]string{"zone": "a", "role": "worker"}, nil),
-		Records:       []lock.Record{waiter("me", lock.DefaultGroup, "10")},
-		OwnRecordSeen: true,
-		Leases:        map[string]*coordv1.Lease{},
-		Holders:       map[string]lock.HolderFacts{},
-		Params:        Params{StaleAfter: 40 * time.Second, Poll: 5 * time.Second},
+		Now:        t0,
+		Node:       "me",
+		Request:    &hostfiles.Request{ID: "r1"},
+		NodeObject: node("me", map[string]string{"zone": "a", "role": "worker"}, nil),
+		Leases:     map[string]*coordv1.Lease{},
+		Holders:    map[string]lock.HolderFacts{},
+		Watching:   t0.Add(-time.Hour),
+		Params:     Params{StaleAfter: 40 * time.Second, Heartbeat: 10 * time.Second, Poll: 5 * time.Second},
 	}
+	own := waiter("me", lock.DefaultGroup, "10")
+	s.Own = &own
+	s.Queues = map[string]QueueState{anyGroup: {Summary: summary("me"), Seen: t0}}
 	for _, m := range mod {
 		m(&s)
 	}
+	// The records and summaries of "any group" are the node's own group's.
+	var labels map[string]string
+	if s.NodeObject != nil {
+		labels = s.NodeObject.Labels
+	}
+	e := policy.Resolve(s.Policies, labels)
+	g := lock.GroupRef{Policy: e.Name, Group: e.Group}
+	if s.Own != nil && s.Own.Policy == lock.DefaultGroup.Policy {
+		s.Own.Policy, s.Own.Group = g.Policy, g.Group
+	}
+	if q, ok := s.Queues[anyGroup]; ok {
+		delete(s.Queues, anyGroup)
+		s.Queues[g.QueueName()] = q
+	}
 	return s
+}
+
+// anyGroup stands for the node's group in Snapshot.Queues until snap knows
+// which it is.
+const anyGroup = "*"
+
+// summary names nodes, all there were, as of resource version 100.
+func summary(nodes ...string) lock.Summary {
+	s := lock.Summary{Nodes: nodes, Total: len(nodes), ListRV: "100"}
+	if len(nodes) > 0 {
+		s.Last = &lock.Place{Key: "99"}
+	}
+	return s
+}
+
+// queued replaces the node's group's summary.
+func queued(sum lock.Summary, seen time.Time) func(*Snapshot) {
+	return func(s *Snapshot) { s.Queues = map[string]QueueState{anyGroup: {Summary: sum, Seen: seen}} }
 }
 
 func withPolicy(mod func(*policy.Spec)) func(*Snapshot) {
@@ -57,28 +92,7 @@ func withPolicy(mod func(*policy.Spec)) func(*Snapshot) {
 		p := &policy.MaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 		mod(&p.Spec)
 		s.Policies = append(s.Policies, p)
-		// This node's record is in the policy's group.
-		for i := range s.Records {
-			if s.Records[i].Policy == "default" {
-				s.Records[i].Policy = "p"
-				if p.Spec.GroupBy != "" {
-					s.Records[i].Group = s.NodeObjectLabel(p.Spec.GroupBy, s.Records[i].Node)
-				}
-			}
-		}
 	}
-}
-
-// NodeObjectLabel gives test records the group of their node (all test
-// nodes but "me" are in zone b, unless named zone-a-*).
-func (s Snapshot) NodeObjectLabel(key, n string) string {
-	if n == s.Node {
-		return s.NodeObject.Labels[key]
-	}
-	if strings.HasPrefix(n, "zone-a-") {
-		return "a"
-	}
-	return "b"
 }
 
 // withCluster sets the cluster facts as read for the decision's group and
@@ -113,13 +127,11 @@ func TestWaitingGates(t *testing.T) {
 		}), gate: GateKured, msg: "Kured's lock is held by n9"},
 		{name: "Kured's lock held by a Kustodian node in maintenance", s: snap(func(s *Snapshot) {
 			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}}
-			s.Records = append(s.Records, lock.Record{Node: "n9", State: lock.InMaintenance, Policy: "other", Heartbeat: t0})
 		}), gate: GateKured, msg: "kustodian:n9"},
 		// Counted as Kured's own Acquire counts it: otherwise the node would
 		// take its lock only to give it back, again and again.
 		{name: "Kured's lock left by a Kustodian node that is done", s: snap(func(s *Snapshot) {
 			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}}
-			s.Records = append(s.Records, lock.Record{Node: "n9", State: lock.Completing, Heartbeat: t0})
 		}), gate: GateKured, msg: "kustodian:n9"},
 		{name: "Kured's lock with room left", s: snap(func(s *Snapshot) {
 			s.Kured = &kured.Lock{MaxOwners: 2, Holders: []kured.Holder{{NodeID: "n9", Created: t0}}}
@@ -269,78 +281,152 @@ func released(name string, at time.Time) *coordv1.Lease {
 
 func TestQueueAndSlots(t *testing.T) {
 	zones := withPolicy(func(p *policy.Spec) { p.GroupBy = "zone"; p.Concurrency = 2 })
-	za := lock.GroupRef{Policy: "p", Group: "a"}
-	zb := lock.GroupRef{Policy: "p", Group: "b"}
 	for _, tc := range []struct {
 		name string
 		s    Snapshot
 		try  []string
 		msg  string
 	}{
-		{"second in line, one slot: watch", snap(func(s *Snapshot) {
-			s.Records = append(s.Records, waiter("first", lock.DefaultGroup, "5"))
-		}), nil, "waiting: position 2 of 2"},
-		{"second in line, the head is blocked by its own gate: go", snap(func(s *Snapshot) {
-			w := waiter("first", lock.DefaultGroup, "5")
-			w.Blocked = "outside window"
-			s.Records = append(s.Records, w)
-		}), []string{"lock-default-0"}, "position 2 of 2"},
-		{"a higher priority goes first", snap(func(s *Snapshot) {
-			w := waiter("urgent", lock.DefaultGroup, "50")
-			w.Priority = 5
-			s.Records = append(s.Records, w)
-		}), nil, "position 2 of 2"},
-		{"a stale head does not hold it back", snap(func(s *Snapshot) {
-			w := waiter("dead", lock.DefaultGroup, "5")
-			w.Heartbeat = t0.Add(-time.Minute)
-			s.Records = append(s.Records, w)
-		}), []string{"lock-default-0"}, "position 1 of 1"},
+		{"second in line, one slot: watch", snap(queued(summary("first", "me"), t0)), nil, "waiting: position 2 of 2"},
+		{"a higher priority named first: watch", snap(queued(summary("urgent", "me"), t0)), nil, "position 2 of 2"},
+		{"the head took its lock: next", snap(queued(summary("first", "me"), t0), func(s *Snapshot) {
+			s.Leases["lock-default-0"] = held("lock-default-0", "first")
+			s.Holders["first"] = lock.HolderFacts{NodeExists: true}
+		}), nil, "waiting: position 1 of 1, lock held by first"},
 		{"the lock held by a live node", snap(func(s *Snapshot) {
 			s.Leases["lock-default-0"] = held("lock-default-0", "busy")
-			s.Records = append(s.Records, lock.Record{Node: "busy", State: lock.Draining, Policy: "default", Heartbeat: t0, Since: t0.Add(-5 * time.Second)})
-		}), nil, "waiting: position 1 of 1, lock held by busy (Draining)"},
-		{"not yet in the watch cache: do not try", snap(func(s *Snapshot) { s.OwnRecordSeen = false }), nil, "position 1 of 1"},
-		{"two slots: the second in line goes too", snap(zones, func(s *Snapshot) {
-			s.Records = append(s.Records, waiter("zone-a-1", za, "5"))
-		}), []string{"lock-p-a-0", "lock-p-a-1"}, "position 2 of 2"},
-		{"two slots, one held: the second waits", snap(zones, func(s *Snapshot) {
-			s.Records = append(s.Records, waiter("zone-a-1", za, "5"))
+			s.Holders["busy"] = lock.HolderFacts{NodeExists: true}
+		}), nil, "waiting: position 1 of 1, lock held by busy"},
+		{"two slots: the second in line goes too", snap(zones, queued(summary("zone-a-1", "me"), t0)), []string{"lock-p-a-0", "lock-p-a-1"}, "position 2 of 2"},
+		{"two slots, one held: the second waits", snap(zones, queued(summary("zone-a-1", "me"), t0), func(s *Snapshot) {
 			s.Leases["lock-p-a-0"] = held("lock-p-a-0", "zone-a-9")
-			s.Records = append(s.Records, lock.Record{Node: "zone-a-9", State: lock.InMaintenance, Policy: "p", Group: "a", Heartbeat: t0})
+			s.Holders["zone-a-9"] = lock.HolderFacts{NodeExists: true}
 		}), nil, "position 2 of 2"},
 		{"a lock beyond the slots still counts (concurrency lowered)", snap(withPolicy(func(p *policy.Spec) {}), func(s *Snapshot) {
 			s.Leases["lock-p-1"] = held("lock-p-1", "other")
 			s.Leases["lock-p-1"].Labels = map[string]string{lock.LabelPolicy: "p"}
-			s.Records = append(s.Records, lock.Record{Node: "other", State: lock.InMaintenance, Policy: "p", Heartbeat: t0})
 		}), nil, "position 1 of 1"},
 		{"another zone's queue and locks do not count", snap(zones, func(s *Snapshot) {
-			s.Records = append(s.Records, waiter("b-1", zb, "1"), waiter("b-2", zb, "2"), waiter("b-3", zb, "3"))
+			s.Queues["queue-p-b"] = QueueState{Summary: summary("b-1", "b-2"), Seen: t0}
 			s.Leases["lock-p-b-0"] = held("lock-p-b-0", "b-9")
 			s.Leases["lock-p-b-1"] = held("lock-p-b-1", "b-8")
 		}), []string{"lock-p-a-0", "lock-p-a-1"}, "position 1 of 1"},
+		{"not named, its own view says third: watch", snap(queued(summary("a", "b"), t0), func(s *Snapshot) {
+			s.Own.QueueKey = "101"
+			s.Mine = &lock.Summary{Nodes: []string{"a", "b", "me"}, Total: 3, ListRV: "102"}
+		}), nil, "position 3 of 3 on joining"},
+		{"the summary cut short before it: watch", snap(func(s *Snapshot) {
+			sum := summary("a", "b")
+			sum.Total = 40
+			s.Queues = map[string]QueueState{anyGroup: {Summary: sum, Seen: t0}}
+			s.Own.QueueKey = "150"
+			s.Mine = &lock.Summary{Nodes: []string{"a", "b"}, Total: 41, ListRV: "160"}
+		}), nil, "waiting: in the queue behind the first 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Next(tc.s)
-			if strings.Join(d.Try, ",") != strings.Join(tc.try, ",") || !strings.Contains(d.Message, tc.msg) || d.Blocked != "" {
-				t.Errorf("got try=%v message=%q blocked=%q, want try=%v message~%q", d.Try, d.Message, d.Blocked, tc.try, tc.msg)
+			if strings.Join(d.Try, ",") != strings.Join(tc.try, ",") || !strings.Contains(d.Message, tc.msg) || d.Blocked != "" ||
+				d.Renominate != "" || !d.Need.Empty() || d.Touch {
+				t.Errorf("got try=%v message=%q blocked=%q renominate=%q need=%+v touch=%v, want try=%v message~%q",
+					d.Try, d.Message, d.Blocked, d.Renominate, d.Need, d.Touch, tc.try, tc.msg)
 			}
 		})
 	}
 }
 
-func TestHolderFactsAreLookedUpOnlyForDeadHolders(t *testing.T) {
+// TestQueueUpkeep: who makes the group's summary again, and when.
+func TestQueueUpkeep(t *testing.T) {
+	window := withPolicy(func(p *policy.Spec) { p.Windows = []policy.Window{{Start: "14:00", End: "15:00"}} })
+	pods := withPolicy(func(p *policy.Spec) {
+		p.Blockers.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kustodian.io/block": "true"}}
+	})
+	blockingPod := func(s *Snapshot) { s.Pods = []*corev1.Pod{pod("shop", "backup", "me", corev1.PodRunning, true)} }
+	for _, tc := range []struct {
+		name       string
+		s          Snapshot
+		need       bool      // make its own view: one LIST
+		renominate string    // why it makes the summary again
+		touch      bool      // renews the summary
+		wake       time.Time // decide again then, at the latest
+	}{
+		{name: "joined, no view of its own: one LIST", s: snap(queued(summary("a"), t0), func(s *Snapshot) { s.Own.QueueKey = "101" }), need: true},
+		{name: "no summary at all: one LIST", s: snap(func(s *Snapshot) { s.Queues = nil }), need: true},
+		{name: "its record not yet written: nothing yet", s: snap(func(s *Snapshot) { s.Queues, s.Own = nil, nil })},
+		{name: "its view makes it the head of a free slot: write it", s: snap(func(s *Snapshot) {
+			s.Queues = nil
+			s.Mine = &lock.Summary{Nodes: []string{"me", "b"}, Total: 2, ListRV: "102"}
+		}), renominate: "heads the queue"},
+		{name: "its view makes it the head, the slot held: wait for the release", s: snap(func(s *Snapshot) {
+			s.Queues = nil
+			s.Mine = &lock.Summary{Nodes: []string{"me"}, Total: 1, ListRV: "102"}
+			s.Leases["lock-default-0"] = held("lock-default-0", "busy")
+		})},
+		{name: "a newer summary left it out: look again", s: snap(queued(summary("a"), t0), func(s *Snapshot) {
+			s.Own.QueueKey = "50" // before the summary's LIST, and it was not cut short
+			s.Mine = &lock.Summary{Nodes: []string{"a"}, Total: 1, ListRV: "90"}
+		}), need: true},
+		{name: "a newer summary without room for it: no LIST", s: snap(func(s *Snapshot) {
+			sum := summary("a")
+			sum.Total, sum.Last = 30, &lock.Place{Key: "40"}
+			s.Queues = map[string]QueueState{anyGroup: {Summary: sum, Seen: t0}}
+			s.Own.QueueKey = "50"
+			s.Mine = &lock.Summary{Nodes: []string{"a", "b", "me"}, Total: 30, ListRV: "90"}
+		})},
+		{name: "a higher priority than the last it names: look again", s: snap(queued(summary("a"), t0), func(s *Snapshot) {
+			s.Own.QueueKey, s.Own.Priority = "150", 5
+			s.Mine = &lock.Summary{Nodes: []string{"a"}, Total: 1, ListRV: "90"}
+		}), need: true},
+		{name: "second, the head has a free lock and time: wait", s: snap(queued(summary("a", "me"), t0.Add(-30*time.Second))),
+			wake: t0.Add(20 * time.Second)},
+		{name: "second, the queue did not move for 50 s: the head is gone", s: snap(queued(summary("a", "me"), t0.Add(-50*time.Second))),
+			renominate: "a is gone"},
+		{name: "third waits a heartbeat longer", s: snap(queued(summary("a", "b", "me"), t0.Add(-50*time.Second))),
+			wake: t0.Add(10 * time.Second)},
+		{name: "the slot held: nobody is late", s: snap(queued(summary("a", "me"), t0.Add(-time.Hour)), func(s *Snapshot) {
+			s.Leases["lock-default-0"] = held("lock-default-0", "busy")
+		})},
+		{name: "not named, after the named and its jitter", s: snap(queued(summary("a", "b"), t0.Add(-70*time.Second)), func(s *Snapshot) {
+			s.Own.QueueKey = "150"
+			s.Mine = &lock.Summary{Nodes: []string{"a", "b", "me"}, Total: 3, ListRV: "160"}
+			s.Params.Jitter = 0.5
+		}), wake: t0.Add(20 * time.Second)},
+		{name: "the head outside its window renews the summary", s: snap(window, queued(summary("me", "b"), t0.Add(-25*time.Second))), touch: true},
+		{name: "the head outside its window, renewed lately", s: snap(window, queued(summary("me", "b"), t0.Add(-5*time.Second))),
+			wake: t0.Add(15 * time.Second)},
+		{name: "the head blocked by a pod passes its turn", s: snap(pods, blockingPod, func(s *Snapshot) { s.Own.Blocked = "blocked by pod shop/backup" }),
+			renominate: "blocked"},
+		{name: "the head blocked: its record first", s: snap(pods, blockingPod)},
+		{name: "blocked further back: nothing", s: snap(pods, blockingPod, queued(summary("a", "me"), t0), func(s *Snapshot) { s.Own.Blocked = "x" })},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Next(tc.s)
+			if d.Need.Queue != tc.need || (d.Renominate != "") != (tc.renominate != "") || !strings.Contains(d.Renominate, tc.renominate) ||
+				d.Touch != tc.touch || (!tc.wake.IsZero() && !d.WakeAt.Equal(tc.wake)) || len(d.Try) > 0 {
+				t.Errorf("got need=%v renominate=%q touch=%v wake=%s try=%v message=%q\nwant need=%v renominate~%q touch=%v wake=%s",
+					d.Need.Queue, d.Renominate, d.Touch, d.WakeAt, d.Try, d.Message, tc.need, tc.renominate, tc.touch, tc.wake)
+			}
+		})
+	}
+}
+
+func TestHolderFactsAreLookedUpOnlyNearTheHead(t *testing.T) {
 	s := snap(func(s *Snapshot) { s.Leases["lock-default-0"] = held("lock-default-0", "gone") })
 	d := Next(s)
 	if strings.Join(d.Need.Holders, ",") != "gone" {
-		t.Fatalf("need %+v, want the facts of gone (no live record)", d.Need)
+		t.Fatalf("need %+v, want the facts of gone", d.Need)
 	}
 	s.Holders["gone"] = lock.HolderFacts{NodeExists: false}
 	if d := Next(s); strings.Join(d.Try, ",") != "lock-default-0" {
 		t.Errorf("a holder without Node and agent: try %v, want the lock", d.Try)
 	}
+	far := snap(queued(summary("a", "b", "me"), t0), func(s *Snapshot) { s.Leases["lock-default-0"] = held("lock-default-0", "gone") })
+	if d := Next(far); len(d.Need.Holders) != 0 {
+		t.Errorf("third in line looks up %v", d.Need.Holders)
+	}
 	s.Params.Owner = &lock.NodeRef{Name: "me", UID: "u"} // node-bound: never takes over
-	if d := Next(s); len(d.Try) != 0 || !strings.Contains(d.Message, "lock held by gone") {
-		t.Errorf("node-bound agent: try %v message %q", d.Try, d.Message)
+	delete(s.Holders, "gone")
+	if d := Next(s); len(d.Try) != 0 || len(d.Need.Holders) != 0 || !strings.Contains(d.Message, "lock held by gone") {
+		t.Errorf("node-bound agent: try %v need %v message %q", d.Try, d.Need.Holders, d.Message)
 	}
 }
 
@@ -349,31 +435,33 @@ func TestWakeAndBlockedAfter(t *testing.T) {
 		p.Windows = []policy.Window{{Start: "14:00", End: "15:00"}}
 		p.Health.BlockedAfter = &metav1.Duration{Duration: 30 * time.Minute}
 	})
-	d := Next(snap(window))
+	// No slot free: the head has no summary to renew.
+	busy := func(s *Snapshot) {
+		s.Leases["lock-p-0"] = held("lock-p-0", "busy")
+		s.Params.Owner = &lock.NodeRef{Name: "me", UID: "u"}
+	}
+	d := Next(snap(window, busy))
 	if want := t0.Add(29 * time.Minute); !d.WakeAt.Equal(want) {
 		t.Errorf("wake at %s, want when blockedAfter passes, %s", d.WakeAt, want)
 	}
-	if d := Next(snap(withPolicy(func(p *policy.Spec) { p.Windows = []policy.Window{{Start: "14:00", End: "15:00"}} }))); !d.WakeAt.Equal(t0.Add(2 * time.Hour)) {
+	if d := Next(snap(withPolicy(func(p *policy.Spec) { p.Windows = []policy.Window{{Start: "14:00", End: "15:00"}} }), busy)); !d.WakeAt.Equal(t0.Add(2 * time.Hour)) {
 		t.Errorf("wake at %s, want the window's opening", d.WakeAt)
 	}
 	if d.ReportBlocked {
 		t.Error("reported blocked after 1 minute")
 	}
-	late := snap(window, func(s *Snapshot) { s.Records[0].Since = t0.Add(-time.Hour) })
+	late := snap(window, func(s *Snapshot) { s.Own.Since = t0.Add(-time.Hour) })
 	d = Next(late)
 	if !d.ReportBlocked || !strings.HasSuffix(d.Message, "(blocked since 2026-11-23 11:00 UTC)") {
 		t.Errorf("after an hour: report=%v message=%q", d.ReportBlocked, d.Message)
 	}
-	late.Records[0].BlockedReported = true
+	late.Own.BlockedReported = true
 	if d := Next(late); d.ReportBlocked {
 		t.Error("reported twice")
 	}
 	// Not blocked by a gate, only waiting in line: nothing to report.
-	inLine := snap(func(s *Snapshot) {
-		s.Records[0].Since = t0.Add(-time.Hour)
-		s.Records = append(s.Records, waiter("first", lock.DefaultGroup, "5"))
-	}, withPolicy(func(p *policy.Spec) { p.Health.BlockedAfter = &metav1.Duration{Duration: time.Minute} }))
-	inLine.Records[1].Policy = "p"
+	inLine := snap(func(s *Snapshot) { s.Own.Since = t0.Add(-time.Hour) }, queued(summary("first", "me"), t0),
+		withPolicy(func(p *policy.Spec) { p.Health.BlockedAfter = &metav1.Duration{Duration: time.Minute} }))
 	if d := Next(inLine); d.ReportBlocked || d.Gate != GateQueue {
 		t.Errorf("in line: report=%v gate=%s", d.ReportBlocked, d.Gate)
 	}

@@ -124,11 +124,14 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 				self+" + ' may not change the finalizers or owners of its Node'"),
 		},
 	}, {
-		// Leases: its own record, and locks it takes or gives back.
+		// Leases: its own record, locks it takes or gives back, and the
+		// queues' summaries.
 		suffix: "leases",
 		rules:  []admv1.NamedRuleWithOperations{rule("coordination.k8s.io", "leases", admv1.Create, admv1.Update, admv1.Delete)},
 		variables: []admv1.Variable{
 			variable("isLock", "request.name.startsWith('lock-')"),
+			variable("isQueue", "request.name.startsWith('queue-')"),
+			variable("isRecord", "!variables.isLock && !variables.isQueue"),
 			variable("write", "request.operation != 'DELETE'"),
 			variable("queueKey", "object != null ? object.metadata.?annotations[?'"+lock.AnnotationQueueKey+"'].orValue('') : ''"),
 			variable("oldQueueKey", "oldObject != null ? oldObject.metadata.?annotations[?'"+lock.AnnotationQueueKey+"'].orValue('') : ''"),
@@ -145,9 +148,9 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 			variable("labelsKept", "request.operation != 'UPDATE' || oldObject.metadata.?labels.orValue({}).all(k, k in object.metadata.?labels.orValue({}) && object.metadata.labels[k] == oldObject.metadata.labels[k])"),
 		},
 		validations: []admv1.Validation{
-			check("variables.isLock || request.name == 'node-' + variables.node",
-				self+" + ' may write only its own record node-' + variables.node + ' and the lock Leases, not Lease ' + request.name"),
-			check("variables.isLock || request.operation == 'DELETE' || variables.holder == variables.node",
+			check("!variables.isRecord || request.name == 'node-' + variables.node",
+				self+" + ' may write only its own record node-' + variables.node + ', the lock Leases and the queue Leases, not Lease ' + request.name"),
+			check("!variables.isRecord || request.operation == 'DELETE' || variables.holder == variables.node",
 				"'record ' + request.name + ' must name its own node as holder, not \"' + variables.holder + '\"'"),
 			// A finalizer would keep a Lease past its Node (and its owner's
 			// garbage collection) until an admin removes it.
@@ -167,7 +170,7 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 			// API server: the resourceVersion of a record's creation, kept
 			// in an annotation by its agent's first update. Its agent may
 			// store that version, and never change it.
-			check("variables.isLock || !variables.write || variables.queueKey == variables.oldQueueKey || (variables.oldQueueKey == '' && oldObject != null && variables.queueKey == oldObject.metadata.resourceVersion)",
+			check("!variables.isRecord || !variables.write || variables.queueKey == variables.oldQueueKey || (variables.oldQueueKey == '' && oldObject != null && variables.queueKey == oldObject.metadata.resourceVersion)",
 				"'record ' + request.name + ': "+lock.AnnotationQueueKey+" is the resourceVersion of the record\\'s creation; it may be set once to ' + (oldObject != null ? oldObject.metadata.resourceVersion : 'the version the API server gives the record') + ', not to ' + variables.queueKey"),
 			check("!variables.isLock || request.operation != 'DELETE'",
 				self+" + ' may not delete lock ' + request.name"),
@@ -191,6 +194,25 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 				self+" + ' may take lock ' + request.name + ' only as it is, its annotations unchanged'"),
 			check("!variables.releasing || size("+changedKeys("annotations", "k == '"+lock.AnnotationReleasedAt+"'")+") == 0",
 				self+" + ' may give lock ' + request.name + ' back changing only its annotation "+lock.AnnotationReleasedAt+"'"),
+			// Agents watch the Leases labelled with a policy: a record
+			// so labelled would reach every agent.
+			check("!variables.isRecord || !variables.write || !('"+lock.LabelPolicy+"' in object.metadata.?labels.orValue({}))",
+				"'record ' + request.name + ' may not carry the label "+lock.LabelPolicy+" (it marks lock and queue Leases)'"),
+			// A queue's summary: written by a node under its own name,
+			// holding nothing, owned by nothing, never deleted by a node.
+			// What it says is advice among honest agents (docs/security.md).
+			check("!variables.isQueue || request.name.matches('"+queueNamePattern+"')",
+				"'queue names are queue-<policy>[-<group>], not ' + request.name"),
+			check("!variables.isQueue || request.operation != 'DELETE'",
+				self+" + ' may not delete queue ' + request.name"),
+			check("!variables.isQueue || (variables.holder == '' && size(variables.owners) == 0)",
+				"'queue ' + request.name + ' may have neither a holder nor owners'"),
+			check("!variables.isQueue || object.metadata.?annotations[?'"+lock.AnnotationQueueBy+"'].orValue('') == variables.node",
+				"'queue ' + request.name + ': "+lock.AnnotationQueueBy+" must name its writer, ' + variables.node"),
+			check("!variables.isQueue || variables.labelsKept",
+				self+" + ' may not change the labels of queue ' + request.name"),
+			check("!variables.isQueue || request.operation != 'UPDATE' || size("+changedKeys("annotations", oneOf([]string{lock.AnnotationQueue, lock.AnnotationQueueBy}))+") == 0",
+				self+" + ' may change only the annotations "+lock.AnnotationQueue+" and "+lock.AnnotationQueueBy+" of queue ' + request.name"),
 		},
 	}, {
 		// Events: about its own Node only.
@@ -268,6 +290,10 @@ const MaxLeaseAnnotationBytes = 16384
 // below mpolicy.MaxConcurrency.
 var lockNamePattern = fmt.Sprintf(`^lock-[a-z0-9][-a-z0-9]{0,%d}-(0|[1-9][0-9]{0,%d})$`,
 	mpolicy.MaxPolicyName+1+lock.MaxGroupSegment, len(fmt.Sprint(mpolicy.MaxConcurrency-1))-1)
+
+// queueNamePattern: queue-, a policy name, perhaps a group segment
+// (lock.GroupRef.QueueName).
+var queueNamePattern = fmt.Sprintf(`^queue-[a-z0-9][-a-z0-9]{0,%d}$`, mpolicy.MaxPolicyName+1+lock.MaxGroupSegment)
 
 // oneOf is a CEL condition: k is one of keys.
 func oneOf(keys []string) string {

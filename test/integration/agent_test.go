@@ -814,8 +814,9 @@ func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
 	holder := nodes[0]
 	now := metav1.NewMicroTime(time.Now())
 	if _, err := e.Client.CoordinationV1().Leases(e.Namespace).Create(e.Ctx, &coordv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: lock.DefaultGroup.LockName(0), Namespace: e.Namespace},
-		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
+		ObjectMeta: metav1.ObjectMeta{Name: lock.DefaultGroup.LockName(0), Namespace: e.Namespace,
+			Labels: map[string]string{lock.LabelPolicy: lock.DefaultGroup.Policy}},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -93,15 +93,16 @@ func TestCtlDuringRollout(t *testing.T) {
 		a.start()
 		waitRecord(e, a.node, "Waiting", inStateSaying(lock.Waiting, "position"))
 	}
-	// Both waiting nodes have settled on their positions.
+	// Both waiting nodes have settled on their positions: each as it saw
+	// the queue on joining (docs/agent.md).
 	waitRecord(e, nodes[1], "first in line", func(r *lock.Record) error {
-		if r == nil || !strings.HasPrefix(r.Message, "waiting: position 1 of 2") {
+		if r == nil || !strings.HasPrefix(r.Message, "waiting: position 1 of 1 on joining") {
 			return fmt.Errorf("record %+v", r)
 		}
 		return nil
 	})
 	waitRecord(e, nodes[2], "second in line", func(r *lock.Record) error {
-		if r == nil || !strings.HasPrefix(r.Message, "waiting: position 2 of 2") {
+		if r == nil || !strings.HasPrefix(r.Message, "waiting: position 2 of 2 on joining") {
 			return fmt.Errorf("record %+v", r)
 		}
 		return nil

@@ -358,7 +358,7 @@ func TestNodeScopedPolicy(t *testing.T) {
 
 	// Records: its own only.
 	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(b)}, Spec: coordv1.LeaseSpec{HolderIdentity: &b}}, metav1.CreateOptions{})
-	denied(t, "write record node-B", err, "node "+a+" may write only its own record node-"+a+" and the lock Leases, not Lease node-"+b)
+	denied(t, "write record node-B", err, "node "+a+" may write only its own record node-"+a+", the lock Leases and the queue Leases, not Lease node-"+b)
 	_, err = leasesA.Create(e.Ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "anything"}}, metav1.CreateOptions{})
 	denied(t, "write another Lease", err, "not Lease anything")
 

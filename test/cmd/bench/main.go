@@ -61,6 +61,8 @@ type options struct {
 	scaleWindow    time.Duration
 	scaleHandoffs  int
 	scaleHeartbeat time.Duration
+	// scaleHandoffTime bounds the handoffs at each N.
+	scaleHandoffTime time.Duration
 }
 
 func main() {
@@ -77,6 +79,7 @@ func main() {
 	flag.BoolVar(&o.scaleOnly, "scale-only", false, "run only the scale mode")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 30*time.Second, "how long the scale mode measures the steady state")
 	flag.IntVar(&o.scaleHandoffs, "scale-handoffs", 30, "handoffs the scale mode times at each N")
+	flag.DurationVar(&o.scaleHandoffTime, "scale-handoff-time", 5*time.Minute, "how long the scale mode waits for its handoffs at each N")
 	flag.DurationVar(&o.scaleHeartbeat, "scale-heartbeat", 10*time.Second, "the agents' heartbeat in the scale mode (the default of queue.heartbeat)")
 	flag.Parse()
 

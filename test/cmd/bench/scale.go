@@ -44,8 +44,10 @@ type scaleResult struct {
 	cpu         time.Duration
 	rss         int64
 	// Handoffs: release → next grant, and grant → next grant (a node's
-	// whole cycle with an empty script and no pods).
+	// whole cycle with an empty script and no pods); want is how many
+	// were asked for (fewer came within the time allowed).
 	handoffs, cycles []time.Duration
+	want             int
 }
 
 func runScale(ctx context.Context, o options, sizes []int) error {
@@ -208,6 +210,7 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 
 	// Handoffs, each script ending at once.
 	handoffs := min(n-1, b.o.scaleHandoffs)
+	r.want = handoffs
 	fmt.Printf("scale N=%d: %d handoffs\n", n, handoffs)
 	w, err := leases.Watch(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -227,7 +230,7 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 	defer cancel()
 	seen := map[string]bool{nodes[0]: true}
 	var lastGrant time.Time
-	deadline := time.After(10 * time.Minute)
+	deadline := time.After(b.o.scaleHandoffTime)
 	for len(r.handoffs) < handoffs {
 		var ev any
 		select {
@@ -237,7 +240,8 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 			}
 			ev = e.Object
 		case <-deadline:
-			return r, fmt.Errorf("%d of %d handoffs after 10 minutes", len(r.handoffs), handoffs)
+			fmt.Printf("scale N=%d: only %d of %d handoffs within %s\n", n, len(r.handoffs), handoffs, b.o.scaleHandoffTime)
+			return r, nil
 		}
 		l, ok := ev.(*coordv1.Lease)
 		if !ok || !lock.IsLockName(l.Name) {
@@ -354,7 +358,7 @@ func printScale(rs []scaleResult, heartbeat time.Duration) {
 	row("handoff release → grant, median", func(r scaleResult) string { return pct(r.handoffs, 50) })
 	row("handoff release → grant, p99", func(r scaleResult) string { return pct(r.handoffs, 99) })
 	row("cycle per node (grant → next grant), median", func(r scaleResult) string { return pct(r.cycles, 50) })
-	row("handoffs measured", func(r scaleResult) string { return fmt.Sprint(len(r.handoffs)) })
+	row("handoffs measured (of those asked for)", func(r scaleResult) string { return fmt.Sprintf("%d of %d", len(r.handoffs), r.want) })
 }
 
 // pct is the p-th percentile (nearest rank).
