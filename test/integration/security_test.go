@@ -131,6 +131,33 @@ func TestSecurityLeasesAreBounded(t *testing.T) {
 	labelled.Labels = map[string]string{"example.com/x": "y"}
 	denied(t, "a record with a foreign label", create(labelled), "may label Lease node-"+a+" only with app.kubernetes.io/managed-by, kustodian.io/policy")
 
+	policyLabelled := record(nil)
+	policyLabelled.Labels = map[string]string{lock.LabelPolicy: "default"}
+	denied(t, "a record labelled as a lock (it would reach every agent)", create(policyLabelled), "may not carry the label "+lock.LabelPolicy)
+
+	// Queue summaries: under its own name, holding nothing, owned by
+	// nothing, never deleted; only the summary changes.
+	queue := func(by string) *coordv1.Lease {
+		return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.DefaultGroup.QueueName(), Labels: map[string]string{lock.LabelPolicy: "default"},
+			Annotations: map[string]string{lock.AnnotationQueue: `{"nodes":[],"total":0,"listRV":"1"}`, lock.AnnotationQueueBy: by}}}
+	}
+	denied(t, "a summary under another's name", create(queue("node-b")), "kustodian.io/queue-by must name its writer, "+a)
+	heldQueue := queue(a)
+	heldQueue.Spec.HolderIdentity = &a
+	denied(t, "a queue with a holder", create(heldQueue), "may have neither a holder nor owners")
+	ownedQueue := queue(a)
+	ownedQueue.OwnerReferences = owned
+	denied(t, "a queue with an owner", create(ownedQueue), "may have neither a holder nor owners")
+	denied(t, "queue queue-a.b", create(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "queue-a.b", Annotations: queue(a).Annotations}}), "queue names are queue-<policy>[-<group>]")
+	q, err := leasesA.Create(e.Ctx, queue(a), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a node writing its group's summary: %v", err)
+	}
+	q.Annotations["kustodian.io/junk"] = "x"
+	_, err = leasesA.Update(e.Ctx, q, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	denied(t, "another annotation on a queue", err, "may change only the annotations kustodian.io/queue and kustodian.io/queue-by of queue queue-default")
+	denied(t, "delete a queue", leasesA.Delete(e.Ctx, q.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}), "may not delete queue queue-default")
+
 	// 16 KiB are bytes, not characters.
 	denied(t, "a record of 16384 four-byte characters", create(record(map[string]string{lock.AnnotationMessage: strings.Repeat("😀", 16000)})),
 		"bytes; at most 16384")
