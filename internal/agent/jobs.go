@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
+	"github.com/kustodian/kustodian/internal/atomicfile"
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
 )
@@ -48,9 +51,12 @@ func (r systemdRunner) Alive(j *jobs.Job) bool {
 	return state == "active" || state == "activating"
 }
 
-// execRunner runs jobs as children of the agent, where there is no systemd
-// (tests, containers). A job does not outlive the agent: after a restart it
-// runs again.
+// execRunner runs jobs where there is no systemd (tests, containers), each
+// in a process group of its own whose leader's PID and start time it keeps
+// beside the job. A job outlives the agent as under systemd: an agent that
+// starts again (after a kill -9, say) finds it by that record, the same
+// process and not a recycled PID, and waits for it instead of starting it
+// a second time.
 type execRunner struct {
 	exe, stateDir string
 	mu            sync.Mutex
@@ -59,9 +65,14 @@ type execRunner struct {
 
 var _ jobRunner = (*execRunner)(nil)
 
+func (r *execRunner) pidFile(j *jobs.Job) string {
+	return filepath.Join(jobsDir(r.stateDir), jobUnit(j)+".pid")
+}
+
 func (r *execRunner) Start(_ context.Context, j *jobs.Job) error {
 	cmd := exec.Command(r.exe, "job-exec", "--config", "/dev/null", "--state-dir", r.stateDir, j.ID)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr // the agent's log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting job %s: %w", j.ID, err)
 	}
@@ -73,6 +84,17 @@ func (r *execRunner) Start(_ context.Context, j *jobs.Job) error {
 	r.running[jobUnit(j)] = done
 	r.mu.Unlock()
 	go func() { _ = cmd.Wait(); close(done) }()
+	pid := cmd.Process.Pid
+	started, err := processStart(pid)
+	if err == nil {
+		err = atomicfile.Write(r.pidFile(j), fmt.Appendf(nil, "%d %d\n", pid, started), 0o600)
+	}
+	if err != nil {
+		// Unrecorded, a job could run twice after a restart: stop it.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-done
+		return fmt.Errorf("recording job %s: %w", j.ID, err)
+	}
 	return nil
 }
 
@@ -80,15 +102,50 @@ func (r *execRunner) Alive(j *jobs.Job) bool {
 	r.mu.Lock()
 	done, ok := r.running[jobUnit(j)]
 	r.mu.Unlock()
-	if !ok {
+	if ok {
+		select {
+		case <-done:
+			return false
+		default:
+			return true
+		}
+	}
+	// Started before this agent did.
+	b, err := os.ReadFile(r.pidFile(j))
+	if err != nil {
 		return false
 	}
-	select {
-	case <-done:
+	var pid int
+	var started uint64
+	if _, err := fmt.Sscanf(string(b), "%d %d", &pid, &started); err != nil || pid <= 1 {
 		return false
-	default:
+	}
+	if now, err := processStart(pid); err == nil && now == started {
 		return true
 	}
+	_ = os.Remove(r.pidFile(j))
+	return false
+}
+
+// processStart is when process pid started, in clock ticks since boot
+// (field 22 of /proc/PID/stat); an error for a process that is gone or a
+// zombie.
+func processStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: count from after it.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unreadable", pid)
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
+	if len(f) < 20 || f[0] == "Z" {
+		return 0, fmt.Errorf("process %d is gone", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // newJobRunner picks the systemd runner on a host booted with systemd.

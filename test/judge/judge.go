@@ -1,0 +1,469 @@
+// Package judge checks a run of Kustodian's agents against the invariants of
+// DESIGN section 10.4, from first principles: it reads the cluster objects
+// by the names and annotations the design gives them and states every rule
+// itself, sharing no code with what it judges (no internal package: not the
+// record parser, not the queue's order, not the lock's rules).
+//
+// While the agents run it follows, each with a watch that is opened again
+// whenever the API server closes it, the Leases of the agents' namespace
+// and the pods and PodDisruptionBudgets of the workloads' namespace, and
+// notes each violation as it happens:
+//   - more nodes of a group Draining, InMaintenance or Rebooting at once
+//     than the group has slots;
+//   - a node's state moving in a way the state machine of DESIGN section 4
+//     does not allow (a finished node that comes back Completing, a grant
+//     without a wait);
+//   - a PDB's selected, ready, not terminating pods falling below its
+//     minAvailable once they had reached it.
+//
+// At the end (Verdict) it also checks the end state: every node that
+// asked ends Idle or Failed; a node left cordoned has a Failed record that
+// says why, or an admin cordoned it; an Idle node carries no Kustodian
+// label or annotation; no lock is held by an Idle node.
+//
+// A history that breaks off (the resource version expired, an error event)
+// fails the verdict: a truncated history must not pass.
+package judge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// The names and annotations of DESIGN section 3, written out here on
+// purpose: the judge reads the contract, not the code that implements it.
+const (
+	recordPrefix     = "node-"
+	lockPrefix       = "lock-"
+	annState         = "kustodian.io/state"
+	annMessage       = "kustodian.io/message"
+	annPolicy        = "kustodian.io/policy"
+	annGroup         = "kustodian.io/group"
+	nodeStateLabel   = "kustodian.io/state"
+	nodeCordonedMark = "kustodian.io/cordoned"
+
+	idle          = "Idle" // no record
+	waiting       = "Waiting"
+	draining      = "Draining"
+	inMaintenance = "InMaintenance"
+	rebooting     = "Rebooting"
+	completing    = "Completing"
+	failed        = "Failed"
+)
+
+// next is the state machine of DESIGN section 4: the states a node's record
+// may move to from each state. A kill -9 at any instruction only repeats a
+// state, so it needs no edge of its own.
+var next = map[string][]string{
+	// A cycle starts with a request, and a request waits for the lock.
+	idle: {waiting},
+	// The lock, or the request withdrawn.
+	waiting: {draining, idle},
+	// Drained; a failed drain (hold) or given back (release: the record
+	// goes, the node queues again); the request withdrawn mid-drain; the
+	// host going down.
+	draining: {inMaintenance, failed, idle, completing, rebooting},
+	// The script done; a reboot; a failed managed job.
+	inMaintenance: {completing, rebooting, failed},
+	rebooting:     {inMaintenance, completing, failed},
+	// Given back, or the give-back failed.
+	completing: {idle, failed},
+	// An admin released it, the agent drains again after a restart, or
+	// the script went on and finished.
+	failed: {idle, draining, inMaintenance, completing},
+}
+
+func allowed(from, to string) bool {
+	for _, s := range next[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// active states count against a group's slots (DESIGN section 10.4).
+func active(state string) bool {
+	return state == draining || state == inMaintenance || state == rebooting
+}
+
+// Rules are what the test knows that the cluster does not say.
+type Rules struct {
+	// Slots of each group, by "<policy>/<group>" ("default" for the
+	// built-in policy, "<policy>" for a policy without groups); a group
+	// not listed has one.
+	Slots map[string]int
+	// Nodes an admin cordoned: they may stay cordoned.
+	AdminCordoned map[string]bool
+}
+
+// Judge is a run under watch.
+type Judge struct {
+	client    kubernetes.Interface
+	namespace string
+	rules     Rules
+	start     time.Time
+
+	mu         sync.Mutex
+	err        error
+	violations []string
+	state      map[string]string // node → its record's state
+	group      map[string]string // node → its record's group
+	asked      map[string]bool   // nodes that ever had a record
+	history    []string
+	pods       map[string]*corev1.Pod
+	pdbs       map[string]*policyv1.PodDisruptionBudget
+	reached    map[string]bool // PDBs whose minAvailable was met once
+}
+
+// Watch starts judging the agents of namespace, and the workloads of
+// workloads (a namespace; empty: none), until ctx ends.
+func Watch(ctx context.Context, client kubernetes.Interface, namespace, workloads string, rules Rules) (*Judge, error) {
+	j := &Judge{
+		client: client, namespace: namespace, rules: rules, start: time.Now(),
+		state: map[string]string{}, group: map[string]string{}, asked: map[string]bool{},
+		pods: map[string]*corev1.Pod{}, pdbs: map[string]*policyv1.PodDisruptionBudget{}, reached: map[string]bool{},
+	}
+	leases := client.CoordinationV1().Leases(namespace)
+	if err := follow(ctx, j, "the Leases of "+namespace, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return leases.List(ctx, o)
+	}, leases.Watch, j.lease); err != nil {
+		return nil, err
+	}
+	if workloads == "" {
+		return j, nil
+	}
+	pdbs := client.PolicyV1().PodDisruptionBudgets(workloads)
+	if err := follow(ctx, j, "the PodDisruptionBudgets of "+workloads, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return pdbs.List(ctx, o)
+	}, pdbs.Watch, j.pdb); err != nil {
+		return nil, err
+	}
+	pods := client.CoreV1().Pods(workloads)
+	if err := follow(ctx, j, "the pods of "+workloads, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return pods.List(ctx, o)
+	}, pods.Watch, j.pod); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// follow lists, hands each item to observe, then follows from the list's
+// resource version with a watch that re-opens when the server closes it.
+func follow(ctx context.Context, j *Judge, what string,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+	observe func(watch.EventType, runtime.Object),
+) error {
+	obj, err := list(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("judge: listing %s: %w", what, err)
+	}
+	items, err := itemsOf(obj)
+	if err != nil {
+		return fmt.Errorf("judge: listing %s: %w", what, err)
+	}
+	for _, it := range items {
+		observe(watch.Added, it)
+	}
+	rv := obj.(metav1.ListInterface).GetResourceVersion()
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFn})
+	if err != nil {
+		return fmt.Errorf("judge: watching %s: %w", what, err)
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					if ctx.Err() == nil {
+						j.fail(fmt.Errorf("the watch of %s ended before the run did", what))
+					}
+					return
+				}
+				if ev.Type == watch.Error {
+					j.fail(fmt.Errorf("the watch of %s failed: %v", what, apierrors.FromObject(ev.Object)))
+					return
+				}
+				if ev.Type != watch.Bookmark {
+					observe(ev.Type, ev.Object)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func itemsOf(obj runtime.Object) ([]runtime.Object, error) {
+	var out []runtime.Object
+	switch l := obj.(type) {
+	case *coordv1.LeaseList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.PodList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *policyv1.PodDisruptionBudgetList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	default:
+		return nil, fmt.Errorf("unexpected list %T", obj)
+	}
+	return out, nil
+}
+
+func (j *Judge) fail(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err == nil {
+		j.err = err
+	}
+}
+
+// violate notes a violation; j.mu is held.
+func (j *Judge) violate(format string, args ...any) {
+	j.violations = append(j.violations, fmt.Sprintf("%s: ", stamp(j.start))+fmt.Sprintf(format, args...))
+}
+
+func stamp(start time.Time) string {
+	return fmt.Sprintf("+%.3fs", time.Since(start).Seconds())
+}
+
+func groupOf(l *coordv1.Lease) string {
+	p, g := l.Annotations[annPolicy], l.Annotations[annGroup]
+	if p == "" {
+		p = "default"
+	}
+	if g == "" || g == p {
+		return p
+	}
+	return p + "/" + g
+}
+
+func (j *Judge) lease(typ watch.EventType, obj runtime.Object) {
+	l, ok := obj.(*coordv1.Lease)
+	if !ok || !strings.HasPrefix(l.Name, recordPrefix) {
+		return
+	}
+	node := strings.TrimPrefix(l.Name, recordPrefix)
+	to, grp := l.Annotations[annState], groupOf(l)
+	if typ == watch.Deleted {
+		to = idle
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	from, seen := j.state[node]
+	if !seen {
+		from = idle
+	}
+	if to == from {
+		return
+	}
+	j.asked[node] = true
+	j.history = append(j.history, fmt.Sprintf("%s %s %s → %s (%s) %q", stamp(j.start), node, from, to, grp, l.Annotations[annMessage]))
+	// A record already there when the judge started may be in any state.
+	if seen || typ != watch.Added || to == waiting {
+		if !allowed(from, to) {
+			j.violate("%s went %s → %s, which the state machine does not allow", node, from, to)
+		}
+	}
+	j.state[node] = to
+	if to == idle {
+		delete(j.group, node)
+		return
+	}
+	j.group[node] = grp
+	if !active(to) {
+		return
+	}
+	var in []string
+	for n, s := range j.state {
+		if active(s) && j.group[n] == grp {
+			in = append(in, n)
+		}
+	}
+	slots := j.rules.Slots[grp]
+	if slots == 0 {
+		slots = 1
+	}
+	if len(in) > slots {
+		sort.Strings(in)
+		j.violate("%d nodes of group %s active at once, %d slots: %v", len(in), grp, slots, in)
+	}
+}
+
+func (j *Judge) pdb(typ watch.EventType, obj runtime.Object) {
+	p, ok := obj.(*policyv1.PodDisruptionBudget)
+	if !ok {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if typ == watch.Deleted {
+		delete(j.pdbs, p.Name)
+		return
+	}
+	j.pdbs[p.Name] = p
+	j.checkPDBs()
+}
+
+func (j *Judge) pod(typ watch.EventType, obj runtime.Object) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if typ == watch.Deleted {
+		delete(j.pods, p.Name)
+	} else {
+		j.pods[p.Name] = p
+	}
+	j.checkPDBs()
+}
+
+// checkPDBs: the pods a PDB selects that are ready and not going away never
+// fall below its minAvailable once they have reached it. j.mu is held.
+func (j *Judge) checkPDBs() {
+	for name, p := range j.pdbs {
+		if p.Spec.MinAvailable == nil || p.Spec.Selector == nil {
+			continue
+		}
+		min := p.Spec.MinAvailable.IntValue()
+		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+		if err != nil {
+			j.violate("PDB %s: unreadable selector: %v", name, err)
+			continue
+		}
+		up := 0
+		for _, pod := range j.pods {
+			if pod.DeletionTimestamp == nil && ready(pod) && sel.Matches(labels.Set(pod.Labels)) {
+				up++
+			}
+		}
+		switch {
+		case up >= min:
+			j.reached[name] = true
+		case j.reached[name]:
+			j.violate("PDB %s: %d pods available, minAvailable %d", name, up, min)
+			j.reached[name] = false // once per breach
+		}
+	}
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// History is every state change seen, one per line, for a failure's log.
+func (j *Judge) History() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return strings.Join(j.history, "\n")
+}
+
+// Violations so far, and why the history broke off if it did.
+func (j *Judge) Violations() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := append([]string(nil), j.violations...)
+	if j.err != nil {
+		out = append(out, "the history is incomplete: "+j.err.Error())
+	}
+	return out
+}
+
+// Verdict is every violation seen during the run and in the end state of
+// nodes, or nil. Call it once the run has settled.
+func (j *Judge) Verdict(ctx context.Context, nodes []string) error {
+	out := j.Violations()
+	j.mu.Lock()
+	asked := map[string]bool{}
+	for n := range j.asked {
+		asked[n] = true
+	}
+	j.mu.Unlock()
+	records := map[string]*coordv1.Lease{}
+	leases, err := j.client.CoordinationV1().Leases(j.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("judge: listing the Leases of %s: %w", j.namespace, err)
+	}
+	for i := range leases.Items {
+		if l := &leases.Items[i]; strings.HasPrefix(l.Name, recordPrefix) {
+			records[strings.TrimPrefix(l.Name, recordPrefix)] = l
+		}
+	}
+	// A node holds a lock from its grant to its give-back, and its record
+	// goes only after it has given the lock back.
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		if h := holder(l); strings.HasPrefix(l.Name, lockPrefix) && h != "" && records[h] == nil {
+			out = append(out, fmt.Sprintf("lock %s is held by %s, which is Idle (no record)", l.Name, h))
+		}
+	}
+	for _, n := range nodes {
+		r := records[n]
+		s := idle
+		if r != nil {
+			s = r.Annotations[annState]
+		}
+		if asked[n] && s != idle && s != failed {
+			out = append(out, fmt.Sprintf("%s ended %s, not Idle or Failed", n, s))
+		}
+		node, err := j.client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("judge: reading node %s: %w", n, err)
+		}
+		if node.Spec.Unschedulable && !j.rules.AdminCordoned[n] &&
+			(s != failed || strings.TrimSpace(r.Annotations[annMessage]) == "") {
+			out = append(out, fmt.Sprintf("%s is left cordoned without a Failed record saying why (record: %s)", n, s))
+		}
+		if s == idle {
+			if v, ok := node.Labels[nodeStateLabel]; ok {
+				out = append(out, fmt.Sprintf("%s is Idle and still labelled %s=%s", n, nodeStateLabel, v))
+			}
+			if _, ok := node.Annotations[nodeCordonedMark]; ok {
+				out = append(out, fmt.Sprintf("%s is Idle and still annotated %s", n, nodeCordonedMark))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(out, "\n"))
+}
+
+func holder(l *coordv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
