@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"sync"
@@ -123,6 +124,8 @@ type Agent struct {
 	mine      *lock.Summary
 	mineGroup lock.GroupRef
 	jitter    float64 // decide.Params.Jitter
+
+	stopInformers context.CancelFunc // ends the informers of the last start
 }
 
 // New builds an agent.
@@ -248,10 +251,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			delay := backoff.Next()
 			a.setStatus(fmt.Sprintf("error, retrying in %s: %s", delay.Round(100*time.Millisecond), err))
 			a.log.Error("step failed; retrying", "err", err, "retry_in", delay)
-			select {
-			case <-ctx.Done():
+			if err := a.rideOut(ctx, delay); err != nil {
+				a.log.Error("reading the cluster again failed; retrying", "err", err)
+			}
+			if ctx.Err() != nil {
 				return a.stop()
-			case <-time.After(delay):
 			}
 			continue
 		}
@@ -277,6 +281,52 @@ func (a *Agent) Run(ctx context.Context) error {
 				continue
 			}
 			a.onShutdown(ctx, active)
+		}
+	}
+}
+
+// probeEvery is how often an agent asks whether the API server is back,
+// spread by ±50 % so that a fleet does not come back in step.
+const probeEvery = time.Second
+
+// rideOut waits out the delay after a failed step. If the API server is
+// away (its /readyz does not answer), it waits instead until it answers
+// again, however long that takes, and then reads the cluster anew: the
+// informers' own backoff would keep them off events for up to a minute
+// after a long outage, and a decision taken on their stale caches is a
+// decision on the world before the outage. One /readyz a second per
+// agent while the API server is away; one LIST per informer when it is
+// back.
+func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	probe := time.NewTimer(0)
+	defer probe.Stop()
+	away := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			if !away {
+				return nil
+			}
+		case <-probe.C:
+			err := a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil:
+				if !away {
+					a.setStatus(fmt.Sprintf("the API server is away; going on as soon as it answers: %v", err))
+					a.log.Warn("the API server is away; asking every second whether it is back", "err", err)
+				}
+				away = true
+				probe.Reset(time.Duration((0.5 + rand.Float64()) * float64(probeEvery)))
+			case away:
+				a.log.Info("the API server is back; reading the cluster anew")
+				return a.startInformers(ctx)
+			}
 		}
 	}
 }

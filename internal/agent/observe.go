@@ -132,35 +132,43 @@ func (a *Agent) startInformers(ctx context.Context) error {
 	controlStore := watch(control.Core().V1().ConfigMaps().Informer(), poke, control.Start)
 	self := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, byName(a.node))
 	nodeStore := watch(self.Core().V1().Nodes().Informer(), poke, self.Start)
+	var kuredStore, policyStore cache.Store
 	if a.kured != nil {
 		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kured.Namespace), byName(a.kured.Name))
-		a.kuredStore = watch(k.Apps().V1().DaemonSets().Informer(), poke, k.Start)
+		kuredStore = watch(k.Apps().V1().DaemonSets().Informer(), poke, k.Start)
 	}
 	// The pods on this node, for the policy's pod blockers.
 	pods := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.node).String()
 		}))
-	a.podStore = watch(pods.Core().V1().Pods().Informer(), poke, pods.Start)
+	podStore := watch(pods.Core().V1().Pods().Informer(), poke, pods.Start)
 	if installed, err := a.policiesInstalled(ctx); err != nil {
 		return err
 	} else if installed {
 		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.dyn, 0, a.cfg.Namespace, nil)
-		a.policyStore = watch(pf.ForResource(policy.GVR).Informer(), poke, pf.Start)
+		policyStore = watch(pf.ForResource(policy.GVR).Informer(), poke, pf.Start)
 	}
 	if regErr != nil {
 		return regErr
 	}
+	ictx, stop := context.WithCancel(ctx)
 	for _, start := range starts {
-		start(ctx.Done())
+		start(ictx.Done())
 	}
 	a.setStatus("starting: reading the cluster")
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !cache.WaitForCacheSync(ictx.Done(), synced...) {
+		stop()
 		if ctx.Err() != nil {
 			return nil
 		}
 		return errors.New("the informers did not sync")
 	}
+	if a.stopInformers != nil {
+		a.stopInformers() // those this start replaces
+	}
+	a.stopInformers = stop
+	a.kuredStore, a.podStore, a.policyStore = kuredStore, podStore, policyStore
 	a.groupLeases = groupLeases
 	a.leases = newLeaseView(a.cfg.Namespace, groupLeases, ownRecord)
 	a.watching = a.now()

@@ -1,14 +1,16 @@
 package agent
 
 import (
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	"context"
 	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // idle cleans up what a finished cycle may have left: the record and the
@@ -105,13 +107,25 @@ func (a *Agent) completing(ctx context.Context, o decide.Observed, node *corev1.
 // Kured's lock, then this node's locks: the next node then finds Kured's
 // lock free by the time it finds a slot free, and a crash in between leaves
 // a lock held, which the next start gives back.
+//
+// The Node is read from the API server, not the informer's cache: a cache
+// that has not yet seen this agent's own cordon (a watch behind, or in its
+// backoff after an outage) would say there is nothing to uncordon, and the
+// node would stay cordoned. One GET per maintenance.
 func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 	if node != nil {
-		if err := a.drainer.Uncordon(ctx, node); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
-			return err
-		}
-		if err := a.drainer.Unprotect(ctx, node); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
-			return err
+		fresh, err := a.kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("reading node %s to uncordon it: %w", node.Name, err)
+		default:
+			if err := a.drainer.Uncordon(ctx, fresh); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+				return err
+			}
+			if err := a.drainer.Unprotect(ctx, fresh); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+				return err
+			}
 		}
 	}
 	if err := a.releaseKured(ctx); err != nil {
