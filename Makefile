@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench build docs fuzz packages packages-host package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench build docs fuzz chaos packages packages-host package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl
@@ -104,6 +104,13 @@ fuzz: ## run each fuzz test for FUZZTIME (10s)
 # cores they are faster one after the other than side by side.
 test-integration: deps tools packages-host
 	go test -count=1 -p 1 -timeout 30m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
+
+# The fault suite runs once in make test (FAULT_ROUNDS=1, a random seed it
+# prints); make chaos runs each fault CHAOS_ROUNDS times and adds a
+# control-plane outage of two minutes. FAULT_SEED=<seed> repeats a timing.
+CHAOS_ROUNDS ?= 5
+chaos: deps tools ## the fault suite, CHAOS_ROUNDS (5) rounds of each fault with random timing, and a 2-minute outage
+	FAULT_ROUNDS=$(CHAOS_ROUNDS) FAULT_LONG=1 go test -count=1 -timeout 120m -v -run '^TestFault' ./test/integration/
 
 lint: deps
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

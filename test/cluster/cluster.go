@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,6 +53,9 @@ type Options struct {
 	// AuditPolicy, when set, is the path of an audit policy for the API
 	// server; the audit log is then AuditLog().
 	AuditPolicy string
+	// APIServerArgs are more flags for the API server, by name without
+	// the dashes.
+	APIServerArgs map[string]string
 	// Log receives progress and the tools' output; nil discards it.
 	Log io.Writer
 }
@@ -163,7 +167,7 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := os.MkdirAll(opts.Workdir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(conf, []byte(kwokctlConfig), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(kwokctlConfig(opts.APIServerArgs)), 0o644); err != nil {
 		return nil, err
 	}
 	args = append(args, "--config", conf)
@@ -299,15 +303,28 @@ func isZombie(pid int) bool {
 	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
 
-// kwokctlConfig adds NodeRestriction to the API server's admission plugins.
-const kwokctlConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+// kwokctlConfig adds NodeRestriction to the API server's admission
+// plugins, and the flags of extra.
+func kwokctlConfig(extra map[string]string) string {
+	var b strings.Builder
+	b.WriteString(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 componentsPatches:
 - name: kube-apiserver
   extraArgs:
   - key: enable-admission-plugins
     value: NodeRestriction
-`
+`)
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  - key: %s\n    value: %q\n", k, extra[k])
+	}
+	return b.String()
+}
 
 func kwokctl(ctx context.Context, opts Options, args ...string) ([]byte, error) {
 	bin := "kwokctl"

@@ -82,7 +82,9 @@ var next = map[string][]string{
 	draining: {inMaintenance, failed, idle, completing, rebooting},
 	// The script done; a reboot; a failed managed job.
 	inMaintenance: {completing, rebooting, failed},
-	rebooting:     {inMaintenance, completing, failed},
+	// Back from the boot: in maintenance again, drained again (it went
+	// down mid-drain), or done.
+	rebooting: {inMaintenance, draining, completing, failed},
 	// Given back, or the give-back failed.
 	completing: {idle, failed},
 	// An admin released it, the agent drains again after a restart, or

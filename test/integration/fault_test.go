@@ -1,0 +1,557 @@
+package integration
+
+// The fault suite (DESIGN section 10.5): faults injected at random moments,
+// each run judged by test/judge, which states the invariants of DESIGN
+// section 10.4 itself and shares no code with the agents. The timing is
+// seeded: the seed is printed, and FAULT_SEED=<seed> runs it again.
+// FAULT_ROUNDS (1; make chaos: more) is how often each fault runs, and
+// FAULT_LONG=1 (make chaos) adds a control-plane outage of two minutes.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/judge"
+	"github.com/kustodian/kustodian/test/nodecreds"
+)
+
+// faultRand is the seeded source of a fault's timing.
+func faultRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("FAULT_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("FAULT_SEED=%q: not a number", s)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (FAULT_SEED=%d runs this timing again)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed>>32))
+}
+
+func faultRounds(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("FAULT_ROUNDS")
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("FAULT_ROUNDS=%q: not a positive number", s)
+	}
+	return n
+}
+
+// between is a random duration in [lo, hi).
+func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(r.Int64N(int64(hi-lo)))
+}
+
+// startJudge judges the agents and workloads of e's namespace; its
+// history goes to the log when the test fails.
+func startJudge(e *cluster.Env, rules judge.Rules) *judge.Judge {
+	e.T.Helper()
+	j, err := judge.Watch(e.Ctx, e.Client, e.Namespace, e.Namespace, rules)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(func() {
+		if e.T.Failed() {
+			e.T.Logf("the judge's history:\n%s", j.History())
+		}
+	})
+	return j
+}
+
+func verdict(e *cluster.Env, j *judge.Judge, nodes []string) {
+	e.T.Helper()
+	if err := j.Verdict(e.Ctx, nodes); err != nil {
+		e.T.Errorf("the judge found:\n%v", err)
+	}
+}
+
+// stateOf is a node's published state, "Idle" without a record.
+func stateOf(e *cluster.Env, node string) string {
+	e.T.Helper()
+	if r := record(e, node); r != nil {
+		return string(r.State)
+	}
+	return "Idle"
+}
+
+// ended reports whether the agent was started and has ended.
+func (p *agentProc) ended() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// exited reports whether the agent has ended, failing the test if it ended
+// other than with 0.
+func (p *agentProc) exited() bool {
+	p.t.Helper()
+	if !p.ended() {
+		return false
+	}
+	if code := p.waitExit(cluster.DefaultTimeout); code != 0 {
+		p.t.Fatalf("the agent of %s exited %d", p.node, code)
+	}
+	return true
+}
+
+// kill -9 at random moments of a rolling maintenance of six nodes in two
+// zones with two slots each, pods under a PDB on them: agents die Waiting,
+// mid-eviction, in maintenance, mid-handoff, and come back at random;
+// scripts end at random.
+func TestFaultKillsDuringARollout(t *testing.T) {
+	for round := range faultRounds(t) {
+		t.Run(fmt.Sprintf("round-%d", round+1), testKillsDuringARollout)
+	}
+}
+
+func testKillsDuringARollout(t *testing.T) {
+	r := faultRand(t)
+	e := cluster.New(t)
+	nodes := e.Nodes(6)
+	zone := map[string]string{}
+	for i, n := range nodes {
+		zone[n] = "zone-a"
+		if i >= 4 {
+			zone[n] = "zone-b"
+		}
+		labelNode(e, n, "topology.kubernetes.io/zone", zone[n])
+	}
+	nodecreds.Install(e, e.Namespace)
+	if err := applyPolicy(e, `{metadata: {name: zones}, spec: {groupBy: topology.kubernetes.io/zone, concurrency: 2}}`); err != nil {
+		t.Fatal(err)
+	}
+	e.Deployment("web", 6)
+	e.PDB("web", "web", 4)
+	e.RunningPods("web", 6)
+	j := startJudge(e, judge.Rules{Slots: map[string]int{"zones/zone-a": 2, "zones/zone-b": 2}})
+
+	agents := map[string]*agentProc{}
+	for _, n := range nodes {
+		a := newAgent(t, e, n)
+		a.request("kernel")
+		a.start()
+		agents[n] = a
+	}
+	const maxKills = 15
+	kills := map[string]int{}
+	killed := map[string]bool{}
+	finished := map[string]bool{}
+	total := 0
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		done := 0
+		for _, n := range nodes {
+			if killed[n] || !agents[n].exited() {
+				continue
+			}
+			if !finished[n] {
+				t.Fatalf("the agent of %s exited before its script ended", n)
+			}
+			done++
+		}
+		if done == len(nodes) {
+			break
+		}
+		if time.Now().After(deadline) {
+			var states []string
+			for _, n := range nodes {
+				states = append(states, n+"="+stateOf(e, n))
+			}
+			t.Fatalf("the rollout did not end within 5 minutes: %v", states)
+		}
+		time.Sleep(between(r, 50*time.Millisecond, 400*time.Millisecond)) // the faults' pace, not a wait for a condition
+		for _, n := range nodes {
+			a := agents[n]
+			switch {
+			case killed[n] && r.IntN(2) == 0:
+				a.start()
+				killed[n] = false
+			case !finished[n] && a.inProgress() && r.IntN(4) == 0:
+				a.finish()
+				finished[n] = true
+			}
+		}
+		if total < maxKills && r.IntN(2) == 0 {
+			n := nodes[r.IntN(len(nodes))]
+			if a := agents[n]; !killed[n] && a.running() {
+				s := stateOf(e, n)
+				a.kill()
+				killed[n] = true
+				kills[s]++
+				total++
+			}
+		}
+	}
+	t.Logf("kill -9 by the state the node had published: %v", kills)
+	verdict(e, j, nodes)
+}
+
+// The control plane fails during handoffs: the API server restarts, etcd
+// restarts, the whole control plane is down for 20 s (and, with
+// FAULT_LONG=1, for two minutes) while the holder's script ends. Each time
+// the next node must be granted within seconds of the control plane's
+// return, on events, not on a backoff.
+func TestFaultControlPlane(t *testing.T) {
+	// A cluster of its own, for all rounds: the faults stop it. Without
+	// the watch cache, watches are served by etcd, which keeps its history
+	// across restarts of either: the judge's watch resumes where it was
+	// instead of being told its resource version is too old.
+	opts := cluster.Options{Name: fmt.Sprintf("faults-%d", os.Getpid()), Log: testWriter{t},
+		APIServerArgs: map[string]string{"watch-cache": "false"}}
+	t.Cleanup(func() {
+		if err := cluster.Down(context.Background(), opts); err != nil {
+			t.Error(err)
+		}
+	})
+	c, err := cluster.Up(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range faultRounds(t) {
+		t.Run(fmt.Sprintf("round-%d", round+1), func(t *testing.T) { testControlPlaneFaults(t, opts, c, round+1) })
+	}
+}
+
+type controlPlaneFault struct {
+	name string
+	// inject takes the control plane away; the holder's script ends at
+	// end, while it is away when it is a whole outage.
+	inject func(ctx context.Context, opts cluster.Options, r *rand.Rand, end func()) error
+}
+
+func restartComponent(component string) controlPlaneFault {
+	return controlPlaneFault{
+		name: component + " restart mid-handoff",
+		inject: func(ctx context.Context, opts cluster.Options, r *rand.Rand, end func()) error {
+			end()
+			time.Sleep(between(r, 0, 200*time.Millisecond)) // somewhere in the handoff (about 100-300 ms)
+			return cluster.Restart(ctx, opts, component, between(r, 0, 2*time.Second))
+		},
+	}
+}
+
+func outage(d time.Duration) controlPlaneFault {
+	return controlPlaneFault{
+		name: fmt.Sprintf("control plane down for %s", d),
+		inject: func(ctx context.Context, opts cluster.Options, r *rand.Rand, end func()) error {
+			if err := cluster.Stop(ctx, opts); err != nil {
+				return err
+			}
+			time.Sleep(between(r, 0, d/2)) // the script ends during the outage
+			end()
+			time.Sleep(d / 2)
+			_, err := cluster.Start(ctx, opts)
+			return err
+		},
+	}
+}
+
+func testControlPlaneFaults(t *testing.T, opts cluster.Options, c *cluster.Cluster, round int) {
+	r := faultRand(t)
+	faults := []controlPlaneFault{restartComponent("kube-apiserver"), restartComponent("etcd"), outage(20 * time.Second)}
+	if os.Getenv("FAULT_LONG") == "1" {
+		faults = append(faults, outage(2*time.Minute))
+	}
+	ctx := t.Context()
+	e := &cluster.Env{T: t, ID: "faults", Namespace: fmt.Sprintf("faults-%d", round), Client: c.Client, Config: c.Config, Kubeconfig: c.Kubeconfig, Ctx: ctx}
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for i := range len(faults) + 1 {
+		n := fmt.Sprintf("faults-%d-node-%d", round, i)
+		if err := cluster.CreateNode(ctx, c.Client, n, nil); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	nodecreds.Install(e, e.Namespace)
+	j := startJudge(e, judge.Rules{})
+	var agents []*agentProc
+	for _, n := range nodes {
+		a := newAgent(t, e, n)
+		a.request("kernel")
+		a.start()
+		agents = append(agents, a)
+	}
+	// holder is the agent whose node is in maintenance, once one is.
+	holder := func(what string) *agentProc {
+		var h *agentProc
+		e.Eventually(what, 2*cluster.DefaultTimeout, func(context.Context) error {
+			h = nil
+			for _, a := range agents {
+				if a.running() && a.inProgress() {
+					h = a
+					return nil
+				}
+			}
+			return fmt.Errorf("no node in maintenance")
+		})
+		return h
+	}
+	h := holder("a first node in maintenance")
+	for _, f := range faults {
+		if err := f.inject(ctx, opts, r, h.finish); err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		back := time.Now()
+		h.exitsZero()
+		h = holder("the next node in maintenance after the " + f.name)
+		took := time.Since(back)
+		if took < 10*time.Millisecond {
+			t.Logf("%s: the next node was in maintenance by the time the control plane was back", f.name)
+		} else {
+			t.Logf("%s: the next node was granted %s after the control plane was back", f.name, took.Round(time.Millisecond))
+		}
+		// Backoffs reach 30 s (the agent's) and 30 s (the informers'): a
+		// grant later than this was waiting on one of them. Measured here
+		// (2 cores): 0.3-1.3 s; 7.5 s with the informers left to their
+		// own backoff after an outage of 20 s.
+		if took > 5*time.Second {
+			t.Errorf("%s: the next node was granted only %s after the control plane was back", f.name, took.Round(time.Millisecond))
+		}
+	}
+	h.finish()
+	for _, a := range agents {
+		a.exitsZero()
+	}
+	verdict(e, j, nodes)
+}
+
+// One agent is cut off from the API server (its connection goes through a
+// proxy that stops forwarding) for longer than the stale window, first
+// while it holds the lock, its script ending meanwhile: nobody takes the
+// lock from it, and it gives it back once it can reach the API server
+// again; then while it waits at the head of the queue: the node behind it
+// goes first.
+func TestFaultAgentCutOff(t *testing.T) {
+	for round := range faultRounds(t) {
+		t.Run(fmt.Sprintf("round-%d", round+1), testAgentCutOff)
+	}
+}
+
+func testAgentCutOff(t *testing.T) {
+	r := faultRand(t)
+	e := cluster.New(t)
+	nodes := e.Nodes(3)
+	j := startJudge(e, judge.Rules{})
+	p := newCutProxy(t, e.Config.Host)
+	cut := newAgent(t, e, nodes[0], "--kubeconfig", p.kubeconfig(t, nodecreds.Kubeconfig(e, nodes[0])))
+	b := newAgent(t, e, nodes[1])
+	c := newAgent(t, e, nodes[2])
+
+	// It holds the lock, and is cut off.
+	cut.request("kernel")
+	cut.start()
+	cut.waitInProgress(cluster.DefaultTimeout)
+	b.request("kernel")
+	b.start()
+	waitRecord(e, nodes[1], "waiting behind "+nodes[0], inStateSaying(lock.Waiting, "lock held by "+nodes[0]))
+	p.cut()
+	stale := 4 * time.Second // four heartbeats of agentproc's 1 s
+	time.Sleep(between(r, 0, stale))
+	cut.finish() // the script ends while the agent cannot tell anyone
+	away := stale + between(r, 0, 3*time.Second)
+	waitRecord(e, nodes[0], "stale", func(rec *lock.Record) error {
+		if rec == nil || time.Since(rec.Heartbeat) < away {
+			return fmt.Errorf("record %+v not stale yet", rec)
+		}
+		return nil
+	})
+	if h := lockHolder(e); h != nodes[0] {
+		t.Fatalf("the lock of a cut-off holder whose Node exists went to %q", h)
+	}
+	if b.inProgress() {
+		t.Fatal("the waiting node went into maintenance while the holder was cut off")
+	}
+	p.heal()
+	cut.exitsZero()
+	b.waitInProgress(cluster.DefaultTimeout)
+
+	// It waits at the head, and is cut off: the node behind it goes first.
+	cut.request("kernel again")
+	cut.start()
+	waitRecord(e, nodes[0], "first in line", inStateSaying(lock.Waiting, "position 1 of"))
+	c.request("kernel")
+	c.start()
+	waitRecord(e, nodes[2], "second in line", inStateSaying(lock.Waiting, "lock held by "+nodes[1]))
+	p.cut()
+	time.Sleep(between(r, 0, stale))
+	b.finish()
+	b.exitsZero()
+	c.waitInProgress(cluster.DefaultTimeout)
+	if cut.inProgress() {
+		t.Fatal("the cut-off node went into maintenance")
+	}
+	p.heal()
+	c.finish()
+	c.exitsZero()
+	cut.waitInProgress(cluster.DefaultTimeout)
+	cut.finish()
+	cut.exitsZero()
+	verdict(e, j, nodes)
+}
+
+// cutProxy forwards TCP connections to the API server until cut: then it
+// forwards nothing (the connections stay open, silent, as behind a broken
+// network) until healed, when it closes what it held and forwards again.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	isCut bool
+	conns map[net.Conn]bool
+	held  chan struct{} // closed when healed
+}
+
+func newCutProxy(t *testing.T, server string) *cutProxy {
+	t.Helper()
+	target := strings.TrimPrefix(server, "https://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]bool{}, held: make(chan struct{})}
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for c := range p.conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conns[c] = true
+	return p.isCut
+}
+
+func (p *cutProxy) serve(c net.Conn) {
+	if p.track(c) {
+		p.mu.Lock()
+		held := p.held
+		p.mu.Unlock()
+		<-held
+		c.Close()
+		return
+	}
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.track(up)
+	go p.pipe(up, c)
+	p.pipe(c, up)
+}
+
+// pipe copies until the connection ends, or drops what it reads while cut.
+func (p *cutProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		isCut := p.isCut
+		p.mu.Unlock()
+		if n > 0 && !isCut {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				src.Close()
+			}
+			return
+		}
+	}
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = true
+	p.held = make(chan struct{})
+}
+
+// heal closes every connection of the cut (their peers would have reset
+// them) and forwards new ones.
+func (p *cutProxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = false
+	close(p.held)
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// kubeconfig is a copy of the kubeconfig at path that reaches the API
+// server through the proxy.
+func (p *cutProxy) kubeconfig(t *testing.T, path string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for name := range cfg.Clusters {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		cfg.Clusters[name].Server = "https://" + p.ln.Addr().String()
+	}
+	out := filepath.Join(t.TempDir(), "through-proxy.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
