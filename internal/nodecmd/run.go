@@ -263,9 +263,39 @@ func newJobExecCommand() *cobra.Command {
 		default:
 			j.State = jobs.Succeeded
 		}
-		return store.Save(j)
+		return saveResult(cmd.Context(), store, j, cmd.ErrOrStderr())
 	}
 	return cmd
+}
+
+// resultRetry is how often job-exec tries again to record a result it
+// could not write.
+var resultRetry = 2 * time.Second
+
+// saveResult records a job's result, trying again until it can: a result
+// not recorded would look like a job that died, and the agent would run it
+// again (a job that filled the disk, once more). Meanwhile the job counts
+// as running, the node stays in maintenance, and the journal says why.
+func saveResult(ctx context.Context, store jobs.Store, j *jobs.Job, log io.Writer) error {
+	err := store.Save(j)
+	if err == nil {
+		return nil
+	}
+	fmt.Fprintf(log, "job %s ended (%s) but its result cannot be recorded: %v; trying again every %s until it can (free space in %s)\n",
+		j.ID, j.Summary(), err, resultRetry, store.Dir)
+	t := time.NewTicker(resultRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("job %s: result not recorded: %w", j.ID, err)
+		case <-t.C:
+		}
+		if err = store.Save(j); err == nil {
+			fmt.Fprintf(log, "job %s: result recorded\n", j.ID)
+			return nil
+		}
+	}
 }
 
 // runCommand runs argv with its output copied to out, and returns the exit

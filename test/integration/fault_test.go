@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -554,4 +555,74 @@ func (p *cutProxy) kubeconfig(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// The state directory's disk fills up: a managed job fills it itself, as an
+// upgrade filling /var would, and its result cannot be recorded. The job is
+// not run again and does not count as done: the node stays in maintenance,
+// cordoned, with the lock held, and the journal (here the agent's log) says
+// why. Once space is freed the result is recorded and the maintenance
+// completes, the job having run once.
+func TestFaultStateDiskFull(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(1)
+	a := newAgent(t, e, nodes[0])
+	state := filepath.Join(a.spec.Dir, "state")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs", state).CombinedOutput(); err != nil {
+		t.Fatalf("mounting a small tmpfs on %s (the test runs as root): %v\n%s", state, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "--lazy", state).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", state, err, out)
+		}
+	})
+	j := startJudge(e, judge.Rules{})
+	runs := filepath.Join(t.TempDir(), "runs")
+	fill := filepath.Join(state, "fill")
+	script := fmt.Sprintf("echo run >> %s; dd if=/dev/zero of=%s bs=4k 2>/dev/null; echo upgraded", runs, fill)
+	if out, err := runJob(t, a, "--id", "fill-1", "--", "sh", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("kustodian run: %v\n%s", err, out)
+	}
+	a.start()
+	e.Eventually("the job's result not recorded for want of space", cluster.DefaultTimeout, func(context.Context) error {
+		if !strings.Contains(a.logText(), "job fill-1 ended (job fill-1 (run 1): succeeded, exit 0) but its result cannot be recorded") {
+			return fmt.Errorf("not said yet")
+		}
+		return nil
+	})
+	// A few of the agent's heartbeats (and job-exec's retries) go by while
+	// the disk is full: nothing may change.
+	for range 3 {
+		before := record(e, nodes[0])
+		waitRecord(e, nodes[0], "the next heartbeat", func(r *lock.Record) error {
+			if r == nil || !r.Heartbeat.After(before.Heartbeat) {
+				return fmt.Errorf("no new heartbeat")
+			}
+			return nil
+		})
+		if got := stateOf(e, nodes[0]); got != string(lock.InMaintenance) {
+			t.Fatalf("with the result not recorded the node is %s, want InMaintenance", got)
+		}
+		if h := lockHolder(e); h != nodes[0] || !nodeObject(e, nodes[0]).Spec.Unschedulable {
+			t.Fatalf("with the result not recorded: holder %q, cordoned %v", h, nodeObject(e, nodes[0]).Spec.Unschedulable)
+		}
+	}
+	if err := os.Remove(fill); err != nil {
+		t.Fatal(err)
+	}
+	a.exitsZero()
+	b, err := os.ReadFile(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "run"); n != 1 {
+		t.Errorf("the job ran %d times, want once", n)
+	}
+	if !strings.Contains(a.logText(), "job fill-1: result recorded") {
+		t.Error("job-exec did not say it recorded the result in the end")
+	}
+	verdict(e, j, nodes)
 }
