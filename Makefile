@@ -86,8 +86,10 @@ docs: ## regenerate the man pages (docs/man) and the default config file (packag
 
 test: deps lint test-unit test-integration ## everything: the README's test command
 
+# The unit tests run with the race detector (cgo: gcc); the agents under
+# integration tests are the static release build, without it.
 test-unit: deps
-	go test -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
+	CGO_ENABLED=1 go test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	$(MAKE) --no-print-directory fuzz
 
 # Each fuzz test runs its seeds with the unit tests, and here for FUZZTIME
@@ -124,7 +126,7 @@ tools: deps ## build the control plane into the cache (minutes the first time)
 # system, systemd-container boots them (systemd-nspawn); lintian, rpm and
 # rpmlint check the packages; ansible and ansible-lint run and check the
 # rollout; dpkg-dev's dpkg-scanpackages makes a test's apt repository.
-APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint ansible ansible-lint dpkg-dev
+APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint ansible ansible-lint dpkg-dev gcc
 deps: ## install what the tests need (Debian packages, as root), check Go
 	@command -v go >/dev/null || { echo "make: go is not installed; install Go 1.26 or newer" >&2; exit 1; }
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
