@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kustodian/kustodian/internal/lock"
-	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/judge"
 )
 
@@ -17,17 +14,7 @@ import (
 // boot, and the maintenance completes; the independent judge finds every
 // step allowed and no PDB broken.
 func TestFaultRebootMidDrain(t *testing.T) {
-	e := cluster.New(t)
-	spare := e.Nodes(1)[0]
-	h := newHost(t, e, 0)
-	e.Cordon(spare)
-	e.Deployment("db", 2)
-	e.PDB("db", "db", 1)
-	for _, p := range e.RunningPods("db", 2) {
-		if p.Spec.NodeName != h.Name {
-			t.Fatalf("pod %s on %s, want %s", p.Name, p.Spec.NodeName, h.Name)
-		}
-	}
+	e, h, spare := hostWithBlockedDrain(t)
 	j, err := judge.Watch(e.Ctx, e.Client, e.Namespace, e.Namespace, judge.Rules{AdminCordoned: map[string]bool{spare: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -37,19 +24,9 @@ func TestFaultRebootMidDrain(t *testing.T) {
 			t.Logf("the judge's history:\n%s", j.History())
 		}
 	})
-	draining := func() error {
-		l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.RecordName(h.Name), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if r := lock.RecordFromLease(l); r.State != lock.Draining || !strings.Contains(r.Message, "blocked by PDB db") {
-			return fmt.Errorf("record %s: %s", r.State, r.Message)
-		}
-		return nil
-	}
 	h.pathUnitReady()
 	h.run("touch", "/var/maintenance-required")
-	h.waitFor("a drain blocked by the PDB", draining)
+	h.waitFor("a drain blocked by the PDB", h.drainBlockedByPDB)
 
 	// root's systemctl reboot without a TTY does not wait for the block
 	// inhibitor (systemd 252): the host goes down mid-drain.
@@ -67,7 +44,7 @@ func TestFaultRebootMidDrain(t *testing.T) {
 	if err := h.Boot(e.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFor("draining again after the boot", draining)
+	h.waitFor("draining again after the boot", h.drainBlockedByPDB)
 	uncordon(e, spare)
 	h.waitFor("the go-ahead", func() error {
 		if !h.exists("var/maintenance-in-progress") {

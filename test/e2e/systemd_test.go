@@ -162,31 +162,10 @@ func TestPathUnitRunsAMaintenance(t *testing.T) {
 // While the agent drains, it holds a logind block inhibitor on shutdown;
 // once the node is drained only its delay inhibitor remains.
 func TestBlockInhibitorDuringDrain(t *testing.T) {
-	e := cluster.New(t)
-	spare := e.Nodes(1)[0]
-	h := newHost(t, e, 0)
-	// Two pods on the host's node, a PDB that lets one go at a time, and
-	// the only other node cordoned: the drain blocks until it is uncordoned.
-	e.Cordon(spare)
-	e.Deployment("db", 2)
-	e.PDB("db", "db", 1)
-	for _, p := range e.RunningPods("db", 2) {
-		if p.Spec.NodeName != h.Name {
-			t.Fatalf("pod %s on %s, want %s", p.Name, p.Spec.NodeName, h.Name)
-		}
-	}
+	e, h, spare := hostWithBlockedDrain(t)
 	h.pathUnitReady()
 	h.run("touch", "/var/maintenance-required")
-	h.waitFor("a drain blocked by the PDB", func() error {
-		l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.RecordName(h.Name), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if r := lock.RecordFromLease(l); r.State != lock.Draining || !strings.Contains(r.Message, "blocked by PDB db") {
-			return fmt.Errorf("record %s: %s", r.State, r.Message)
-		}
-		return nil
-	})
+	h.waitFor("a drain blocked by the PDB", h.drainBlockedByPDB)
 	inhibitors := h.run("systemd-inhibit", "--list", "--no-pager", "--no-legend")
 	if !hasInhibitor(inhibitors, "block") || !hasInhibitor(inhibitors, "delay") {
 		t.Fatalf("while draining, systemd-inhibit --list shows no block and delay lock of kustodian:\n%s", inhibitors)
@@ -507,4 +486,36 @@ func TestUpgradeDuringMaintenance(t *testing.T) {
 	if r := h.property("kustodian.service", "Result"); r != "success" || nodeUnschedulable(t, e, h.Name) {
 		t.Errorf("after the maintenance: result %q, cordoned %v", r, nodeUnschedulable(t, e, h.Name))
 	}
+}
+
+// hostWithBlockedDrain is a host whose drain blocks once it starts: two
+// pods of Deployment db on its node, a PDB that lets one go at a time, and
+// the only other node (spare) cordoned, until the test uncordons it.
+func hostWithBlockedDrain(t *testing.T) (*cluster.Env, *host, string) {
+	t.Helper()
+	e := cluster.New(t)
+	spare := e.Nodes(1)[0]
+	h := newHost(t, e, 0)
+	e.Cordon(spare)
+	e.Deployment("db", 2)
+	e.PDB("db", "db", 1)
+	for _, p := range e.RunningPods("db", 2) {
+		if p.Spec.NodeName != h.Name {
+			t.Fatalf("pod %s on %s, want %s", p.Name, p.Spec.NodeName, h.Name)
+		}
+	}
+	return e, h, spare
+}
+
+// drainBlockedByPDB is nil once the host's record says its drain waits
+// on PDB db.
+func (h *host) drainBlockedByPDB() error {
+	l, err := h.e.Client.CoordinationV1().Leases(h.e.Namespace).Get(h.e.Ctx, lock.RecordName(h.Name), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if r := lock.RecordFromLease(l); r.State != lock.Draining || !strings.Contains(r.Message, "blocked by PDB db") {
+		return fmt.Errorf("record %s: %s", r.State, r.Message)
+	}
+	return nil
 }

@@ -170,16 +170,27 @@ func (p *agentProc) completes() {
 }
 
 func (p *agentProc) running() bool {
+	started, ended := p.lifecycle()
+	return started && !ended
+}
+
+// ended reports whether the agent was started and has ended.
+func (p *agentProc) ended() bool {
+	started, ended := p.lifecycle()
+	return started && ended
+}
+
+func (p *agentProc) lifecycle() (started, ended bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done == nil {
-		return false
+		return false, false
 	}
 	select {
 	case <-p.done:
-		return false
+		return true, true
 	default:
-		return true
+		return true, false
 	}
 }
 

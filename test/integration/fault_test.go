@@ -48,17 +48,21 @@ func faultRand(t *testing.T) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed>>32))
 }
 
-func faultRounds(t *testing.T) int {
+// inRounds runs test FAULT_ROUNDS times (1 unless set), as subtests
+// round-1, round-2, ...
+func inRounds(t *testing.T, test func(t *testing.T)) {
 	t.Helper()
-	s := os.Getenv("FAULT_ROUNDS")
-	if s == "" {
-		return 1
+	n := 1
+	if s := os.Getenv("FAULT_ROUNDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("FAULT_ROUNDS=%q: not a positive number", s)
+		}
+		n = v
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		t.Fatalf("FAULT_ROUNDS=%q: not a positive number", s)
+	for round := range n {
+		t.Run(fmt.Sprintf("round-%d", round+1), test)
 	}
-	return n
 }
 
 // between is a random duration in [lo, hi).
@@ -98,21 +102,6 @@ func stateOf(e *cluster.Env, node string) string {
 	return "Idle"
 }
 
-// ended reports whether the agent was started and has ended.
-func (p *agentProc) ended() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // exited reports whether the agent has ended, failing the test if it ended
 // other than with 0.
 func (p *agentProc) exited() bool {
@@ -130,11 +119,7 @@ func (p *agentProc) exited() bool {
 // zones with two slots each, pods under a PDB on them: agents die Waiting,
 // mid-eviction, in maintenance, mid-handoff, and come back at random;
 // scripts end at random.
-func TestFaultKillsDuringARollout(t *testing.T) {
-	for round := range faultRounds(t) {
-		t.Run(fmt.Sprintf("round-%d", round+1), testKillsDuringARollout)
-	}
-}
+func TestFaultKillsDuringARollout(t *testing.T) { inRounds(t, testKillsDuringARollout) }
 
 func testKillsDuringARollout(t *testing.T) {
 	r := faultRand(t)
@@ -239,9 +224,11 @@ func TestFaultControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for round := range faultRounds(t) {
-		t.Run(fmt.Sprintf("round-%d", round+1), func(t *testing.T) { testControlPlaneFaults(t, opts, c, round+1) })
-	}
+	round := 0
+	inRounds(t, func(t *testing.T) {
+		round++
+		testControlPlaneFaults(t, opts, c, round)
+	})
 }
 
 type controlPlaneFault struct {
@@ -356,11 +343,7 @@ func testControlPlaneFaults(t *testing.T, opts cluster.Options, c *cluster.Clust
 // lock from it, and it gives it back once it can reach the API server
 // again; then while it waits at the head of the queue: the node behind it
 // goes first.
-func TestFaultAgentCutOff(t *testing.T) {
-	for round := range faultRounds(t) {
-		t.Run(fmt.Sprintf("round-%d", round+1), testAgentCutOff)
-	}
-}
+func TestFaultAgentCutOff(t *testing.T) { inRounds(t, testAgentCutOff) }
 
 func testAgentCutOff(t *testing.T) {
 	r := faultRand(t)
