@@ -48,6 +48,9 @@ type scaleResult struct {
 	// were asked for (fewer came within the time allowed).
 	handoffs, cycles []time.Duration
 	want             int
+	// releaseSeen: release → the release event reaching a watcher outside
+	// the swarm (this process): the API server's share of a handoff.
+	releaseSeen []time.Duration
 }
 
 func runScale(ctx context.Context, o options, sizes []int) error {
@@ -229,6 +232,7 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	seen := map[string]bool{nodes[0]: true}
+	releasedSeen := map[string]time.Time{} // by released-at
 	var lastGrant time.Time
 	deadline := time.After(b.o.scaleHandoffTime)
 	for len(r.handoffs) < handoffs {
@@ -248,6 +252,12 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 			continue
 		}
 		h := lock.Holder(l)
+		if at := l.Annotations[lock.AnnotationReleasedAt]; h == "" && at != "" {
+			if _, ok := releasedSeen[at]; !ok {
+				releasedSeen[at] = time.Now()
+			}
+			continue
+		}
 		if h == "" || seen[h] || l.Spec.AcquireTime == nil {
 			continue
 		}
@@ -258,6 +268,9 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 		}
 		granted := l.Spec.AcquireTime.Time
 		r.handoffs = append(r.handoffs, granted.Sub(released))
+		if at, ok := releasedSeen[l.Annotations[lock.AnnotationReleasedAt]]; ok {
+			r.releaseSeen = append(r.releaseSeen, at.Sub(released))
+		}
 		if !lastGrant.IsZero() {
 			r.cycles = append(r.cycles, granted.Sub(lastGrant))
 		}
@@ -357,6 +370,8 @@ func printScale(rs []scaleResult, heartbeat time.Duration) {
 	row("memory per agent (swarm RSS / N, MiB)", func(r scaleResult) string { return fmt.Sprintf("%.2f", float64(r.rss)/float64(r.n)/(1<<20)) })
 	row("handoff release → grant, median", func(r scaleResult) string { return pct(r.handoffs, 50) })
 	row("handoff release → grant, p99", func(r scaleResult) string { return pct(r.handoffs, 99) })
+	row("  release seen outside the swarm, median", func(r scaleResult) string { return pct(r.releaseSeen, 50) })
+	row("  release seen outside the swarm, p99", func(r scaleResult) string { return pct(r.releaseSeen, 99) })
 	row("cycle per node (grant → next grant), median", func(r scaleResult) string { return pct(r.cycles, 50) })
 	row("handoffs measured (of those asked for)", func(r scaleResult) string { return fmt.Sprintf("%d of %d", len(r.handoffs), r.want) })
 }
