@@ -32,7 +32,7 @@ import (
 
 // Progress is the drain's state after each change.
 type Progress struct {
-	Left    int    // pods that must still leave the node
+	Left    int    // pods that must still leave the node; -1 while not known
 	Message string // one line: "draining: 3 pods left, shop/web-1 blocked by PDB web"
 }
 
@@ -64,6 +64,10 @@ type kubeletClient struct {
 }
 
 func (c kubeletClient) AppsV1() appsv1.AppsV1Interface { return c.apps.AppsV1() }
+
+// apiRetry is how long a drain waits after its watch or list of the
+// node's pods failed.
+var apiRetry = time.Second
 
 // maxParallelEvictions bounds the controllers whose pods are evicted at once.
 const maxParallelEvictions = 16
@@ -146,19 +150,49 @@ func (d *Drainer) drain(ctx context.Context, node string, progress func(Progress
 		}
 	}
 
+	left := -1 // not yet known
+	// unreachable reports a failed watch or list and waits before the next
+	// try: the API server away (restarting, an outage) fails no drain;
+	// only drain.timeout or the end of ctx do.
+	unreachable := func(err error) error {
+		report(Progress{Left: left, Message: "draining: " + firstLine(err.Error()) + "; trying again"})
+		d.Log.Warn("draining: the pods cannot be read; trying again", "node", node, "err", err, "retry_in", apiRetry)
+		t := time.NewTimer(apiRetry)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return d.ctxErr(ctx, ctx.Err())
+		case <-t.C:
+			return nil
+		}
+	}
 	for {
 		// A watch first, then the list: a deletion between the two is not missed.
 		w, err := d.podsClient().CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 		})
+		if err != nil && ctx.Err() == nil {
+			if err := unreachable(fmt.Errorf("watching the pods of node %s: %w", node, err)); err != nil {
+				return disrupted, err
+			}
+			continue
+		}
 		if err != nil {
-			return disrupted, d.ctxErr(ctx, fmt.Errorf("watching the pods of node %s: %w", node, err))
+			return disrupted, d.ctxErr(ctx, err)
 		}
 		done, retryIn, err := d.step(ctx, h, node, pods, disrupted, report)
+		if err != nil && ctx.Err() == nil {
+			w.Stop()
+			if err := unreachable(err); err != nil {
+				return disrupted, err
+			}
+			continue
+		}
 		if err != nil || done {
 			w.Stop()
 			return disrupted, d.ctxErr(ctx, err)
 		}
+		left = len(pods)
 		// Wait for a pod of the node to change, or for the retry delay of a
 		// refused eviction.
 		var retry <-chan time.Time
