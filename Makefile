@@ -56,6 +56,19 @@ packages-host: deps $(GORELEASER) ## .deb and .rpm for this machine's architectu
 	$(GORELEASER_SNAPSHOT) --config build/goreleaser-host.yaml
 	@ls dist/*.deb dist/*.rpm
 
+# Prometheus's own tools from Debian's packages, unpacked into the cache and
+# never installed (installing them would start their services): promtool
+# checks the agent's metrics, node_exporter reads its textfile.
+PROM_TOOLS := $(CACHE)/tools/prometheus
+PROMTOOL := $(PROM_TOOLS)/usr/bin/promtool
+$(PROMTOOL):
+	@echo "unpacking Debian's prometheus package (for promtool) into $(PROM_TOOLS)"
+	rm -rf $(PROM_TOOLS).tmp && mkdir -p $(PROM_TOOLS).tmp
+	cd $(PROM_TOOLS).tmp && { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus >/dev/null; }; }
+	dpkg-deb -x $(PROM_TOOLS).tmp/prometheus_*.deb $(PROM_TOOLS).tmp/root
+	mkdir -p $(PROM_TOOLS) && cp -a $(PROM_TOOLS).tmp/root/. $(PROM_TOOLS)/ && rm -rf $(PROM_TOOLS).tmp
+	@test -x $@
+
 $(GORELEASER):
 	@echo "building goreleaser $(GORELEASER_VERSION) into $(dir $@) (minutes, once)"
 	GOBIN=$(dir $@) go install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
@@ -88,8 +101,8 @@ test: deps lint test-unit test-integration ## everything: the README's test comm
 
 # The unit tests run with the race detector (cgo: gcc); the agents under
 # integration tests are the static release build, without it.
-test-unit: deps
-	CGO_ENABLED=1 go test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
+test-unit: deps $(PROMTOOL)
+	PATH=$(dir $(PROMTOOL)):$$PATH CGO_ENABLED=1 go test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	$(MAKE) --no-print-directory fuzz
 
 # Each fuzz test runs its seeds with the unit tests, and here for FUZZTIME

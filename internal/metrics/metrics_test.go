@@ -1,0 +1,149 @@
+package metrics
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func open(t *testing.T, dir string) (*Store, string) {
+	t.Helper()
+	textfile := filepath.Join(dir, "kustodian.prom")
+	s, err := Open(dir, textfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, textfile
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func wantLines(t *testing.T, text string, lines ...string) {
+	t.Helper()
+	have := map[string]bool{}
+	for _, l := range strings.Split(text, "\n") {
+		have[l] = true
+	}
+	for _, l := range lines {
+		if !have[l] {
+			t.Errorf("no line %q in:\n%s", l, text)
+		}
+	}
+}
+
+// The textfile says the state one-hot, and counters and histograms carry
+// over to the next run of the agent.
+func TestTextfileAndCarryOver(t *testing.T) {
+	dir := t.TempDir()
+	s, textfile := open(t, dir)
+	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	if err := s.Update(func(d *Data) {
+		d.SetState("Draining", at)
+		d.Requested, d.LockHeld = true, true
+		d.Blocked = map[string]bool{"window": false, "health": true}
+		d.Wait.Observe(42 * time.Second)
+		d.Evictions += 3
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, read(t, textfile),
+		`kustodian_state{state="Draining"} 1`,
+		`kustodian_state{state="Idle"} 0`,
+		`kustodian_state_since_timestamp_seconds 1.7955144e+09`,
+		`kustodian_lock_held 1`,
+		`kustodian_gate_blocked{gate="health"} 1`,
+		`kustodian_gate_blocked{gate="window"} 0`,
+		`kustodian_evictions_total 3`,
+		`kustodian_maintenances_total{result="failed"} 0`,
+		`kustodian_wait_duration_seconds_bucket{le="30"} 0`,
+		`kustodian_wait_duration_seconds_bucket{le="60"} 1`,
+		`kustodian_wait_duration_seconds_bucket{le="+Inf"} 1`,
+		`kustodian_wait_duration_seconds_sum 42`,
+	)
+
+	// The agent exits; the next run goes on from there.
+	s2, _ := open(t, dir)
+	if err := s2.Update(func(d *Data) {
+		d.SetState("Idle", at.Add(time.Hour))
+		d.Ended(ResultSucceeded, at.Add(time.Hour))
+		d.Wait.Observe(2 * time.Hour)
+		d.Evictions++
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, read(t, textfile),
+		`kustodian_state{state="Idle"} 1`,
+		`kustodian_state{state="Draining"} 0`,
+		`kustodian_evictions_total 4`,
+		`kustodian_maintenances_total{result="succeeded"} 1`,
+		`kustodian_last_success_timestamp_seconds 1.795518e+09`,
+		`kustodian_wait_duration_seconds_bucket{le="60"} 1`,
+		`kustodian_wait_duration_seconds_bucket{le="7200"} 2`,
+		`kustodian_wait_duration_seconds_count 2`,
+	)
+}
+
+// A metrics file that does not decode is set aside, said, and counting
+// starts again: metrics never stop a maintenance.
+func TestCorruptFileIsSetAside(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "metrics.json")
+	if err := os.WriteFile(path, []byte("{half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, "")
+	if err == nil || !strings.Contains(err.Error(), path+" is corrupt") {
+		t.Fatalf("Open: %v, want the corrupt file named", err)
+	}
+	if s == nil {
+		t.Fatal("no store despite a corrupt file")
+	}
+	if _, err := os.Stat(path + ".corrupt"); err != nil {
+		t.Errorf("the corrupt file was not kept aside: %v", err)
+	}
+}
+
+// The same state again keeps its time: state_since is when it began.
+func TestSetStateKeepsTheFirstTime(t *testing.T) {
+	var d Data
+	t0 := time.Unix(100, 0)
+	d.SetState("Waiting", t0)
+	d.SetState("Waiting", t0.Add(time.Minute))
+	if !d.StateSince.Equal(t0) {
+		t.Errorf("state since %v, want %v", d.StateSince, t0)
+	}
+}
+
+// promtool, Prometheus's own checker, accepts the textfile.
+func TestPromtoolAcceptsTheTextfile(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is not installed (Debian package prometheus; make deps installs it)")
+	}
+	dir := t.TempDir()
+	s, textfile := open(t, dir)
+	if err := s.Update(func(d *Data) {
+		d.SetState("Waiting", time.Now())
+		d.QueuePosition = 3
+		d.Blocked = map[string]bool{"window": true}
+		d.Drain.Observe(time.Minute)
+		d.Ended(ResultFailed, time.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(read(t, textfile))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
