@@ -52,13 +52,7 @@ func TestFaultRebootMidDrain(t *testing.T) {
 		}
 		return nil
 	})
-	h.run("rm", "/var/maintenance-required")
-	h.waitFor("the service to finish", func() error {
-		if s := h.property("kustodian.service", "ActiveState"); s != "inactive" {
-			return fmt.Errorf("service %s", s)
-		}
-		return nil
-	})
+	h.scriptDone()
 	if err := j.Verdict(e.Ctx, []string{h.Name, spare}); err != nil {
 		t.Errorf("the judge found:\n%v", err)
 	}

@@ -117,13 +117,7 @@ func TestPathUnitRunsAMaintenance(t *testing.T) {
 	})
 	t.Logf("systemctl status:\n%s", h.run("sh", "-c", "systemctl status --no-pager kustodian.service | head -8"))
 
-	h.run("rm", "/var/maintenance-required")
-	h.waitFor("the service to finish", func() error {
-		if s := h.property("kustodian.service", "ActiveState"); s != "inactive" {
-			return fmt.Errorf("service %s (%s)", s, h.property("kustodian.service", "StatusText"))
-		}
-		return nil
-	})
+	h.scriptDone()
 	if r := h.property("kustodian.service", "Result"); r != "success" {
 		t.Errorf("service result %q, want success", r)
 	}
@@ -191,13 +185,7 @@ func TestBlockInhibitorDuringDrain(t *testing.T) {
 		}
 		return nil
 	})
-	h.run("rm", "/var/maintenance-required")
-	h.waitFor("the service to finish", func() error {
-		if s := h.property("kustodian.service", "ActiveState"); s != "inactive" {
-			return fmt.Errorf("service %s", s)
-		}
-		return nil
-	})
+	h.scriptDone()
 	if out := h.run("systemd-inhibit", "--list", "--no-pager", "--no-legend"); strings.Contains(out, "kustodian") {
 		t.Errorf("inhibitors left after the agent exited:\n%s", out)
 	}
@@ -518,4 +506,17 @@ func (h *host) drainBlockedByPDB() error {
 		return fmt.Errorf("record %s: %s", r.State, r.Message)
 	}
 	return nil
+}
+
+// scriptDone removes the request, as the maintenance script does when it
+// is done, and waits for the agent's service to finish.
+func (h *host) scriptDone() {
+	h.t.Helper()
+	h.run("rm", "/var/maintenance-required")
+	h.waitFor("the service to finish", func() error {
+		if s := h.property("kustodian.service", "ActiveState"); s != "inactive" {
+			return fmt.Errorf("service %s (%s)", s, h.property("kustodian.service", "StatusText"))
+		}
+		return nil
+	})
 }
