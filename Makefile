@@ -61,13 +61,15 @@ packages-host: deps $(GORELEASER) ## .deb and .rpm for this machine's architectu
 # checks the agent's metrics, node_exporter reads its textfile.
 PROM_TOOLS := $(CACHE)/tools/prometheus
 PROMTOOL := $(PROM_TOOLS)/usr/bin/promtool
-$(PROMTOOL):
-	@echo "unpacking Debian's prometheus package (for promtool) into $(PROM_TOOLS)"
+NODE_EXPORTER := $(PROM_TOOLS)/usr/bin/prometheus-node-exporter
+$(PROMTOOL) $(NODE_EXPORTER) &:
+	@echo "unpacking Debian's prometheus and prometheus-node-exporter packages into $(PROM_TOOLS)"
 	rm -rf $(PROM_TOOLS).tmp && mkdir -p $(PROM_TOOLS).tmp
-	cd $(PROM_TOOLS).tmp && { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus >/dev/null; }; }
-	dpkg-deb -x $(PROM_TOOLS).tmp/prometheus_*.deb $(PROM_TOOLS).tmp/root
+	cd $(PROM_TOOLS).tmp && { apt-get download prometheus prometheus-node-exporter >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get download prometheus prometheus-node-exporter >/dev/null; }; }
+	for deb in $(PROM_TOOLS).tmp/*.deb; do dpkg-deb -x $$deb $(PROM_TOOLS).tmp/root; done
 	mkdir -p $(PROM_TOOLS) && cp -a $(PROM_TOOLS).tmp/root/. $(PROM_TOOLS)/ && rm -rf $(PROM_TOOLS).tmp
-	@test -x $@
+	@test -x $(PROMTOOL) && test -x $(NODE_EXPORTER)
 
 $(GORELEASER):
 	@echo "building goreleaser $(GORELEASER_VERSION) into $(dir $@) (minutes, once)"
@@ -101,7 +103,7 @@ test: deps lint test-unit test-integration ## everything: the README's test comm
 
 # The unit tests run with the race detector (cgo: gcc); the agents under
 # integration tests are the static release build, without it.
-test-unit: deps $(PROMTOOL)
+test-unit: deps $(PROMTOOL) $(NODE_EXPORTER)
 	PATH=$(dir $(PROMTOOL)):$$PATH CGO_ENABLED=1 go test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	$(MAKE) --no-print-directory fuzz
 

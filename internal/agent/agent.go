@@ -30,6 +30,7 @@ import (
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/login1"
+	"github.com/kustodian/kustodian/internal/metrics"
 	"github.com/kustodian/kustodian/internal/systemd"
 )
 
@@ -126,6 +127,10 @@ type Agent struct {
 	jitter    float64 // decide.Params.Jitter
 
 	stopInformers context.CancelFunc // ends the informers of the last start
+
+	metrics    *metrics.Store // nil when the state directory cannot hold them
+	metricsKey string         // what the metrics last said (transitionMetrics)
+	metricsErr string         // the last failure to write them, said once
 }
 
 // New builds an agent.
@@ -160,6 +165,7 @@ func New(o Options) *Agent {
 	if o.Config.Kured.Enabled != "false" {
 		a.kured = &kured.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Now: now}
 	}
+	a.openMetrics()
 	if o.Login1 != nil {
 		a.login1 = o.Login1
 		a.block = o.Login1.NewLock("shutdown", "kustodian", "draining or giving back the node to Kubernetes", "block")

@@ -178,10 +178,13 @@ func (a *Agent) startDrain(ctx context.Context, request string) *drainRun {
 	go func() {
 		defer close(run.done)
 		defer a.poke()
+		counted := 0
 		run.disrupted, run.err = a.drainer.Drain(dctx, a.node, func(p drain.Progress) {
 			a.mu.Lock()
 			run.progress = p.Message
 			a.mu.Unlock()
+			a.evictedMetrics(p.Evicted - counted)
+			counted = p.Evicted
 			a.poke()
 		})
 	}()

@@ -77,6 +77,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 		}
 		a.warnToken(ctx, node)
 	}
+	a.transitionMetrics(orIdle(prev.State), state, r, o, now)
 	if prev.State != state {
 		a.log.Info("state", "from", orIdle(prev.State), "to", state, "message", message)
 	}

@@ -27,8 +27,10 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 			return err
 		}
 	}
+	from := lock.Idle
 	if l := a.myRecordLease(); l != nil {
 		prev := lock.RecordFromLease(l)
+		from = prev.State
 		if err := a.locks.DeleteRecord(ctx, a.node); err != nil {
 			return err
 		}
@@ -42,6 +44,7 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 	if err := a.leaveQueues(ctx); err != nil {
 		return err
 	}
+	a.idleMetrics(from)
 	a.setStatus("idle: no maintenance requested")
 	return nil
 }

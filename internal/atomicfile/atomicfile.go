@@ -9,19 +9,31 @@ import (
 	"path/filepath"
 )
 
-// Write replaces path with data, with the given mode.
-func Write(path string, data []byte, mode os.FileMode) error {
+// Write replaces path with data, with the given mode, durably.
+func Write(path string, data []byte, mode os.FileMode) error { return write(path, data, mode, true) }
+
+// Replace replaces path with data like Write, whole for every reader, but
+// without syncing: after a power cut the file may hold what it held
+// before, or nothing. For data that is cheap to lose and often written.
+func Replace(path string, data []byte, mode os.FileMode) error {
+	return write(path, data, mode, false)
+}
+
+func write(path string, data []byte, mode os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
-	for _, step := range []func() error{
+	steps := []func() error{
 		func() error { return tmp.Chmod(mode) },
 		func() error { _, err := tmp.Write(data); return err },
-		tmp.Sync,
-	} {
+	}
+	if durable {
+		steps = append(steps, tmp.Sync)
+	}
+	for _, step := range steps {
 		if err := step(); err != nil {
 			tmp.Close()
 			return fmt.Errorf("writing %s: %w", path, err)
@@ -32,6 +44,9 @@ func Write(path string, data []byte, mode os.FileMode) error {
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if !durable {
+		return nil
 	}
 	return SyncDir(dir)
 }

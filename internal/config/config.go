@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,11 +33,35 @@ type Agent struct {
 	Resync         time.Duration
 	LogFormat      string // auto, text or json
 
-	Lock  Lock
-	Queue Queue
-	Drain Drain
-	Kured Kured
-	Gates Gates
+	Lock    Lock
+	Queue   Queue
+	Drain   Drain
+	Kured   Kured
+	Gates   Gates
+	Metrics Metrics
+}
+
+// Metrics configures where the agent's metrics go (DESIGN section 14).
+type Metrics struct {
+	// Textfile is the node_exporter textfile written on every change:
+	// "auto" (TextfileAuto, when node_exporter's textfile directory
+	// exists), a path, or "" (none).
+	Textfile string
+}
+
+// TextfileAuto is where metrics.textfile "auto" writes, when its directory
+// exists (Debian's and Ubuntu's prometheus-node-exporter read it).
+const TextfileAuto = "/var/lib/prometheus/node-exporter/kustodian.prom"
+
+// MetricsTextfile resolves metrics.textfile: a path, or "" for none.
+func (a Agent) MetricsTextfile() string {
+	if a.Metrics.Textfile != "auto" {
+		return a.Metrics.Textfile
+	}
+	if st, err := os.Stat(filepath.Dir(TextfileAuto)); err == nil && st.IsDir() {
+		return TextfileAuto
+	}
+	return ""
 }
 
 // Gates configures the host-side gate and how often the head of a queue
@@ -138,7 +163,8 @@ func Defaults() Agent {
 			EvictErrorRetryDelay: 5 * time.Second,
 			KubeletKubeconfig:    KubeletKubeconfigAuto,
 		},
-		Kured: Kured{Enabled: "auto", Namespace: "kube-system", DaemonSet: "kured"},
+		Kured:   Kured{Enabled: "auto", Namespace: "kube-system", DaemonSet: "kured"},
+		Metrics: Metrics{Textfile: "auto"},
 	}
 }
 
@@ -242,6 +268,14 @@ func (a Agent) Validate() error {
 	}
 	if _, err := labels.Parse(a.Drain.PodSelector); err != nil {
 		return bad("drain.podSelector", "%q is not a label selector: %v", a.Drain.PodSelector, err)
+	}
+	if t := a.Metrics.Textfile; t != "" && t != "auto" {
+		if err := checkPath(t, true); err != nil {
+			return &FieldError{Key: "metrics.textfile", Err: err}
+		}
+		if !strings.HasSuffix(t, ".prom") {
+			return bad("metrics.textfile", "%q does not end in .prom: node_exporter reads only *.prom files", t)
+		}
 	}
 	return nil
 }

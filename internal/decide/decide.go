@@ -369,6 +369,7 @@ func waiting(s Snapshot, d *Decision) {
 		return
 	}
 	queueMsg := q.message(holders)
+	d.Position, d.Total = q.position()
 	atHead := q.at >= 0 && q.at < len(free)
 
 	if g := firstClosed(own); g != nil {
@@ -506,16 +507,30 @@ func index(nodes []string, node string) int {
 	return -1
 }
 
+// position is the node's place (1 for the head) and the queue's length as
+// the message says them; 0, 0 while it is not known.
+func (v queueView) position() (int, int) {
+	switch {
+	case v.at >= 0:
+		return v.at + 1, max(v.total, v.at+1)
+	case v.mine >= 0:
+		return v.mine + 1, max(v.mineTotal, v.mine+1)
+	}
+	return 0, 0
+}
+
 // message is the node's place: "waiting: position 3 of 7, lock held by b".
 func (v queueView) message(holders []string) string {
 	var msg string
 	switch {
 	case v.at >= 0:
-		msg = fmt.Sprintf("waiting: position %d of %d", v.at+1, max(v.total, v.at+1))
+		at, total := v.position()
+		msg = fmt.Sprintf("waiting: position %d of %d", at, total)
 	case v.mine >= 0:
 		// Its own view, made when it joined: the nodes behind it since
 		// are counted at the next handoff.
-		msg = fmt.Sprintf("waiting: position %d of %d on joining", v.mine+1, max(v.mineTotal, v.mine+1))
+		at, total := v.position()
+		msg = fmt.Sprintf("waiting: position %d of %d on joining", at, total)
 	case v.state != nil && v.state.Summary.Cut():
 		msg = fmt.Sprintf("waiting: in the queue behind the first %d", len(v.named))
 	default:

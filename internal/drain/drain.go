@@ -33,6 +33,7 @@ import (
 // Progress is the drain's state after each change.
 type Progress struct {
 	Left    int    // pods that must still leave the node; -1 while not known
+	Evicted int    // pods this drain has evicted so far
 	Message string // one line: "draining: 3 pods left, shop/web-1 blocked by PDB web"
 }
 
@@ -107,7 +108,7 @@ type podState struct {
 // can never be evicted (no controller without drain.force, for example) are
 // reported in the progress message and retried, until ctx ends or
 // drain.timeout elapses (ErrTimeout). progress is called on every change of
-// the message.
+// the message or of the count of pods evicted.
 //
 // It returns the controllers (kind/namespace/name) whose pods it evicted, in
 // the order of their first eviction, for health.workloadsRecovered.
@@ -118,8 +119,9 @@ func (d *Drainer) Drain(ctx context.Context, node string, progress func(Progress
 
 // controllers is an ordered set of controller references.
 type controllers struct {
-	seen map[string]bool
-	list []string
+	seen    map[string]bool
+	list    []string
+	evicted int // pods evicted
 }
 
 func (c *controllers) add(ref string) {
@@ -142,10 +144,11 @@ func (d *Drainer) drain(ctx context.Context, node string, progress func(Progress
 	}
 	h := d.helper(ctx)
 	pods := map[types.UID]*podState{}
-	var last string
+	var last Progress
 	report := func(p Progress) {
-		if p.Message != last {
-			last = p.Message
+		p.Evicted = disrupted.evicted
+		if p.Message != last.Message || p.Evicted != last.Evicted {
+			last = p
 			progress(p)
 		}
 	}
@@ -302,6 +305,7 @@ func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods 
 		case err == nil || apierrors.IsNotFound(err):
 			st.evicted, st.blocked = true, ""
 			disrupted.add(st.controller)
+			disrupted.evicted++
 			d.Log.Info("evicted pod", "pod", st.key)
 		case apierrors.IsTooManyRequests(err):
 			st.blocked = "blocked by " + pdbOf(err)

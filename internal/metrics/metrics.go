@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kustodian/kustodian/internal/atomicfile"
+
 	"github.com/kustodian/kustodian/internal/version"
 )
 
@@ -87,6 +88,11 @@ type Data struct {
 	Wait        Histogram `json:"wait"`
 	Drain       Histogram `json:"drain"`
 	Maintenance Histogram `json:"maintenance"`
+
+	// When the current maintenance's drain began and ended (zero when
+	// not), kept for its durations across restarts of the agent.
+	DrainStarted time.Time `json:"drainStarted"`
+	Drained      time.Time `json:"drained"`
 }
 
 // Store keeps Data in dir/metrics.json and writes it to the textfile.
@@ -95,7 +101,8 @@ type Store struct {
 	textfile string // "" when none
 	now      func() time.Time
 
-	mu      sync.Mutex
+	write   sync.Mutex // held across a change and its writes
+	mu      sync.Mutex // guards data and updated (Collect reads them)
 	data    Data
 	updated time.Time
 	reg     *prometheus.Registry
@@ -135,6 +142,8 @@ func (s *Store) Registry() *prometheus.Registry { return s.reg }
 // Update changes the data, keeps it, and writes the textfile. The data is
 // changed even if it cannot be kept; the error says what was not written.
 func (s *Store) Update(change func(d *Data)) error {
+	s.write.Lock() // writes in the order of their changes
+	defer s.write.Unlock()
 	s.mu.Lock()
 	change(&s.data)
 	s.updated = s.now()
@@ -144,7 +153,12 @@ func (s *Store) Update(change func(d *Data)) error {
 		return err
 	}
 	var errs []error
-	if err := atomicfile.Write(s.path, append(b, '\n'), 0o644); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+		errs = append(errs, fmt.Errorf("metrics: %w", err))
+	} else if err := atomicfile.Replace(s.path, append(b, '\n'), 0o644); err != nil {
+		// Not synced: metrics change at every handoff, and a power cut
+		// that loses the last of them costs a counter reset (or a file set
+		// aside at the next start), which Prometheus handles.
 		errs = append(errs, fmt.Errorf("metrics: %w", err))
 	}
 	if s.textfile != "" {

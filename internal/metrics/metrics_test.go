@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,7 +131,7 @@ func TestSetStateKeepsTheFirstTime(t *testing.T) {
 func TestPromtoolAcceptsTheTextfile(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Fatal("promtool is not installed (Debian package prometheus; make deps installs it)")
+		t.Fatal("promtool is not on PATH (make test-unit unpacks it from Debian's prometheus package into ~/.cache/kustodian/tools/prometheus/usr/bin)")
 	}
 	dir := t.TempDir()
 	s, textfile := open(t, dir)
@@ -146,4 +149,58 @@ func TestPromtoolAcceptsTheTextfile(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
+}
+
+// node_exporter, Debian's, reads the textfile and serves what it says.
+func TestNodeExporterServesTheTextfile(t *testing.T) {
+	exe, err := exec.LookPath("prometheus-node-exporter")
+	if err != nil {
+		t.Fatal("prometheus-node-exporter is not on PATH (make test-unit unpacks it from Debian's package into ~/.cache/kustodian/tools/prometheus/usr/bin)")
+	}
+	dir := t.TempDir()
+	s, _ := open(t, dir)
+	if err := s.Update(func(d *Data) {
+		d.SetState("InMaintenance", time.Now())
+		d.LockHeld = true
+		d.Evictions = 7
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(exe, "--collector.disable-defaults", "--collector.textfile",
+		"--collector.textfile.directory="+dir, "--web.listen-address="+addr)
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			b, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode == http.StatusOK {
+				body = string(b)
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node_exporter on %s did not answer within 20s: %v\n%s", addr, err, log.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling a server that is starting, with a deadline
+	}
+	wantLines(t, body,
+		`kustodian_state{state="InMaintenance"} 1`,
+		`kustodian_lock_held 1`,
+		`kustodian_evictions_total 7`,
+		`node_textfile_scrape_error 0`,
+	)
 }

@@ -61,6 +61,7 @@ var agentOptions = []option{
 	{"gates.command", "gates-command", "a command (run with /bin/sh -c) that must succeed before this node takes the lock; its last line of output is the reason it blocks", func(a *config.Agent) any { return &a.Gates.Command }},
 	{"gates.commandTimeout", "gates-command-timeout", "a gates.command running longer than this (and never longer than two heartbeats) is stopped and blocks", func(a *config.Agent) any { return &a.Gates.CommandTimeout }},
 	{"gates.poll", "gates-poll", "how often the node at the head of its queue re-checks its policy's cluster-wide gates and gates.command", func(a *config.Agent) any { return &a.Gates.Poll }},
+	{"metrics.textfile", "metrics-textfile", "node_exporter textfile the agent writes its metrics to on every change and keeps between runs: auto (" + config.TextfileAuto + " when its directory exists), a path ending in .prom, or empty for none", func(a *config.Agent) any { return &a.Metrics.Textfile }},
 }
 
 // configFlags holds the flags of a command whose options are agentOptions.

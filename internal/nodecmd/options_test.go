@@ -89,6 +89,8 @@ func TestLoadErrorsNameTheSource(t *testing.T) {
 		"missing directory in flag":    {args: []string{"--in-progress-file", "/nonexistent/x"}, want: `--in-progress-file: the directory of /nonexistent/x cannot be used`},
 		"not YAML":                     {file: "drain: [\n", want: "configuration file"},
 		"zero retry delay":             {args: []string{"--drain-evict-error-retry-delay", "0s"}, want: "--drain-evict-error-retry-delay: must be at least 100ms"},
+		"textfile node_exporter skips": {file: "metrics:\n  textfile: /tmp/kustodian.txt\n", want: `config.yaml: metrics.textfile: "/tmp/kustodian.txt" does not end in .prom`},
+		"textfile in no directory":     {args: []string{"--metrics-textfile", "/nonexistent/k.prom"}, want: `--metrics-textfile: the directory of /nonexistent/k.prom cannot be used`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := load(t, tc.file, tc.env, tc.args...)

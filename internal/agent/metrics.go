@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/metrics"
+)
+
+// openMetrics opens the metrics the earlier runs kept in the state
+// directory. Metrics never stop a maintenance: what cannot be read or
+// written is logged, and the agent goes on.
+func (a *Agent) openMetrics() {
+	textfile := a.cfg.MetricsTextfile()
+	m, err := metrics.Open(a.cfg.StateDir, textfile)
+	if err != nil {
+		a.log.Warn("metrics", "err", err)
+	}
+	a.metrics = m
+	if m != nil && textfile != "" {
+		a.log.Info("metrics go to a node_exporter textfile", "path", textfile)
+	}
+}
+
+// updateMetrics changes the metrics and writes them; a failure is logged
+// once per kind of failure, not at every transition.
+func (a *Agent) updateMetrics(change func(d *metrics.Data)) {
+	if a.metrics == nil {
+		return
+	}
+	if err := a.metrics.Update(change); err != nil {
+		msg := err.Error()
+		a.mu.Lock()
+		said := a.metricsErr == msg
+		a.metricsErr = msg
+		a.mu.Unlock()
+		if !said {
+			a.log.Warn("metrics not written", "err", err)
+		}
+	}
+}
+
+// transitionMetrics records what a published state says: the state, the
+// lock, the queue position, the gates, and at the edges of a maintenance
+// its durations, result and reboots. r is the record as published.
+func (a *Agent) transitionMetrics(from, to lock.State, r lock.Record, o decide.Observed, now time.Time) {
+	key := fmt.Sprint(from, to, r.Since, o.Request != nil, len(o.HeldLocks), a.decision.Position, a.decision.Gates)
+	if from == to && key == a.metricsKey {
+		return // nothing new: no write
+	}
+	a.metricsKey = key
+	a.updateMetrics(func(d *metrics.Data) {
+		d.SetState(string(to), r.Since)
+		d.Requested = o.Request != nil
+		d.LockHeld = len(o.HeldLocks) > 0
+		d.QueuePosition = 0
+		d.Blocked = nil
+		if to == lock.Waiting {
+			d.QueuePosition = a.decision.Position
+			d.Blocked = map[string]bool{}
+			for _, g := range a.decision.Gates {
+				if g.Verdict != decide.Unchecked {
+					d.Blocked[g.Gate] = g.Verdict == decide.Closed
+				}
+			}
+		}
+		if from == to {
+			return
+		}
+		switch {
+		case from == lock.Waiting && to == lock.Draining:
+			d.Wait.Observe(now.Sub(r.Requested))
+			d.DrainStarted = now
+		case from == lock.Draining && to == lock.InMaintenance:
+			if !d.DrainStarted.IsZero() {
+				d.Drain.Observe(now.Sub(d.DrainStarted))
+			}
+			d.Drained = now
+		case to == lock.Completing && !d.Drained.IsZero():
+			d.Maintenance.Observe(now.Sub(d.Drained))
+			d.Drained = time.Time{}
+		case to == lock.Rebooting:
+			d.Reboots++
+		case to == lock.Failed:
+			d.Ended(metrics.ResultFailed, now)
+		}
+	})
+}
+
+// idleMetrics records the node back to Idle; after Completing, a
+// maintenance that succeeded.
+func (a *Agent) idleMetrics(from lock.State) {
+	if from == lock.Idle && a.metricsKey == string(lock.Idle) {
+		return // said already
+	}
+	a.metricsKey = string(lock.Idle)
+	now := a.now()
+	a.updateMetrics(func(d *metrics.Data) {
+		if from == lock.Completing {
+			d.Ended(metrics.ResultSucceeded, now)
+		}
+		d.SetState(string(lock.Idle), now)
+		d.Requested, d.LockHeld, d.QueuePosition, d.Blocked = false, false, 0, nil
+		d.DrainStarted, d.Drained = time.Time{}, time.Time{}
+	})
+}
+
+// evictedMetrics counts pods a drain evicted.
+func (a *Agent) evictedMetrics(n int) {
+	if n <= 0 {
+		return
+	}
+	a.updateMetrics(func(d *metrics.Data) { d.Evictions += uint64(n) })
+}
