@@ -89,13 +89,17 @@ func (a *Agent) transitionMetrics(from, to lock.State, r lock.Record, o decide.O
 	})
 }
 
+// idleKey is metricsKey once the metrics say Idle (transitionMetrics'
+// keys never equal it: they name two states).
+const idleKey = "idle"
+
 // idleMetrics records the node back to Idle; after Completing, a
 // maintenance that succeeded.
 func (a *Agent) idleMetrics(from lock.State) {
-	if from == lock.Idle && a.metricsKey == string(lock.Idle) {
+	if from == lock.Idle && a.metricsKey == idleKey {
 		return // said already
 	}
-	a.metricsKey = string(lock.Idle)
+	a.metricsKey = idleKey
 	now := a.now()
 	a.updateMetrics(func(d *metrics.Data) {
 		if from == lock.Completing {

@@ -41,7 +41,7 @@ var agentOptions = []option{
 	{"requestFile", "request-file", "file whose presence requests maintenance", func(a *config.Agent) any { return &a.RequestFile }},
 	{"inProgressFile", "in-progress-file", "file the agent creates once the node is drained", func(a *config.Agent) any { return &a.InProgressFile }},
 	{"rebootSentinel", "reboot-sentinel", "file whose presence means a reboot is pending", func(a *config.Agent) any { return &a.RebootSentinel }},
-	{"stateDir", "state-dir", "directory of the agent's own state (managed jobs)", func(a *config.Agent) any { return &a.StateDir }},
+	{"stateDir", "state-dir", "directory of the agent's own state (managed jobs, metrics kept between runs)", func(a *config.Agent) any { return &a.StateDir }},
 	{"stay", "stay", "keep running when the node is back to Idle (default: exit 0, for the systemd path unit)", func(a *config.Agent) any { return &a.Stay }},
 	{"resync", "resync", "re-read everything at least this often, besides reacting to events", func(a *config.Agent) any { return &a.Resync }},
 	{"logFormat", "log-format", "log format: auto (text on a terminal, else JSON), text or json", func(a *config.Agent) any { return &a.LogFormat }},

@@ -62,6 +62,20 @@ func newAgent(t *testing.T, e *cluster.Env, node string, extra ...string) *agent
 	return prepareAgent(t, e, node, kubeconfig, extra...)
 }
 
+// startRequesting starts an agent on each node with a maintenance
+// requested, in the order of nodes.
+func startRequesting(t *testing.T, e *cluster.Env, nodes []string) []*agentProc {
+	t.Helper()
+	var agents []*agentProc
+	for _, n := range nodes {
+		a := newAgent(t, e, n)
+		a.request("kernel")
+		a.start()
+		agents = append(agents, a)
+	}
+	return agents
+}
+
 // newAdminAgent prepares an agent with the admin's kubeconfig, for the
 // tests of what only agents without a node-bound token do; why says which.
 func newAdminAgent(t *testing.T, e *cluster.Env, node, why string, extra ...string) *agentProc {

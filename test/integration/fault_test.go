@@ -143,11 +143,8 @@ func testKillsDuringARollout(t *testing.T) {
 	j := startJudge(e, judge.Rules{Slots: map[string]int{"zones/zone-a": 2, "zones/zone-b": 2}})
 
 	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		a := newAgent(t, e, n)
-		a.request("kernel")
-		a.start()
-		agents[n] = a
+	for i, a := range startRequesting(t, e, nodes) {
+		agents[nodes[i]] = a
 	}
 	const maxKills = 15
 	kills := map[string]int{}
@@ -298,13 +295,7 @@ func testControlPlaneFaults(t *testing.T, opts cluster.Options, c *cluster.Clust
 	}
 	nodecreds.Install(e, e.Namespace)
 	j := startJudge(e, judge.Rules{})
-	var agents []*agentProc
-	for _, n := range nodes {
-		a := newAgent(t, e, n)
-		a.request("kernel")
-		a.start()
-		agents = append(agents, a)
-	}
+	agents := startRequesting(t, e, nodes)
 	// holder is the agent whose node is in maintenance, once one is.
 	holder := func(what string) *agentProc {
 		var h *agentProc

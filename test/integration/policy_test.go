@@ -178,13 +178,7 @@ func TestPolicyGroupsByZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	tl := recordTimeline(e)
-	var agents []*agentProc
-	for _, n := range nodes {
-		a := newAgent(t, e, n)
-		a.request("kernel")
-		a.start()
-		agents = append(agents, a)
-	}
+	agents := startRequesting(t, e, nodes)
 	// Nobody finishes before two nodes, one per zone, are in maintenance
 	// together: the overlap is certain, not lucky.
 	e.Eventually("two nodes in maintenance at once", cluster.DefaultTimeout, func(context.Context) error {
