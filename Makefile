@@ -119,8 +119,8 @@ fuzz: ## run each fuzz test for FUZZTIME (10s)
 
 # -p 1: each package of integration tests runs its own control plane; on two
 # cores they are faster one after the other than side by side.
-test-integration: deps tools packages-host
-	go test -count=1 -p 1 -timeout 30m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
+test-integration: deps tools packages-host $(PROMTOOL)
+	PATH=$(dir $(PROMTOOL)):$$PATH go test -count=1 -p 1 -timeout 30m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
 
 # The fault suite runs once in make test (FAULT_ROUNDS=1, a random seed it
 # prints); make chaos runs each fault CHAOS_ROUNDS times and adds a

@@ -31,6 +31,7 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/login1"
 	"github.com/kustodian/kustodian/internal/metrics"
+	"github.com/kustodian/kustodian/internal/notify"
 	"github.com/kustodian/kustodian/internal/systemd"
 )
 
@@ -58,6 +59,8 @@ type Options struct {
 	Evictor           kubernetes.Interface
 	EvictorKubeconfig string
 	Now               func() time.Time // nil: time.Now
+	// Notifications sends the notifications of notify.urls (nil: none).
+	Notifications *notify.Sender
 }
 
 // Agent runs the maintenance protocol for one node.
@@ -130,7 +133,10 @@ type Agent struct {
 
 	metrics    *metrics.Store // nil when the state directory cannot hold them
 	metricsKey string         // what the metrics last said (transitionMetrics)
+	metricsAt  time.Time      // when they last said it
 	metricsErr string         // the last failure to write them, said once
+
+	notifications *notify.Sender // nil: none
 }
 
 // New builds an agent.
@@ -156,7 +162,8 @@ func New(o Options) *Agent {
 		queueSeen: map[string]time.Time{},
 		jitter:    jitterOf(o.NodeName),
 
-		tokenExpires: o.TokenExpires,
+		tokenExpires:  o.TokenExpires,
+		notifications: o.Notifications,
 	}
 	a.drainer = &drain.Drainer{Client: o.Kube, Pods: o.Evictor, Settings: o.Config.Drain, Log: a.log}
 	a.evictorConfig = o.EvictorKubeconfig
@@ -219,6 +226,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	shutdown := a.watchShutdown(ctx)
 	jobChanges := watchJobs(ctx, a.jobs.Dir)
+	defer a.serveMetrics()()
+	// What is still queued when the node is Idle goes out before the
+	// agent exits (the completed message, usually), within a bound.
+	defer a.notifications.Close(notifyGrace)
 	a.notify.Ready()
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "stay", a.cfg.Stay)
 
@@ -290,6 +301,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// notifyGrace is how long an exiting agent waits for its notifications.
+const notifyGrace = 15 * time.Second
 
 // probeEvery is how often an agent asks whether the API server is back,
 // spread by ±50 % so that a fleet does not come back in step.

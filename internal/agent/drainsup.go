@@ -204,9 +204,10 @@ func (a *Agent) stopDrain() {
 }
 
 func (a *Agent) drainFailed(ctx context.Context, o decide.Observed, node *corev1.Node, err error) error {
-	a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, "drain failed: "+err.Error())
 	if a.cfg.Drain.OnTimeout == config.OnTimeoutRelease && errors.Is(err, drain.ErrTimeout) {
-		// Give the node back and queue again at the back.
+		// Give the node back and queue again at the back. Not Failed, but
+		// a maintenance that did not happen: said as one.
+		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, "drain failed: "+err.Error()+"; the node is given back and queues again")
 		a.log.Warn("drain failed; giving the node back and queueing again", "err", err)
 		if err := a.giveBack(ctx, node); err != nil {
 			return err

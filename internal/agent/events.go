@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/notify"
 )
 
 // Event reasons (DESIGN section 3).
@@ -51,4 +54,19 @@ func (a *Agent) event(ctx context.Context, uid types.UID, eventType, reason, mes
 	if _, err := a.kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		a.log.Warn("could not record event", "reason", reason, "err", err)
 	}
+}
+
+// tell sends the notification of an event the node lived, about record r
+// (its message replaced by message when that is not ""). It never waits.
+func (a *Agent) tell(ev notify.Event, r lock.Record, message string) {
+	if message == "" {
+		message = r.Message
+	}
+	now := a.now()
+	d := notify.Data{Event: ev, Node: a.node, Reason: r.Reason, Message: message, Group: r.Group, Policy: r.Policy,
+		Time: now, Requested: r.Requested}
+	if !r.Requested.IsZero() {
+		d.Duration = now.Sub(r.Requested).Round(time.Second)
+	}
+	a.notifications.Notify(d)
 }

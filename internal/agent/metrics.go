@@ -1,8 +1,14 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
@@ -47,10 +53,10 @@ func (a *Agent) updateMetrics(change func(d *metrics.Data)) {
 // its durations, result and reboots. r is the record as published.
 func (a *Agent) transitionMetrics(from, to lock.State, r lock.Record, o decide.Observed, now time.Time) {
 	key := fmt.Sprint(from, to, r.Since, o.Request != nil, len(o.HeldLocks), a.decision.Position, a.decision.Gates)
-	if from == to && key == a.metricsKey {
+	if from == to && key == a.metricsKey && now.Sub(a.metricsAt) < metricsRefresh {
 		return // nothing new: no write
 	}
-	a.metricsKey = key
+	a.metricsKey, a.metricsAt = key, now
 	a.updateMetrics(func(d *metrics.Data) {
 		d.SetState(string(to), r.Since)
 		d.Requested = o.Request != nil
@@ -89,6 +95,11 @@ func (a *Agent) transitionMetrics(from, to lock.State, r lock.Record, o decide.O
 	})
 }
 
+// metricsRefresh is how often a running agent writes its metrics when
+// nothing changes, so that kustodian_metrics_updated_timestamp_seconds
+// tells a live agent from a dead one.
+const metricsRefresh = time.Minute
+
 // idleKey is metricsKey once the metrics say Idle (transitionMetrics'
 // keys never equal it: they name two states).
 const idleKey = "idle"
@@ -117,4 +128,36 @@ func (a *Agent) evictedMetrics(n int) {
 		return
 	}
 	a.updateMetrics(func(d *metrics.Data) { d.Evictions += uint64(n) })
+}
+
+// serveMetrics serves the metrics on metrics.listen while the agent runs.
+// A port that cannot be had is logged, not fatal: the textfile still
+// says everything. The returned func stops the server.
+func (a *Agent) serveMetrics() (stop func()) {
+	addr := a.cfg.Metrics.Listen
+	if addr == "" || a.metrics == nil {
+		return func() {}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		a.log.Warn("metrics are not served over HTTP (metrics.listen)", "address", addr, "err", err)
+		return func() {}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.Registry(), promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Warn("metrics endpoint stopped", "err", err)
+		}
+	}()
+	a.log.Info("metrics are served over HTTP", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kustodian/kustodian/internal/notify"
 )
 
 // publish writes the node record (when something changed, or a heartbeat is
@@ -38,6 +40,10 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	}
 	if o.Request != nil {
 		r.Reason, r.RequestID = o.Request.Reason, o.Request.ID
+	} else if state == lock.Completing {
+		// The script removed the request: the maintenance it asked for
+		// keeps its reason to the end (status, the completed message).
+		r.Reason = prev.Reason
 	}
 	if state == lock.Waiting {
 		d := a.decision
@@ -143,12 +149,17 @@ func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, t
 		}
 	case lock.Draining:
 		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonLockAcquired, "acquired the maintenance lock; cordoning and draining")
+		if from == lock.Waiting {
+			a.tell(notify.Started, r, "")
+		}
 	case lock.InMaintenance:
 		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceStarted, "the maintenance script may proceed")
 	case lock.Rebooting:
 		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRebooting, "the host is rebooting; the lock stays held")
 	case lock.Failed:
-		// drainFailed sent MaintenanceFailed with the cause.
+		// Every way in: a failed drain, a failed job, an admin's release.
+		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, r.Message)
+		a.tell(notify.Failed, r, "")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/notify"
 )
 
 // idle cleans up what a finished cycle may have left: the record and the
@@ -37,6 +38,9 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 		a.leases.Deleted(l.Name, l.ResourceVersion)
 		if prev.State == lock.Completing && node != nil {
 			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceCompleted, "maintenance completed; node is back in the cluster")
+		}
+		if prev.State == lock.Completing {
+			a.tell(notify.Completed, prev, "maintenance completed; node is back in the cluster")
 		}
 	}
 	// A request withdrawn while this node was named in a queue: the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/notify"
 )
 
 // ReasonMaintenanceBlocked: a node waited past its policy's
@@ -25,6 +26,9 @@ func (a *Agent) waiting(ctx context.Context, d decide.Decision, o decide.Observe
 	}
 	if d.ReportBlocked && node != nil {
 		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceBlocked, d.Message)
+		if r := a.myRecord(); r != nil {
+			a.tell(notify.Blocked, *r, d.Message)
+		}
 	}
 	if len(d.Try) == 0 {
 		if err := a.publish(ctx, lock.Waiting, o, node, d.Message); err != nil {

@@ -6,15 +6,18 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/notify"
 )
 
 // DefaultFile is the configuration file read when --config is not given.
@@ -39,6 +42,22 @@ type Agent struct {
 	Kured   Kured
 	Gates   Gates
 	Metrics Metrics
+	Notify  Notify
+}
+
+// Notify configures the notifications the agent sends (DESIGN section 14).
+type Notify struct {
+	// URLs are shoutrrr URLs (slack://, teams://, smtp://, generic://...);
+	// none: no notifications.
+	URLs []string
+	// Go templates of the message per event (notify.Data); "" sends
+	// nothing for that event.
+	Started, Completed, Failed, Blocked string
+}
+
+// Templates are the templates by event.
+func (n Notify) Templates() map[notify.Event]string {
+	return map[notify.Event]string{notify.Started: n.Started, notify.Completed: n.Completed, notify.Failed: n.Failed, notify.Blocked: n.Blocked}
 }
 
 // Metrics configures where the agent's metrics go (DESIGN section 14).
@@ -47,7 +66,15 @@ type Metrics struct {
 	// "auto" (TextfileAuto, when node_exporter's textfile directory
 	// exists), a path, or "" (none).
 	Textfile string
+	// Listen is the address of the HTTP endpoint served while the agent
+	// runs ("" for none).
+	Listen string
 }
+
+// DefaultMetricsListen is where the agent serves its metrics by default:
+// on the host only (node_exporter's textfile is what Prometheus scrapes
+// from afar).
+const DefaultMetricsListen = "127.0.0.1:9842"
 
 // TextfileAuto is where metrics.textfile "auto" writes, when its directory
 // exists (Debian's and Ubuntu's prometheus-node-exporter read it).
@@ -164,7 +191,13 @@ func Defaults() Agent {
 			KubeletKubeconfig:    KubeletKubeconfigAuto,
 		},
 		Kured:   Kured{Enabled: "auto", Namespace: "kube-system", DaemonSet: "kured"},
-		Metrics: Metrics{Textfile: "auto"},
+		Metrics: Metrics{Textfile: "auto", Listen: DefaultMetricsListen},
+		Notify: Notify{
+			Started:   notify.DefaultTemplates[notify.Started],
+			Completed: notify.DefaultTemplates[notify.Completed],
+			Failed:    notify.DefaultTemplates[notify.Failed],
+			Blocked:   notify.DefaultTemplates[notify.Blocked],
+		},
 	}
 }
 
@@ -275,6 +308,22 @@ func (a Agent) Validate() error {
 		}
 		if !strings.HasSuffix(t, ".prom") {
 			return bad("metrics.textfile", "%q does not end in .prom: node_exporter reads only *.prom files", t)
+		}
+	}
+	if l := a.Metrics.Listen; l != "" {
+		_, port, err := net.SplitHostPort(l)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
+			return bad("metrics.listen", "%q is not an address like 127.0.0.1:9842 (host:port; empty for none)", l)
+		}
+	}
+	for i, u := range a.Notify.URLs {
+		if err := notify.CheckURL(u); err != nil {
+			return bad("notify.urls", "URL %d (%s): %v", i+1, notify.Redacted(u), err)
+		}
+	}
+	for ev, text := range a.Notify.Templates() {
+		if _, err := notify.ParseTemplate(ev, text); err != nil {
+			return bad("notify."+string(ev), "%v", err)
 		}
 	}
 	return nil

@@ -209,7 +209,7 @@ var (
 	descEvictions   = prometheus.NewDesc("kustodian_evictions_total", "Pods evicted by the node's drains.", nil, nil)
 	descReboots     = prometheus.NewDesc("kustodian_reboots_total", "Reboots during maintenances (the agent saw the host go down).", nil, nil)
 	descLastSuccess = prometheus.NewDesc("kustodian_last_success_timestamp_seconds", "When the node's last maintenance succeeded (Unix time); 0 if never.", nil, nil)
-	descUpdated     = prometheus.NewDesc("kustodian_metrics_updated_timestamp_seconds", "When the agent last wrote these metrics (Unix time).", nil, nil)
+	descUpdated     = prometheus.NewDesc("kustodian_metrics_updated_timestamp_seconds", "When the agent last wrote these metrics (Unix time): at every change, and every minute while it runs.", nil, nil)
 	descWait        = prometheus.NewDesc("kustodian_wait_duration_seconds", "From the request to the lock.", nil, nil)
 	descDrain       = prometheus.NewDesc("kustodian_drain_duration_seconds", "From the cordon to the node drained.", nil, nil)
 	descMaintenance = prometheus.NewDesc("kustodian_maintenance_duration_seconds", "From the node drained to the request removed.", nil, nil)

@@ -21,6 +21,7 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/logging"
 	"github.com/kustodian/kustodian/internal/login1"
+	"github.com/kustodian/kustodian/internal/notify"
 	"github.com/kustodian/kustodian/internal/systemd"
 	"github.com/kustodian/kustodian/internal/version"
 )
@@ -66,6 +67,17 @@ variable; a flag beats the environment, which beats the file.`,
 				return err
 			}
 		}
+		notifications, err := notify.New(notify.Settings{URLs: cfg.Notify.URLs, Templates: cfg.Notify.Templates()}, log.With("node", node))
+		if err != nil {
+			return fmt.Errorf("notify: %w", err) // checked with the configuration; not expected
+		}
+		if len(cfg.Notify.URLs) > 0 {
+			var names []string
+			for _, u := range cfg.Notify.URLs {
+				names = append(names, notify.Redacted(u))
+			}
+			log.Info("notifications go to", "urls", names)
+		}
 		return agent.New(agent.Options{
 			Config:   cfg,
 			NodeName: node,
@@ -80,6 +92,7 @@ variable; a flag beats the environment, which beats the file.`,
 
 			Evictor:           evictor,
 			EvictorKubeconfig: kubeletConfig,
+			Notifications:     notifications,
 		}).Run(cmd.Context())
 	}
 	return cmd

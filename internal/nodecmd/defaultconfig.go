@@ -3,6 +3,7 @@ package nodecmd
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,7 +51,19 @@ func yamlValue(v any) string {
 		if *p == "" {
 			return `""`
 		}
+		if strings.Contains(*p, ": ") || strings.Contains(*p, " #") || strings.ContainsAny((*p)[:1], "{[&*!|>'\"%@`") {
+			return strconv.Quote(*p) // a YAML double-quoted string
+		}
 		return *p
+	case *[]string:
+		if len(*p) == 0 {
+			return "[]"
+		}
+		var b strings.Builder
+		for _, item := range *p {
+			fmt.Fprintf(&b, "\n#    - %s", strconv.Quote(item))
+		}
+		return b.String()
 	case *bool:
 		return fmt.Sprint(*p)
 	case *int:

@@ -62,6 +62,12 @@ var agentOptions = []option{
 	{"gates.commandTimeout", "gates-command-timeout", "a gates.command running longer than this (and never longer than two heartbeats) is stopped and blocks", func(a *config.Agent) any { return &a.Gates.CommandTimeout }},
 	{"gates.poll", "gates-poll", "how often the node at the head of its queue re-checks its policy's cluster-wide gates and gates.command", func(a *config.Agent) any { return &a.Gates.Poll }},
 	{"metrics.textfile", "metrics-textfile", "node_exporter textfile the agent writes its metrics to on every change and keeps between runs: auto (" + config.TextfileAuto + " when its directory exists), a path ending in .prom, or empty for none", func(a *config.Agent) any { return &a.Metrics.Textfile }},
+	{"metrics.listen", "metrics-listen", "serve the metrics over HTTP (/metrics) on this address while the agent runs; empty for none. A port in use is logged, not fatal", func(a *config.Agent) any { return &a.Metrics.Listen }},
+	{"notify.urls", "notify-urls", "shoutrrr URLs (slack://, teams://, smtp://, generic://...) the agent sends its notifications to: a list in the file, one URL per flag, separated by spaces in the environment. Keep this file readable by root only: the URLs hold tokens", func(a *config.Agent) any { return &a.Notify.URLs }},
+	{"notify.started", "notify-started", "Go template of the message sent when the node takes the lock and begins to drain; fields .Node .Reason .Message .Group .Policy .Time .Requested .Duration (the wait); empty: none", func(a *config.Agent) any { return &a.Notify.Started }},
+	{"notify.completed", "notify-completed", "Go template of the message sent when the maintenance is over and the node is back (.Duration: since the request); empty: none", func(a *config.Agent) any { return &a.Notify.Completed }},
+	{"notify.failed", "notify-failed", "Go template of the message sent when the maintenance fails: a drain, a job, an admin's release (.Message says which); empty: none", func(a *config.Agent) any { return &a.Notify.Failed }},
+	{"notify.blocked", "notify-blocked", "Go template of the message sent when the node has waited past its policy's health.blockedAfter (.Message: what blocks it); empty: none", func(a *config.Agent) any { return &a.Notify.Blocked }},
 }
 
 // configFlags holds the flags of a command whose options are agentOptions.
@@ -86,6 +92,8 @@ func addConfigFlags(fs *pflag.FlagSet) *configFlags {
 			fs.IntVar(p, o.flag, *p, usage)
 		case *time.Duration:
 			fs.DurationVar(p, o.flag, *p, usage)
+		case *[]string:
+			fs.StringArrayVar(p, o.flag, *p, usage)
 		default:
 			panic("option " + o.key + " has an unsupported type") // a programming error, caught by the tests
 		}
@@ -118,7 +126,20 @@ func (cf *configFlags) load() (config.Agent, error) {
 		case lookupEnv(o.env(), &raw):
 			source = o.env()
 		case file != nil && file.IsSet(o.key):
-			raw, source = fmt.Sprint(file.Get(o.key)), path+": "+o.key
+			source = path + ": " + o.key
+			v := file.Get(o.key)
+			if list, ok := dst.(*[]string); ok {
+				sources[o.key] = source
+				if err := listInto(list, v); err != nil {
+					return cfg, fmt.Errorf("%s: %w", source, err)
+				}
+				continue
+			}
+			switch v.(type) {
+			case []any, map[string]any:
+				return cfg, fmt.Errorf("%s: is a list or a map; give a single value", source)
+			}
+			raw = fmt.Sprint(v)
 		default:
 			sources[o.key] = "default"
 			continue
@@ -200,7 +221,30 @@ func copyValue(dst, src any) {
 		*d = *src.(*int)
 	case *time.Duration:
 		*d = *src.(*time.Duration)
+	case *[]string:
+		*d = append([]string(nil), *src.(*[]string)...)
 	}
+}
+
+// listInto reads a YAML list of strings.
+func listInto(dst *[]string, v any) error {
+	items, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("is not a list; give one item per line, each starting with \"- \"")
+	}
+	out := make([]string, 0, len(items))
+	for i, item := range items {
+		s, ok := item.(string)
+		if !ok || strings.TrimSpace(s) == "" {
+			return fmt.Errorf("item %d is not a non-empty string", i+1)
+		}
+		out = append(out, strings.TrimSpace(s))
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	*dst = out
+	return nil
 }
 
 func parseInto(dst any, raw string) error {
@@ -226,6 +270,8 @@ func parseInto(dst any, raw string) error {
 			return fmt.Errorf("%q is not a duration; use a number with a unit, like 30s, 5m or 1h", raw)
 		}
 		*d = t
+	case *[]string:
+		*d = strings.Fields(raw)
 	}
 	return nil
 }

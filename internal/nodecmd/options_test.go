@@ -90,6 +90,13 @@ func TestLoadErrorsNameTheSource(t *testing.T) {
 		"not YAML":                     {file: "drain: [\n", want: "configuration file"},
 		"zero retry delay":             {args: []string{"--drain-evict-error-retry-delay", "0s"}, want: "--drain-evict-error-retry-delay: must be at least 100ms"},
 		"textfile node_exporter skips": {file: "metrics:\n  textfile: /tmp/kustodian.txt\n", want: `config.yaml: metrics.textfile: "/tmp/kustodian.txt" does not end in .prom`},
+		"listen without a port":        {file: "metrics:\n  listen: localhost\n", want: `config.yaml: metrics.listen: "localhost" is not an address like 127.0.0.1:9842 (host:port; empty for none)`},
+		"listen on no port":            {args: []string{"--metrics-listen", "127.0.0.1:http"}, want: `--metrics-listen: "127.0.0.1:http" is not an address like 127.0.0.1:9842 (host:port; empty for none)`},
+		"notify URLs as a string":      {file: "notify:\n  urls: generic://127.0.0.1:9/x\n", want: `config.yaml: notify.urls: is not a list; give one item per line, each starting with "- "`},
+		"a list for a string":          {file: "drain:\n  podSelector: [a, b]\n", want: `config.yaml: drain.podSelector: is a list or a map; give a single value`},
+		"unknown notify service":       {file: "notify:\n  urls:\n    - nosuch://t0ken@host\n", want: `config.yaml: notify.urls: URL 1 (nosuch://host): `},
+		"bad notify URL in env":        {env: map[string]string{"KUSTODIAN_NOTIFY_URLS": "generic://127.0.0.1:9/x slack://hook:short@webhook"}, want: `KUSTODIAN_NOTIFY_URLS: URL 2 (slack://webhook): `},
+		"bad notify template":          {args: []string{"--notify-failed", "{{.Nodename}}"}, want: `--notify-failed: template: failed:1:2: executing "failed" at <.Nodename>: can't evaluate field Nodename`},
 		"textfile in no directory":     {args: []string{"--metrics-textfile", "/nonexistent/k.prom"}, want: `--metrics-textfile: the directory of /nonexistent/k.prom cannot be used`},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -99,6 +106,31 @@ func TestLoadErrorsNameTheSource(t *testing.T) {
 			}
 			if err != nil && strings.Contains(err.Error(), "\n") {
 				t.Errorf("the error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+// notify.urls is a list in the file, one URL per flag (repeated), and
+// separated by spaces in the environment.
+func TestLoadNotifyURLs(t *testing.T) {
+	a, b := "generic://127.0.0.1:9/a?disabletls=yes", "generic://127.0.0.1:9/b?disabletls=yes"
+	for name, tc := range map[string]struct {
+		file string
+		env  map[string]string
+		args []string
+	}{
+		"file": {file: "notify:\n  urls:\n    - " + a + "\n    - " + b + "\n"},
+		"env":  {env: map[string]string{"KUSTODIAN_NOTIFY_URLS": " " + a + "  " + b + " "}},
+		"flag": {file: "notify:\n  urls: [generic://127.0.0.1:9/c]\n", args: []string{"--notify-urls", a, "--notify-urls", b}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := load(t, tc.file, tc.env, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cfg.Notify.URLs, []string{a, b}) {
+				t.Errorf("urls %q", cfg.Notify.URLs)
 			}
 		})
 	}

@@ -44,6 +44,9 @@ func (s Spec) Args() []string {
 		// Not the kubelet kubeconfig of the machine the tests run on.
 		"--drain-kubelet-kubeconfig", "none",
 		"--log-format", "json",
+		// Many agents share the host: a test that wants the endpoint
+		// gives each its own address.
+		"--metrics-listen", "",
 	}, s.Extra...)
 }
 

@@ -992,6 +992,7 @@ func TestManagedJobs(t *testing.T) {
 	}
 	a.start()
 	waitRecord(e, nodes[0], "Failed by its job", inStateSaying(lock.Failed, "job bad-1 (run 1): failed, exit 3: E: broken packages"))
+	eventSays(e, nodes[0], "MaintenanceFailed", "job bad-1 (run 1): failed, exit 3: E: broken packages")
 	if h := lockHolder(e); h != nodes[0] || !nodeObject(e, nodes[0]).Spec.Unschedulable {
 		t.Errorf("after a failed job: holder %q, cordoned %v", h, nodeObject(e, nodes[0]).Spec.Unschedulable)
 	}
@@ -1069,5 +1070,34 @@ func TestRebootRefusesOutsideMaintenance(t *testing.T) {
 	}
 	if out := reboot(); !strings.Contains(out, "does not hold a maintenance lock") {
 		t.Errorf("in-progress file without the lock: %s", out)
+	}
+}
+
+// A drain that outlasts drain.timeout fails the maintenance (with the
+// default drain.onTimeout hold): the node stays cordoned, the lock stays
+// held, and the record and a MaintenanceFailed Event say why.
+func TestDrainTimeoutHoldsTheLock(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	e.Cordon(nodes[1])
+	e.Deployment("db", 2)
+	e.PDB("db", "db", 1)
+	for _, p := range e.RunningPods("db", 2) {
+		if p.Spec.NodeName != nodes[0] {
+			t.Fatalf("pod %s on %s, want %s", p.Name, p.Spec.NodeName, nodes[0])
+		}
+	}
+	// nodes[1] stays cordoned: the second pod has nowhere to go, and the
+	// PDB keeps the drain from evicting it.
+	a := newAgent(t, e, nodes[0], "--drain-timeout", "3s")
+	a.request("kernel")
+	a.start()
+	waitRecord(e, nodes[0], "Failed by the drain timeout", inStateSaying(lock.Failed, "drain failed"))
+	eventSays(e, nodes[0], "MaintenanceFailed", "drain failed")
+	if h := lockHolder(e); h != nodes[0] || !nodeObject(e, nodes[0]).Spec.Unschedulable {
+		t.Errorf("after the drain timeout: holder %q, cordoned %v", h, nodeObject(e, nodes[0]).Spec.Unschedulable)
+	}
+	if a.inProgress() {
+		t.Error("the script got the go-ahead on a node that is not drained")
 	}
 }

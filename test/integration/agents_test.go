@@ -413,3 +413,23 @@ func (n *notifySocket) waitStatus(e *cluster.Env, want string) {
 		return fmt.Errorf("STATUS lines so far: %q", n.statuses())
 	})
 }
+
+// eventSays waits for exactly one Event with reason about node whose
+// message has substr.
+func eventSays(e *cluster.Env, node, reason, substr string) {
+	e.T.Helper()
+	e.Eventually("a "+reason+" Event about "+node+" saying "+substr, cluster.DefaultTimeout, func(ctx context.Context) error {
+		evs, err := e.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=" + reason})
+		if err != nil {
+			return err
+		}
+		if len(evs.Items) != 1 || !strings.Contains(evs.Items[0].Message, substr) {
+			var msgs []string
+			for _, ev := range evs.Items {
+				msgs = append(msgs, ev.Message)
+			}
+			return fmt.Errorf("%d Events: %q", len(evs.Items), msgs)
+		}
+		return nil
+	})
+}

@@ -260,6 +260,7 @@ func TestCtlReleaseFailedNode(t *testing.T) {
 	}
 	next.waitInProgress(cluster.DefaultTimeout)
 	waitRecord(e, nodes[0], "Failed after the release", inStateSaying(lock.Failed, "released by an admin"))
+	eventSays(e, nodes[0], "MaintenanceFailed", "released by an admin")
 	if failed.inProgress() {
 		t.Error("the released node's script still has the go-ahead")
 	}

@@ -1,9 +1,14 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,7 +59,8 @@ func TestMetricsTextfile(t *testing.T) {
 	}
 	uncordon(e, nodes[1])
 	textfile := filepath.Join(t.TempDir(), "kustodian.prom")
-	a := newAgent(t, e, nodes[0], "--metrics-textfile", textfile)
+	listen := freeAddress(t)
+	a := newAgent(t, e, nodes[0], "--metrics-textfile", textfile, "--metrics-listen", listen)
 
 	a.request("kernel")
 	a.start()
@@ -70,6 +76,10 @@ func TestMetricsTextfile(t *testing.T) {
 		`kustodian_maintenance_duration_seconds_count 0`,
 		`kustodian_maintenances_total{result="succeeded"} 0`,
 	)
+	// While it runs, the agent serves the same metrics over HTTP, and
+	// Prometheus's own checker accepts what it serves.
+	live := scrape(e, "http://"+listen+"/metrics", `kustodian_state{state="InMaintenance"} 1`)
+	promtoolAccepts(t, live)
 	a.completes()
 	metricsSay(e, textfile, "after the maintenance",
 		`kustodian_state{state="Idle"} 1`,
@@ -95,4 +105,60 @@ func TestMetricsTextfile(t *testing.T) {
 		`kustodian_maintenances_total{result="succeeded"} 2`,
 		fmt.Sprintf("kustodian_evictions_total %d", on),
 	)
+}
+
+// freeAddress is an address on 127.0.0.1 with a port free a moment ago.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrape waits until url serves a page with the line, and returns it.
+func scrape(e *cluster.Env, url, line string) []byte {
+	e.T.Helper()
+	var page []byte
+	e.Eventually(url+" serves "+line, cluster.DefaultTimeout, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", resp.Status, b)
+		}
+		if !bytes.Contains(b, []byte("\n"+line+"\n")) {
+			return fmt.Errorf("no line %q in:\n%s", line, b)
+		}
+		page = b
+		return nil
+	})
+	return page
+}
+
+// promtoolAccepts runs `promtool check metrics` (Debian's, unpacked by the
+// Makefile into the cache and put on PATH) on a page of metrics.
+func promtoolAccepts(t *testing.T, page []byte) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is not on PATH (make test-integration unpacks it from Debian's prometheus package into ~/.cache/kustodian/tools/prometheus/usr/bin)")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(page)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s\non:\n%s", err, out, page)
+	}
 }

@@ -420,7 +420,8 @@ func TestPolicyWorkloadsRecovered(t *testing.T) {
 	}
 	e.RunningPods("web", 2)
 
-	a, b := newAgent(t, e, first), newAgent(t, e, second, "--gates-poll", "1s")
+	hook := newWebhook(t)
+	a, b := newAgent(t, e, first), newAgent(t, e, second, "--gates-poll", "1s", "--notify-urls", hook.url())
 	a.request("kernel")
 	a.start()
 	a.waitInProgress(cluster.DefaultTimeout)
@@ -450,6 +451,7 @@ func TestPolicyWorkloadsRecovered(t *testing.T) {
 		}
 		return nil
 	})
+	hook.says(e, "Kustodian: "+second+" has waited ")
 	grantAfter(t, b, "web could run again (gates.poll 1s)", func() { labelNode(e, spare, "web", "yes") })
 }
 

@@ -68,6 +68,10 @@ func TestDebLintianAndContents(t *testing.T) {
 			t.Errorf("dpkg -c lacks %s", f)
 		}
 	}
+	// notify.urls hold tokens: the configuration is root's alone.
+	if !regexp.MustCompile(`(?m)^-rw------- root/root .* \./etc/kustodian/config\.yaml$`).MatchString(listing) {
+		t.Errorf("/etc/kustodian/config.yaml is not -rw------- root/root:\n%s", listing)
+	}
 	if !regexp.MustCompile(`\./usr/bin/kubectl-kustodian -> kustodian-ctl`).MatchString(listing) {
 		t.Errorf("kubectl-kustodian is not a link to kustodian-ctl:\n%s", listing)
 	}
