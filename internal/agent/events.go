@@ -2,13 +2,16 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
+	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/notify"
 )
@@ -69,4 +72,42 @@ func (a *Agent) tell(ev notify.Event, r lock.Record, message string) {
 		d.Duration = now.Sub(r.Requested).Round(time.Second)
 	}
 	a.notifications.Notify(d)
+}
+
+// remember adds the maintenance that ended to the history on the node's
+// Node (history.Annotation), read fresh so that no entry is lost to a
+// stale cache. Its times come from the metrics kept in the state
+// directory, which outlive agent restarts. A failure is logged: the
+// history is a convenience, and the maintenance goes on.
+func (a *Agent) remember(ctx context.Context, node *corev1.Node, r lock.Record, result string) {
+	e := history.Entry{Requested: r.Requested, Ended: a.now(), Result: result, Reason: r.Reason, Policy: r.Policy, Group: r.Group}
+	if result == history.Failed {
+		e.Message = r.Message
+	}
+	if a.metrics != nil {
+		d := a.metrics.Data()
+		e.Started, e.Drained = d.DrainStarted, d.Drained
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh, err := a.kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		// A patch (the agent may not update Nodes), made conditional on
+		// what was read by its resourceVersion.
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": fresh.ResourceVersion,
+			"annotations":     map[string]string{history.Annotation: history.Append(fresh.Annotations[history.Annotation], e)},
+		}})
+		if err != nil {
+			return err
+		}
+		_, err = a.kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component})
+		return err
+	})
+	if err != nil {
+		a.log.Warn("the maintenance is not in the node's history", "annotation", history.Annotation, "err", err)
+	}
 }

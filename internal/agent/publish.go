@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/lock"
 	corev1 "k8s.io/api/core/v1"
 
@@ -156,10 +157,13 @@ func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, t
 		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceStarted, "the maintenance script may proceed")
 	case lock.Rebooting:
 		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRebooting, "the host is rebooting; the lock stays held")
+	case lock.Completing:
+		a.remember(ctx, node, r, history.Succeeded)
 	case lock.Failed:
 		// Every way in: a failed drain, a failed job, an admin's release.
 		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, r.Message)
 		a.tell(notify.Failed, r, "")
+		a.remember(ctx, node, r, history.Failed)
 	}
 }
 

@@ -127,6 +127,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newPolicyCommand(o),
 		newResumeCommand(o),
 		newReleaseCommand(o),
+		newHistoryCommand(o),
 		newKubeconfigCommand(o),
 		newInstallCommand(o),
 		newUninstallCommand(o),

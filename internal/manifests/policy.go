@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/drain"
+	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	mpolicy "github.com/kustodian/kustodian/internal/policy"
@@ -119,6 +120,8 @@ object.spec.?externalID == oldObject.spec.?externalID`,
 				self+" + ' may change only the label "+strings.Join(nodeLabels, ", ")+" of its Node, not ' + variables.labels.join(', ')"),
 			check("size(variables.annotations) == 0",
 				self+" + ' may change only the annotations "+strings.Join(nodeAnnotations, ", ")+" of its Node, not ' + variables.annotations.join(', ')"),
+			check(fmt.Sprintf("size(object.metadata.?annotations.orValue({})[?'%s'].orValue('')) <= %d", history.Annotation, history.MaxBytes),
+				self+fmt.Sprintf(" + ' may keep at most %d bytes of history in its annotation %s'", history.MaxBytes, history.Annotation)),
 			check(`object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([]) &&
 object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])`,
 				self+" + ' may not change the finalizers or owners of its Node'"),
@@ -277,7 +280,7 @@ func mine(s string) string {
 // admin's: a node may not move itself up the queue or lift its own hold.
 var (
 	nodeLabels      = []string{lock.LabelState}
-	nodeAnnotations = []string{lock.AnnotationCordoned, drain.AnnotationProtected, scaleDownDisabled}
+	nodeAnnotations = []string{lock.AnnotationCordoned, drain.AnnotationProtected, scaleDownDisabled, history.Annotation}
 	leaseLabels     = []string{lock.LabelManagedBy, lock.LabelPolicy}
 )
 

@@ -136,6 +136,13 @@ func Open(dir, textfile string) (*Store, error) {
 	return s, warn
 }
 
+// Data is a copy of what the metrics say.
+func (s *Store) Data() Data {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data // the maps are only read by the caller
+}
+
 // Registry is the registry the HTTP endpoint serves.
 func (s *Store) Registry() *prometheus.Registry { return s.reg }
 

@@ -336,7 +336,13 @@ func TestNodeScopedPolicy(t *testing.T) {
 	denied(t, "drop a label of its own", patchA(`{"metadata":{"labels":{"`+cluster.LabelTestEnv+`":null}}}`),
 		"may change only the label kustodian.io/state of its Node, not "+cluster.LabelTestEnv)
 	denied(t, "annotate itself outside kustodian.io/", patchA(`{"metadata":{"annotations":{"example.com/x":"y"}}}`),
-		"may change only the annotations kustodian.io/cordoned, kustodian.io/autoscaler-protected, cluster-autoscaler.kubernetes.io/scale-down-disabled of its Node, not example.com/x")
+		"may change only the annotations kustodian.io/cordoned, kustodian.io/autoscaler-protected, cluster-autoscaler.kubernetes.io/scale-down-disabled, kustodian.io/history of its Node, not example.com/x")
+	// Its history: bounded.
+	if err := patchA(`{"metadata":{"annotations":{"kustodian.io/history":"[]"}}}`); err != nil {
+		t.Errorf("node %s may not keep its history: %v", a, err)
+	}
+	denied(t, "keep an unbounded history", patchA(`{"metadata":{"annotations":{"kustodian.io/history":"`+strings.Repeat("x", 8193)+`"}}}`),
+		"may keep at most 8192 bytes of history in its annotation kustodian.io/history")
 	// An admin's annotations: its place in the queue, its hold.
 	denied(t, "raise its own priority", patchA(`{"metadata":{"annotations":{"kustodian.io/priority":"2147483647"}}}`),
 		"of its Node, not kustodian.io/priority")

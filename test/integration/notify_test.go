@@ -110,3 +110,74 @@ func TestNotifications(t *testing.T) {
 	hook.says(e, "took the maintenance lock", "is back after", "took the maintenance lock",
 		"Kustodian: the maintenance of "+nodes[0]+" FAILED: job bad (run 1): failed, exit 3: E: broken packages")
 }
+
+// kustodian-ctl history lists the maintenances that ended on a node, from
+// the annotation its agent writes on its Node, across runs of the agent:
+// one that succeeded, one whose job failed.
+func TestHistory(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	if out := mustCtl(t, e, "history"); !strings.Contains(out, "No maintenance has ended") {
+		t.Errorf("history of a new cluster:\n%s", out)
+	}
+	a := newAgent(t, e, nodes[0])
+	a.request("kernel 6.1")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	a.completes()
+	a.exitsZero()
+	if out, err := runJob(t, a, "--id", "bad", "--", "sh", "-c", "echo 'E: broken packages' >&2; exit 3").CombinedOutput(); err != nil {
+		t.Fatalf("kustodian run: %v\n%s", err, out)
+	}
+	a.start()
+	waitRecord(e, nodes[0], "Failed by its job", inState(lock.Failed))
+
+	var h struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Node               string `json:"node"`
+			Result             string `json:"result"`
+			Reason             string `json:"reason"`
+			Message            string `json:"message"`
+			Requested          string `json:"requested"`
+			Started            string `json:"started"`
+			Drained            string `json:"drained"`
+			Ended              string `json:"ended"`
+			MaintenanceSeconds *int64 `json:"maintenanceSeconds"`
+		} `json:"items"`
+	}
+	e.Eventually("two maintenances in the history", cluster.DefaultTimeout, func(context.Context) error {
+		out, err := ctl(t, e, "history", "-o", "json")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if err := json.Unmarshal([]byte(out), &h); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if len(h.Items) != 2 {
+			return fmt.Errorf("%d items: %s", len(h.Items), out)
+		}
+		return nil
+	})
+	ok, failed := h.Items[0], h.Items[1]
+	if h.Kind != "MaintenanceHistory" || ok.Node != nodes[0] || ok.Result != "succeeded" || ok.Reason != "kernel 6.1" ||
+		ok.Started == "" || ok.Drained == "" || ok.Ended < ok.Drained || ok.Drained < ok.Started || ok.Started < ok.Requested || ok.MaintenanceSeconds == nil {
+		t.Errorf("the maintenance that succeeded: %+v", ok)
+	}
+	if failed.Result != "failed" || !strings.Contains(failed.Message, "job bad (run 1): failed, exit 3") || failed.Requested < ok.Ended {
+		t.Errorf("the maintenance that failed: %+v", failed)
+	}
+	table := mustCtl(t, e, "history", nodes[0], "-o", "wide")
+	for _, want := range []string{"NODE", "REQUESTED", "RESULT", "WAIT", "DRAIN", "MAINTENANCE", "REASON", "MESSAGE",
+		"succeeded", "kernel 6.1", "failed", "E: broken packages"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("history -o wide lacks %q:\n%s", want, table)
+		}
+	}
+	if out := mustCtl(t, e, "history", nodes[1]); !strings.Contains(out, "No maintenance has ended") {
+		t.Errorf("history of a node without maintenances:\n%s", out)
+	}
+	if out, err := ctl(t, e, "history", "no-such-node"); err == nil || !strings.Contains(out, `node "no-such-node" not found`) {
+		t.Errorf("history of an unknown node: %v %s", err, out)
+	}
+}

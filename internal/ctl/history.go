@@ -1,0 +1,152 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kustodian/kustodian/internal/history"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+// MaintenanceHistory is what `history -o json|yaml` prints.
+type MaintenanceHistory struct {
+	APIVersion string        `json:"apiVersion"`
+	Kind       string        `json:"kind"`
+	Items      []HistoryItem `json:"items"`
+}
+
+// HistoryItem is one past maintenance of a node, with its durations in
+// seconds (0 when a step did not happen).
+type HistoryItem struct {
+	Node string `json:"node"`
+	history.Entry
+	WaitSeconds        int64 `json:"waitSeconds"`
+	DrainSeconds       int64 `json:"drainSeconds"`
+	MaintenanceSeconds int64 `json:"maintenanceSeconds"`
+}
+
+func newHistoryCommand(o *options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "history [NODE...]",
+		Short: "List past maintenances per node: when, how long each step took, result and reason",
+		Long: fmt.Sprintf(`history lists the maintenances that ended on each node, or on each NODE named,
+oldest first: when it was requested, how long it waited for the lock, drained and
+was in maintenance, its result (succeeded or failed, with why) and its reason.
+
+Each node's agent keeps them in its Node's annotation %s when a maintenance
+ends: the last %d per node, at most %d bytes (the oldest go first). They survive
+agent restarts and reboots, and go with the Node. The maintenance under way is
+in status.
+-o wide adds the policy, the group and why a maintenance failed;
+-o json|yaml prints a MaintenanceHistory (apiVersion kustodian.io/v1alpha1).`, history.Annotation, history.MaxEntries, history.MaxBytes),
+		Example: `  kustodian-ctl history
+  kustodian-ctl history node-3 -o wide
+  kustodian-ctl history -o json`,
+		RunE: func(cmd *cobra.Command, nodes []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			client, err := o.client()
+			if err != nil {
+				return err
+			}
+			h, err := readHistory(cmd.Context(), client, nodes, o.streams.ErrOut)
+			if err != nil {
+				return err
+			}
+			if output == outputJSON || output == outputYAML {
+				return printObject(o.streams.Out, output, h)
+			}
+			return printHistory(o.streams.Out, h, output == outputWide)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	return cmd
+}
+
+// readHistory reads the history of the nodes named, or of every node. A
+// history that does not parse is said on warn and skipped.
+func readHistory(ctx context.Context, client kubernetes.Interface, names []string, warn io.Writer) (MaintenanceHistory, error) {
+	var nodes []corev1.Node
+	if len(names) == 0 {
+		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return MaintenanceHistory{}, status.Explain(err, "list", "nodes", "")
+		}
+		nodes = list.Items
+	}
+	for _, name := range names {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return MaintenanceHistory{}, fmt.Errorf("node %q not found", name)
+		}
+		if err != nil {
+			return MaintenanceHistory{}, status.Explain(err, "get", "nodes", "")
+		}
+		nodes = append(nodes, *n)
+	}
+	out := MaintenanceHistory{APIVersion: status.APIVersion, Kind: "MaintenanceHistory", Items: []HistoryItem{}}
+	for _, n := range nodes {
+		entries, err := history.Parse(n.Annotations[history.Annotation])
+		if err != nil {
+			fmt.Fprintf(warn, "warning: node %s: %v; skipped\n", n.Name, err)
+			continue
+		}
+		for _, e := range entries {
+			out.Items = append(out.Items, HistoryItem{Node: n.Name, Entry: e,
+				WaitSeconds: seconds(e.Wait()), DrainSeconds: seconds(e.Drain()), MaintenanceSeconds: seconds(e.Maintenance())})
+		}
+	}
+	sort.SliceStable(out.Items, func(i, j int) bool {
+		a, b := out.Items[i], out.Items[j]
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
+		return a.Requested.Before(b.Requested)
+	})
+	return out, nil
+}
+
+func seconds(d time.Duration) int64 { return int64(d.Round(time.Second) / time.Second) }
+
+func printHistory(w io.Writer, h MaintenanceHistory, wide bool) error {
+	if len(h.Items) == 0 {
+		_, err := fmt.Fprintln(w, "No maintenance has ended on these nodes yet.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	header := "NODE\tREQUESTED\tRESULT\tWAIT\tDRAIN\tMAINTENANCE\tREASON"
+	if wide {
+		header += "\tPOLICY\tGROUP\tMESSAGE"
+	}
+	fmt.Fprintln(tw, header)
+	for _, it := range h.Items {
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", it.Node, it.Requested.UTC().Format(time.RFC3339), it.Result,
+			span(it.Wait()), span(it.Drain()), span(it.Maintenance()), orDash(status.Printable(it.Reason)))
+		if wide {
+			row += fmt.Sprintf("\t%s\t%s\t%s", orDash(it.Policy), orDash(it.Group), orDash(status.Printable(it.Message)))
+		}
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}
+
+// span is a duration as a table shows it: "-" when the step did not
+// happen, seconds below a minute, then minutes and hours.
+func span(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(time.Second).String()
+}
