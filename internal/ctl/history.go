@@ -143,10 +143,13 @@ func printHistory(w io.Writer, h MaintenanceHistory, wide bool) error {
 }
 
 // span is a duration as a table shows it: "-" when the step did not
-// happen, seconds below a minute, then minutes and hours.
+// happen, milliseconds below a second, then whole seconds.
 func span(d time.Duration) string {
-	if d <= 0 {
+	switch {
+	case d <= 0:
 		return "-"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
 }

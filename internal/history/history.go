@@ -33,7 +33,7 @@ const (
 	Failed    = "failed"
 )
 
-// Entry is one maintenance. Times are in UTC, to the second.
+// Entry is one maintenance. Times are in UTC, to the millisecond.
 type Entry struct {
 	Requested time.Time `json:"requested"`
 	// Started is when the node took the lock and began to drain; Drained,
@@ -104,5 +104,5 @@ func utc(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
 	}
-	return t.UTC().Truncate(time.Second)
+	return t.UTC().Truncate(time.Millisecond)
 }

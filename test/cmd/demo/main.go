@@ -7,9 +7,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -39,7 +42,7 @@ import (
 type options struct {
 	name, namespace, kustodian, ctl, script, workdir string
 	nodes, workMS, failPercent                       int
-	keep                                             bool
+	keep, notify                                     bool
 	zones                                            int
 }
 
@@ -56,6 +59,7 @@ func main() {
 	flag.StringVar(&o.workdir, "workdir", filepath.Join(os.TempDir(), "kustodian-demo"), "directory of the nodes' host files and logs")
 	flag.BoolVar(&o.keep, "keep-cluster", false, "leave the cluster running at the end")
 	flag.IntVar(&o.zones, "zones", 0, "spread the nodes over this many zones and apply a MaintenancePolicy with groupBy zone, one node per zone at a time (0: no policy, one node at a time)")
+	flag.BoolVar(&o.notify, "notify", false, "send the agents' notifications (notify.urls) to a local webhook receiver and print what it gets")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -139,6 +143,14 @@ func run(ctx context.Context, o options) error {
 		}
 	}()
 
+	var notifyURL string
+	if o.notify {
+		if notifyURL, err = receiveNotifications(ctx); err != nil {
+			return err
+		}
+		fmt.Printf("notifications: every agent sends to %s; lines starting with \"notify |\" are what the local receiver got\n", notifyURL)
+	}
+
 	var procs []*exec.Cmd
 	defer func() {
 		for _, p := range procs {
@@ -148,7 +160,7 @@ func run(ctx context.Context, o options) error {
 			_ = p.Wait()
 		}
 	}()
-	for _, n := range nodes {
+	for i, n := range nodes {
 		dir := filepath.Join(o.workdir, n)
 		if err := os.RemoveAll(dir); err != nil {
 			return err
@@ -161,12 +173,19 @@ func run(ctx context.Context, o options) error {
 		if err := ctl.NodeKubeconfig(ctx, n, kubeconfig); err != nil {
 			return err
 		}
+		textfile, listen := filepath.Join(dir, "kustodian.prom"), fmt.Sprintf("127.0.0.1:%d", 9842+i)
+		extra := []string{"--stay", "--queue-heartbeat", "2s", "--drain-evict-error-retry-delay", "1s",
+			"--metrics-textfile", textfile, "--metrics-listen", listen}
+		if notifyURL != "" {
+			extra = append(extra, "--notify-urls", notifyURL)
+		}
 		p, err := agentproc.Start(agentproc.Spec{Binary: o.kustodian, Kubeconfig: kubeconfig, Namespace: o.namespace,
-			Node: n, Dir: dir, Extra: []string{"--stay", "--queue-heartbeat", "2s", "--drain-evict-error-retry-delay", "1s"}})
+			Node: n, Dir: dir, Extra: extra})
 		if err != nil {
 			return err
 		}
 		procs = append(procs, p)
+		fmt.Printf("metrics of %s: curl -s http://%s/metrics (while its agent runs), and %s (node_exporter's textfile, kept)\n", n, listen, textfile)
 	}
 
 	type result struct {
@@ -215,6 +234,11 @@ func run(ctx context.Context, o options) error {
 	if err := tl.CheckExclusive(slots); err != nil {
 		return fmt.Errorf("the rollout broke its promise: %w", err)
 	}
+	out, err := ctl.Run(ctx, "history")
+	if err != nil {
+		return fmt.Errorf("kustodian-ctl history: %w\n%s", err, out)
+	}
+	fmt.Printf("\nkustodian-ctl history (each node keeps its last maintenances on its Node):\n%s", out)
 	return nil
 }
 
@@ -356,3 +380,29 @@ func workloads(ctx context.Context, client kubernetes.Interface) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// receiveNotifications starts a local webhook receiver standing in for
+// Slack or Teams, printing each message it gets, and returns the shoutrrr
+// URL the agents send to.
+func receiveNotifications(ctx context.Context) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var payload struct {
+			Message string `json:"message"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&payload); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Println("notify | " + payload.Message)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	return "generic://" + ln.Addr().String() + "/demo?disabletls=yes&template=json", nil
+}
