@@ -228,8 +228,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	jobChanges := watchJobs(ctx, a.jobs.Dir)
 	defer a.serveMetrics()()
 	// What is still queued when the node is Idle goes out before the
-	// agent exits (the completed message, usually), within a bound.
-	defer a.notifications.Close(notifyGrace)
+	// agent exits (the completed message, usually), within a bound; an
+	// agent stopped by systemd (a shutdown, a restart) waits less, so
+	// that an unreachable URL never holds up a reboot.
+	defer func() {
+		grace := notifyGrace
+		if ctx.Err() != nil {
+			grace = notifyGraceStopping
+		}
+		a.notifications.Close(grace)
+	}()
 	a.notify.Ready()
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "stay", a.cfg.Stay)
 
@@ -302,8 +310,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-// notifyGrace is how long an exiting agent waits for its notifications.
-const notifyGrace = 15 * time.Second
+// notifyGrace is how long an agent that exits on its own (the node is
+// Idle) waits for its notifications to go out; notifyGraceStopping, one
+// that systemd stops.
+const (
+	notifyGrace         = 15 * time.Second
+	notifyGraceStopping = 2 * time.Second
+)
 
 // probeEvery is how often an agent asks whether the API server is back,
 // spread by ±50 % so that a fleet does not come back in step.
