@@ -6,7 +6,6 @@ package login1
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -73,23 +72,60 @@ func (m *Manager) Inhibit(ctx context.Context, what, who, why, mode string) (*os
 
 // ListInhibitors lists every inhibitor lock on the host.
 func (m *Manager) ListInhibitors(ctx context.Context) ([]Inhibitor, error) {
-	var raw [][]any
-	if err := m.obj.CallWithContext(ctx, manager+".ListInhibitors", 0).Store(&raw); err != nil {
-		return nil, fmt.Errorf("logind ListInhibitors: %w", err)
+	call := m.obj.CallWithContext(ctx, manager+".ListInhibitors", 0)
+	if call.Err != nil {
+		return nil, fmt.Errorf("logind ListInhibitors: %w", call.Err)
 	}
-	out := make([]Inhibitor, 0, len(raw))
-	for _, r := range raw {
-		if len(r) != 6 {
-			return nil, errors.New("logind ListInhibitors: unexpected reply")
+	return decodeInhibitors(call.Body)
+}
+
+// decodeInhibitors decodes ListInhibitors' reply, a(ssssuu) (what, who,
+// why, mode, uid, pid), into typed structs: a reply of another shape is an
+// error, never an inhibitor with an empty mode (which would not block,
+// and could open the reboot gate while a block inhibitor is held).
+// (dbus.Store would convert what Go converts: an integer into a one-rune
+// string.)
+func decodeInhibitors(body []any) ([]Inhibitor, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("logind ListInhibitors: unexpected reply (want a(ssssuu)): "+format, args...)
+	}
+	if len(body) != 1 {
+		return nil, bad("%d values", len(body))
+	}
+	var rows [][]any
+	switch v := body[0].(type) {
+	case [][]any:
+		rows = v
+	case []any:
+		for _, r := range v {
+			row, ok := r.([]any)
+			if !ok {
+				return nil, bad("an element of type %T", r)
+			}
+			rows = append(rows, row)
 		}
-		i := Inhibitor{}
-		i.What, _ = r[0].(string)
-		i.Who, _ = r[1].(string)
-		i.Why, _ = r[2].(string)
-		i.Mode, _ = r[3].(string)
-		i.UID, _ = r[4].(uint32)
-		i.PID, _ = r[5].(uint32)
-		out = append(out, i)
+	default:
+		return nil, bad("a value of type %T", body[0])
+	}
+	out := make([]Inhibitor, 0, len(rows))
+	for i, r := range rows {
+		if len(r) != 6 {
+			return nil, bad("inhibitor %d has %d fields", i+1, len(r))
+		}
+		var in Inhibitor
+		for j, dst := range []any{&in.What, &in.Who, &in.Why, &in.Mode, &in.UID, &in.PID} {
+			ok := false
+			switch d := dst.(type) {
+			case *string:
+				*d, ok = r[j].(string)
+			case *uint32:
+				*d, ok = r[j].(uint32)
+			}
+			if !ok {
+				return nil, bad("field %d of inhibitor %d is a %T", j+1, i+1, r[j])
+			}
+		}
+		out = append(out, in)
 	}
 	return out, nil
 }

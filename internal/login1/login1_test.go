@@ -41,3 +41,33 @@ func TestBlocks(t *testing.T) {
 		}
 	}
 }
+
+// ListInhibitors' reply decodes into typed structs; any other shape is an
+// error rather than an inhibitor with an empty mode.
+func TestDecodeInhibitors(t *testing.T) {
+	good := []any{[][]any{
+		{"shutdown:sleep", "kustodian", "draining", "block", uint32(0), uint32(42)},
+		{"shutdown", "ModemManager", "ModemManager needs to reset devices", "delay", uint32(0), uint32(7)},
+	}}
+	got, err := decodeInhibitors(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Inhibitor{{"shutdown:sleep", "kustodian", "draining", "block", 0, 42}, {"shutdown", "ModemManager", "ModemManager needs to reset devices", "delay", 0, 7}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("decoded %+v, want %+v", got, want)
+	}
+	if got, err := decodeInhibitors([]any{[][]any{}}); err != nil || len(got) != 0 {
+		t.Errorf("no inhibitors: %+v %v", got, err)
+	}
+	for name, body := range map[string][]any{
+		"mode not a string": {[][]any{{"shutdown", "x", "y", int32(1), uint32(0), uint32(1)}}},
+		"a field missing":   {[][]any{{"shutdown", "x", "y", "block", uint32(0)}}},
+		"not a list":        {"shutdown"},
+		"nothing":           {},
+	} {
+		if got, err := decodeInhibitors(body); err == nil {
+			t.Errorf("%s: decoded %+v, want an error", name, got)
+		}
+	}
+}
