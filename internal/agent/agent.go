@@ -247,7 +247,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer heartbeat.Stop()
 	resync := time.NewTicker(a.cfg.Resync)
 	defer resync.Stop()
-	backoff := newBackoff(time.Second, 30*time.Second)
+	backoff := retryBackoff(time.Second)
 	for {
 		if a.shuttingDown {
 			// Rebooting is recorded; the next step belongs to the next boot.
@@ -273,7 +273,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		if err != nil {
-			delay := backoff.Next()
+			delay := backoff.Step()
 			a.setStatus(fmt.Sprintf("error, retrying in %s: %s", delay.Round(100*time.Millisecond), err))
 			a.log.Error("step failed; retrying", "err", err, "retry_in", delay)
 			if err := a.rideOut(ctx, delay); err != nil {
@@ -284,7 +284,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		backoff.Reset()
+		backoff = retryBackoff(time.Second)
 		wakeAt.Reset(a.untilWake())
 		if done {
 			a.log.Info("node is Idle; exiting")

@@ -1,25 +1,16 @@
 package agent
 
 import (
-	"math/rand/v2"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// backoff doubles a delay from min up to max, with ±20% jitter so that many
-// agents that lost the API server together do not return together.
-type backoff struct {
-	min, max, next time.Duration
+// retryBackoff is the wait between failed attempts: from first, doubling up
+// to 30 s, each wait longer by up to 20 % at random, so that many agents
+// that lost the API server together do not return together. A fresh
+// value starts again from first.
+func retryBackoff(first time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: first, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
 }
-
-func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max, next: min} }
-
-// Next returns the delay to wait now.
-func (b *backoff) Next() time.Duration {
-	d := b.next
-	b.next = min(b.next*2, b.max)
-	jitter := time.Duration((rand.Float64()*0.4 - 0.2) * float64(d))
-	return d + jitter
-}
-
-// Reset starts again from min.
-func (b *backoff) Reset() { b.next = b.min }

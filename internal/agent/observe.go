@@ -27,7 +27,7 @@ import (
 // waitForAPI waits, with backoff, until the API server answers, then checks
 // the objects the agent cannot work without.
 func (a *Agent) waitForAPI(ctx context.Context) error {
-	backoff := newBackoff(500*time.Millisecond, 30*time.Second)
+	backoff := retryBackoff(500 * time.Millisecond)
 	for {
 		// Ready, not just answering: right after a start the API server
 		// serves /version before its authorizer has read the RBAC, and
@@ -40,7 +40,7 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 		if errors.As(err, &status) { // its body lists every check
 			err = fmt.Errorf("the API server is up but not ready yet (HTTP %d from /readyz)", status.Status().Code)
 		}
-		delay := backoff.Next()
+		delay := backoff.Step()
 		a.setStatus(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(100*time.Millisecond), err))
 		a.log.Warn("API server unreachable", "err", err, "retry_in", delay)
 		select {
