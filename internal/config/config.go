@@ -9,12 +9,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/notify"
@@ -206,10 +206,6 @@ func (a Agent) Files() hostfiles.Files {
 	return hostfiles.Files{Request: a.RequestFile, InProgress: a.InProgressFile, RebootSentinel: a.RebootSentinel}
 }
 
-// A DNS-1123 label: what Kubernetes accepts in the names Kustodian builds
-// (the namespace).
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
 // FieldError names the configuration key that is wrong.
 type FieldError struct {
 	Key string
@@ -227,8 +223,8 @@ func (a Agent) Validate() error {
 	if a.Kubeconfig == "" {
 		return bad("kubeconfig", "is empty; give the path of the node's kubeconfig")
 	}
-	if !dnsLabel.MatchString(a.Namespace) || len(a.Namespace) > 63 {
-		return bad("namespace", "%q is not a valid namespace name", a.Namespace)
+	if errs := validation.IsDNS1123Label(a.Namespace); len(errs) > 0 {
+		return bad("namespace", "%q is not a valid namespace name: %s", a.Namespace, strings.Join(errs, "; "))
 	}
 	for _, f := range []struct {
 		key, path    string
@@ -293,8 +289,8 @@ func (a Agent) Validate() error {
 	default:
 		return bad("kured.enabled", "%q is not one of auto, true, false", a.Kured.Enabled)
 	}
-	if !dnsLabel.MatchString(a.Kured.Namespace) {
-		return bad("kured.namespace", "%q is not a valid namespace name", a.Kured.Namespace)
+	if errs := validation.IsDNS1123Label(a.Kured.Namespace); len(errs) > 0 {
+		return bad("kured.namespace", "%q is not a valid namespace name: %s", a.Kured.Namespace, strings.Join(errs, "; "))
 	}
 	if a.Kured.DaemonSet == "" {
 		return bad("kured.daemonSet", "is empty")

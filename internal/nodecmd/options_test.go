@@ -97,6 +97,7 @@ func TestLoadErrorsNameTheSource(t *testing.T) {
 		"unknown notify service":       {file: "notify:\n  urls:\n    - nosuch://t0ken@host\n", want: `config.yaml: notify.urls: URL 1 (nosuch://host): `},
 		"bad notify URL in env":        {env: map[string]string{"KUSTODIAN_NOTIFY_URLS": "generic://127.0.0.1:9/x slack://hook:short@webhook"}, want: `KUSTODIAN_NOTIFY_URLS: URL 2 (slack://webhook): `},
 		"bad notify template":          {args: []string{"--notify-failed", "{{.Nodename}}"}, want: `--notify-failed: template: failed:1:2: executing "failed" at <.Nodename>: can't evaluate field Nodename`},
+		"namespace with capitals":      {args: []string{"--namespace", "Kustodian"}, want: `--namespace: "Kustodian" is not a valid namespace name: a lowercase RFC 1123 label must consist of`},
 		"textfile in no directory":     {args: []string{"--metrics-textfile", "/nonexistent/k.prom"}, want: `--metrics-textfile: the directory of /nonexistent/k.prom cannot be used`},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -93,8 +93,6 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
 }
 
-var policyName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
 // MaxPolicyName bounds a policy's name, so that its lock names stay valid.
 const MaxPolicyName = 40
 
@@ -109,7 +107,7 @@ func Validate(p *MaintenancePolicy) error {
 	bad := func(field string, err error) error {
 		return fmt.Errorf("MaintenancePolicy %s: %s: %w", p.Name, field, err)
 	}
-	if !policyName.MatchString(p.Name) || len(p.Name) > MaxPolicyName {
+	if len(validation.IsDNS1123Label(p.Name)) > 0 || len(p.Name) > MaxPolicyName {
 		return bad("metadata.name", fmt.Errorf("must be lower-case letters, digits and '-', at most %d characters", MaxPolicyName))
 	}
 	if p.Name == DefaultName {
