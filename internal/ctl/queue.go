@@ -27,22 +27,26 @@ its record but is skipped (no position) until it returns.`,
 			if err != nil {
 				return err
 			}
-			print := func(w io.Writer, s status.MaintenanceStatus) error {
-				q := queueList(s)
-				if output == outputJSON || output == outputYAML {
-					return printObject(w, output, q)
-				}
-				if len(q.Items) == 0 {
-					_, err := fmt.Fprintln(w, "No node is waiting.")
-					return err
-				}
-				printQueue(w, q)
-				return nil
-			}
-			return o.show(cmd.Context(), r, watch, output, print, status.MaintenanceStatus.Queue)
+			return o.show(cmd.Context(), r, watch, output, queuePrinter(output), status.MaintenanceStatus.Queue)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the queue, print every change as it happens")
 	return cmd
+}
+
+// queuePrinter prints the queue of a status in the output format.
+func queuePrinter(output string) func(io.Writer, status.MaintenanceStatus) error {
+	return func(w io.Writer, s status.MaintenanceStatus) error {
+		q := queueList(s)
+		if output == outputJSON || output == outputYAML {
+			return printObject(w, output, q)
+		}
+		if len(q.Items) == 0 {
+			_, err := fmt.Fprintln(w, "No node is waiting.")
+			return err
+		}
+		printQueue(w, q)
+		return nil
+	}
 }

@@ -37,26 +37,31 @@ verdict (open, closed or unchecked), as its agent last saw them: the answer to
 			if err != nil {
 				return err
 			}
-			print := func(w io.Writer, s status.MaintenanceStatus) error {
-				s, err := selectNodes(s, nodes, all)
-				if err != nil {
-					return err
-				}
-				if err := printStatus(w, s, output); err != nil {
-					return err
-				}
-				if len(nodes) > 0 && (output == "" || output == outputWide) {
-					printGates(w, s.Nodes)
-				}
-				return nil
-			}
-			return o.show(cmd.Context(), r, watch, output, print, statusRows(nodes, all))
+			return o.show(cmd.Context(), r, watch, output, statusPrinter(output, nodes, all), statusRows(nodes, all))
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
 	cmd.Flags().BoolVarP(&all, "all", "A", false, "include Idle nodes")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the status, print every change as it happens")
 	return cmd
+}
+
+// statusPrinter prints a status as `status` shows it: the nodes selected,
+// in the output format.
+func statusPrinter(output string, nodes []string, all bool) func(io.Writer, status.MaintenanceStatus) error {
+	return func(w io.Writer, s status.MaintenanceStatus) error {
+		s, err := selectNodes(s, nodes, all)
+		if err != nil {
+			return err
+		}
+		if err := printStatus(w, s, output); err != nil {
+			return err
+		}
+		if len(nodes) > 0 && (output == "" || output == outputWide) {
+			printGates(w, s.Nodes)
+		}
+		return nil
+	}
 }
 
 // selectNodes keeps the named nodes, or the nodes that are not Idle (all:

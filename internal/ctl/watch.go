@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -95,6 +96,23 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output strin
 		return status.Build(in)
 	}
 
+	if output == outputJSON {
+		// One object per line, each printed as without --watch (the same
+		// schema, the same selection), made compact.
+		indented := print
+		print = func(w io.Writer, s status.MaintenanceStatus) error {
+			var b, line bytes.Buffer
+			if err := indented(&b, s); err != nil {
+				return err
+			}
+			if err := json.Compact(&line, b.Bytes()); err != nil {
+				return err
+			}
+			line.WriteByte('\n')
+			_, err := w.Write(line.Bytes())
+			return err
+		}
+	}
 	redraw := output != outputJSON && output != outputYAML && logging.IsTerminal(w)
 	s := current()
 	if redraw {
@@ -113,11 +131,9 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output strin
 		s := current()
 		switch {
 		case output == outputJSON:
-			b, err := json.Marshal(s)
-			if err != nil {
+			if err := print(w, s); err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "%s\n", b)
 		case output == outputYAML:
 			fmt.Fprintln(w, "---")
 			if err := print(w, s); err != nil {
