@@ -23,7 +23,7 @@ import (
 )
 
 func newInstallCommand(o *options) *cobra.Command {
-	var output, kuredNS, kuredDS string
+	var output string
 	var dryRun, kubeletEvictions bool
 	var maxLeases int
 	cmd := &cobra.Command{
@@ -48,7 +48,7 @@ ValidatingAdmissionPolicy (Kubernetes 1.30 or later) is refused before anything 
 applied. --dry-run or -o yaml prints the manifests instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS, MaxLeases: maxLeases, KubeletEvictions: kubeletEvictions}
+			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, MaxLeases: maxLeases, KubeletEvictions: kubeletEvictions}
 			if maxLeases == 0 {
 				return fmt.Errorf("--max-leases 0 would let no node write its record; give a number, or -1 for no quota")
 			}
@@ -96,8 +96,6 @@ applied. --dry-run or -o yaml prints the manifests instead.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml: print the manifests instead of applying them")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the manifests instead of applying them")
-	cmd.Flags().StringVar(&kuredNS, "kured-namespace", "kube-system", "namespace of Kured's DaemonSet")
-	cmd.Flags().StringVar(&kuredDS, "kured-daemonset", "kured", "name of Kured's DaemonSet")
 	cmd.Flags().IntVar(&maxLeases, "max-leases", manifests.DefaultMaxLeases, "the namespace's quota of Leases (a record per node in maintenance, the locks of every group); -1: none")
 	cmd.Flags().BoolVar(&kubeletEvictions, "kubelet-evictions", false, "give the agents no right to evict: each evicts its node's pods with the kubelet's kubeconfig (agent key drain.kubeletKubeconfig), which the API server holds to that node's own pods; agents without one refuse to start")
 	return cmd

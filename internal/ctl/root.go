@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/status"
 	"github.com/kustodian/kustodian/internal/version"
 )
@@ -32,6 +33,9 @@ const PluginName = "kubectl-kustodian"
 type options struct {
 	config  *genericclioptions.ConfigFlags
 	streams genericiooptions.IOStreams
+	// Kured's DaemonSet, which carries its lock (as the agents'
+	// kured.namespace and kured.daemonSet).
+	kuredNamespace, kuredDaemonSet string
 }
 
 func (o *options) namespace() string {
@@ -88,7 +92,7 @@ func (o *options) reader() (status.Reader, error) {
 	if err != nil {
 		return status.Reader{}, err
 	}
-	return status.Reader{Client: client, Namespace: o.namespace()}, nil
+	return status.Reader{Client: client, Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet}, nil
 }
 
 // NewRoot returns the `kustodian-ctl` root command. invokedAs is the
@@ -120,6 +124,8 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVar(&o.kuredNamespace, "kured-namespace", kured.Namespace, "namespace of Kured's DaemonSet (as the agents' kured.namespace)")
+	root.PersistentFlags().StringVar(&o.kuredDaemonSet, "kured-daemonset", kured.DaemonSet, "name of Kured's DaemonSet, which carries its lock (as the agents' kured.daemonSet)")
 	root.AddCommand(
 		newStatusCommand(o),
 		newQueueCommand(o),

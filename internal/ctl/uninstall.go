@@ -18,7 +18,6 @@ import (
 
 func newUninstallCommand(o *options) *cobra.Command {
 	var force bool
-	var kuredNS, kuredDS string
 	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove what install put into the cluster (refused while a node holds a lock, unless --force)",
@@ -47,7 +46,7 @@ by every installation: it is deleted only when no other namespace has policies.`
 			if err != nil {
 				return err
 			}
-			objs := manifests.Objects(manifests.Options{Namespace: o.namespace(), KuredNamespace: kuredNS, KuredDaemonSet: kuredDS})
+			objs := manifests.Objects(manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet})
 			// Bindings and roles first, the namespace (with the Leases) last.
 			for i := len(objs) - 1; i >= 0; i-- {
 				if objs[i].Resource == manifests.GVRCustomResourceDefinition {
@@ -69,8 +68,6 @@ by every installation: it is deleted only when no other namespace has policies.`
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "uninstall even while a node holds a lock")
-	cmd.Flags().StringVar(&kuredNS, "kured-namespace", "kube-system", "namespace of Kured's DaemonSet, as given to install")
-	cmd.Flags().StringVar(&kuredDS, "kured-daemonset", "kured", "name of Kured's DaemonSet, as given to install")
 	return cmd
 }
 

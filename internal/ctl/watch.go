@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/logging"
 	"github.com/kustodian/kustodian/internal/status"
@@ -54,7 +53,8 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output strin
 	infs := []cache.SharedIndexInformer{leaseInf, controlInf, nodeInf}
 	var kuredInf cache.SharedIndexInformer
 	if first.Kured != nil { // installed and readable
-		k := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(kured.Namespace), byName(kured.DaemonSet))
+		ns, name := r.Kured()
+		k := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(ns), byName(name))
 		kuredInf = k.Apps().V1().DaemonSets().Informer()
 		infs = append(infs, kuredInf)
 		defer k.Shutdown()

@@ -28,6 +28,20 @@ type Reader struct {
 	Namespace  string
 	StaleAfter time.Duration // 0: DefaultStaleAfter
 	Now        func() time.Time
+	// Kured's DaemonSet, which carries its lock ("": kube-system/kured).
+	KuredNamespace, KuredDaemonSet string
+}
+
+// Kured is the namespace and name of Kured's DaemonSet.
+func (r Reader) Kured() (namespace, name string) {
+	namespace, name = r.KuredNamespace, r.KuredDaemonSet
+	if namespace == "" {
+		namespace = kured.Namespace
+	}
+	if name == "" {
+		name = kured.DaemonSet
+	}
+	return namespace, name
 }
 
 func (r Reader) now() time.Time {
@@ -97,7 +111,8 @@ func (r Reader) CheckInstalled(ctx context.Context) error {
 }
 
 func (r Reader) kuredDaemonSet(ctx context.Context) (*appsv1.DaemonSet, error) {
-	ds, err := r.Client.AppsV1().DaemonSets(kured.Namespace).Get(ctx, kured.DaemonSet, metav1.GetOptions{})
+	ns, name := r.Kured()
+	ds, err := r.Client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		return ds, nil
@@ -105,7 +120,7 @@ func (r Reader) kuredDaemonSet(ctx context.Context) (*appsv1.DaemonSet, error) {
 		// Not installed, or not ours to see: the status goes without it.
 		return nil, nil
 	default:
-		return nil, Explain(err, "get", "daemonsets", kured.Namespace)
+		return nil, Explain(err, "get", "daemonsets", ns)
 	}
 }
 

@@ -906,6 +906,16 @@ func TestAgentKuredLock(t *testing.T) {
 	if err := json.Unmarshal([]byte(kuredAnnotation(t, e)), &single); err != nil || single.NodeID != "kustodian:"+nodes[0] {
 		t.Fatalf("during maintenance Kured's lock is %q (%v), want nodeID kustodian:%s", kuredAnnotation(t, e), err, nodes[0])
 	}
+	// kustodian-ctl reads Kured's lock where it is told, as the agent does.
+	var st struct {
+		Kured *struct {
+			Holders []string `json:"holders"`
+		} `json:"kured"`
+	}
+	if out := mustCtl(t, e, "status", "--kured-namespace", e.Namespace, "-o", "json"); json.Unmarshal([]byte(out), &st) != nil ||
+		st.Kured == nil || fmt.Sprint(st.Kured.Holders) != "[kustodian:"+nodes[0]+"]" {
+		t.Errorf("status --kured-namespace %s:\n%s", e.Namespace, out)
+	}
 	a.completes()
 	if v := kuredAnnotation(t, e); v != "" {
 		t.Errorf("Kured's lock left after maintenance: %s", v)
