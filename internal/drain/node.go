@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/lock"
 )
@@ -51,6 +52,17 @@ func (d *Drainer) Uncordon(ctx context.Context, n *corev1.Node) error {
 		patch["spec"] = map[string]any{"unschedulable": false}
 	}
 	return d.patch(ctx, n.Name, patch, "uncordoning")
+}
+
+// UncordonByAdmin makes node schedulable again for an admin, whoever
+// cordoned it, and removes Kustodian's marks (its cordon, its state
+// label).
+func UncordonByAdmin(ctx context.Context, client kubernetes.Interface, node string) error {
+	patch := map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: nil}, "labels": map[string]any{LabelState: nil}},
+		"spec":     map[string]any{"unschedulable": false},
+	}
+	return (&Drainer{Client: client}).patch(ctx, node, patch, "uncordoning")
 }
 
 // SetStateLabel sets kustodian.io/state on the node, or removes it for Idle

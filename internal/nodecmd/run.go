@@ -112,29 +112,13 @@ func blockedBy(ctx context.Context, cfg config.Agent) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	locks := &lock.Client{Kube: nc.kube, Namespace: nc.cfg.Namespace}
-	me, err := locks.GetRecord(ctx, nc.node)
-	if err != nil || me == nil {
-		return ""
-	}
-	all, err := locks.Locks(ctx)
+	held, err := (&lock.Client{Kube: nc.kube, Namespace: nc.cfg.Namespace}).FailedHolders(ctx, nc.node)
 	if err != nil {
 		return ""
 	}
 	var why []string
-	for _, l := range all {
-		if g, ok := lock.GroupOfLease(&l); !ok || g != me.GroupRef() {
-			continue
-		}
-		holder := lock.Holder(&l)
-		if holder == "" || holder == nc.node {
-			return ""
-		}
-		r, err := locks.GetRecord(ctx, holder)
-		if err != nil || r == nil || r.State != lock.Failed {
-			return ""
-		}
-		why = append(why, fmt.Sprintf("%s holds %s and Failed: %s", status.Printable(holder), l.Name, status.Printable(r.Message)))
+	for _, h := range held {
+		why = append(why, fmt.Sprintf("%s holds %s and Failed: %s", status.Printable(h.Node), h.Lock, status.Printable(h.Message)))
 	}
 	return strings.Join(why, "; ")
 }
