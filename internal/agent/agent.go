@@ -247,7 +247,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer heartbeat.Stop()
 	resync := time.NewTicker(a.cfg.Resync)
 	defer resync.Stop()
-	backoff := retryBackoff(time.Second)
+	backoff := RetryBackoff(time.Second)
 	for {
 		if a.shuttingDown {
 			// Rebooting is recorded; the next step belongs to the next boot.
@@ -284,7 +284,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		backoff = retryBackoff(time.Second)
+		backoff = RetryBackoff(time.Second)
 		wakeAt.Reset(a.untilWake())
 		if done {
 			a.log.Info("node is Idle; exiting")

@@ -8,7 +8,7 @@ import (
 // The waits double from the first, stop growing at 30 s, and are never
 // shorter than the plain doubling nor longer by more than 20 %.
 func TestRetryBackoff(t *testing.T) {
-	b := retryBackoff(time.Second)
+	b := RetryBackoff(time.Second)
 	want := time.Second
 	for i := range 12 {
 		d := b.Step()
@@ -17,7 +17,7 @@ func TestRetryBackoff(t *testing.T) {
 		}
 		want = min(2*want, 30*time.Second)
 	}
-	if fresh := retryBackoff(time.Second); fresh.Step() > 1200*time.Millisecond {
+	if fresh := RetryBackoff(time.Second); fresh.Step() > 1200*time.Millisecond {
 		t.Error("a fresh backoff does not start again from the first wait")
 	}
 }

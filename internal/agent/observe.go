@@ -27,7 +27,7 @@ import (
 // waitForAPI waits, with backoff, until the API server answers, then checks
 // the objects the agent cannot work without.
 func (a *Agent) waitForAPI(ctx context.Context) error {
-	backoff := retryBackoff(500 * time.Millisecond)
+	backoff := RetryBackoff(500 * time.Millisecond)
 	for {
 		// Ready, not just answering: right after a start the API server
 		// serves /version before its authorizer has read the RBAC, and

@@ -1,17 +1,61 @@
-// Package identity reads what a node's credentials say about the node: a
+// Package identity says which node a node's credentials belong to: a
 // ServiceAccount token bound to a Node object (TokenRequest with a
-// boundObjectRef of kind Node) names that Node in its claims.
+// boundObjectRef of kind Node) makes the API server see that Node's name
+// and UID in the user's extra info, which a SelfSubjectReview returns.
+// The token's own claims are read only for what the API server does not
+// say: when it expires.
 package identity
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
+
+// The extra info the API server gives a user whose token is bound to a
+// Node.
+const (
+	ExtraNodeName = "authentication.kubernetes.io/node-name"
+	ExtraNodeUID  = "authentication.kubernetes.io/node-uid"
+	ExtraPodName  = "authentication.kubernetes.io/pod-name"
+)
+
+// User is who the API server takes the credentials for.
+type User struct {
+	Name string
+	// Node and NodeUID are the Node the token is bound to ("" when it is
+	// not bound to a Node, or bound to a Pod as well).
+	Node, NodeUID string
+}
+
+// Review asks the API server who the client's credentials are
+// (SelfSubjectReview, which every authenticated user may create).
+func Review(ctx context.Context, client kubernetes.Interface) (User, error) {
+	r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return User{}, fmt.Errorf("asking the API server who these credentials are (SelfSubjectReview): %w", err)
+	}
+	info := r.Status.UserInfo
+	u := User{Name: info.Username}
+	one := func(key string) string {
+		if v := info.Extra[key]; len(v) == 1 {
+			return v[0]
+		}
+		return ""
+	}
+	if one(ExtraPodName) == "" {
+		u.Node, u.NodeUID = one(ExtraNodeName), one(ExtraNodeUID)
+	}
+	return u, nil
+}
 
 // claims are the parts of a ServiceAccount token's payload that matter here.
 type claims struct {

@@ -1,10 +1,15 @@
 package identity
 
 import (
+	"context"
 	"encoding/base64"
 	"testing"
 
+	authnv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func jwt(payload string) string {
@@ -30,5 +35,31 @@ func TestParseToken(t *testing.T) {
 	}
 	if tok, err := BoundNode(&rest.Config{}); err != nil || tok.Node != "" {
 		t.Errorf("BoundNode without a token: %+v %v", tok, err)
+	}
+}
+
+// Review takes the node from the API server's answer: a token bound to a
+// Node names it; one bound to a Pod (which carries its node's name too)
+// and a plain user do not.
+func TestReview(t *testing.T) {
+	for name, tc := range map[string]struct {
+		extra    map[string]authnv1.ExtraValue
+		node, id string
+	}{
+		"bound to a Node": {map[string]authnv1.ExtraValue{ExtraNodeName: {"n1"}, ExtraNodeUID: {"uid-1"}}, "n1", "uid-1"},
+		"bound to a Pod":  {map[string]authnv1.ExtraValue{ExtraNodeName: {"n1"}, ExtraNodeUID: {"uid-1"}, ExtraPodName: {"p"}}, "", ""},
+		"an admin":        {nil, "", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewClientset()
+			client.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, &authnv1.SelfSubjectReview{Status: authnv1.SelfSubjectReviewStatus{UserInfo: authnv1.UserInfo{
+					Username: "system:serviceaccount:kustodian:kustodian-agent", Extra: tc.extra}}}, nil
+			})
+			u, err := Review(context.Background(), client)
+			if err != nil || u.Node != tc.node || u.NodeUID != tc.id || u.Name != "system:serviceaccount:kustodian:kustodian-agent" {
+				t.Errorf("%+v %v, want node %q uid %q", u, err, tc.node, tc.id)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/history"
+	"github.com/kustodian/kustodian/internal/identity"
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	mpolicy "github.com/kustodian/kustodian/internal/policy"
@@ -28,12 +29,12 @@ import (
 // left to RBAC.
 
 const (
-	extraNodeName = "authentication.kubernetes.io/node-name"
-	extraNodeUID  = "authentication.kubernetes.io/node-uid"
+	extraNodeName = identity.ExtraNodeName
+	extraNodeUID  = identity.ExtraNodeUID
 	// A token bound to a Pod carries the node-name of the Pod's node too;
 	// anyone who may create pods or tokens in the namespace could mint one
 	// for any node. Only tokens bound to the Node itself count.
-	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodName = identity.ExtraPodName
 )
 
 var (

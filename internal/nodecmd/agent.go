@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -42,12 +43,19 @@ variable; a flag beats the environment, which beats the file.`,
 	}
 	cf := addConfigFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		nc, err := cf.connect()
+		cfg0, err := cf.load()
 		if err != nil {
 			return err
 		}
+		log := logging.New(os.Stderr, cfg0.LogFormat)
+		nc, err := connectWith(cmd.Context(), cfg0, true, log)
+		if err != nil {
+			return err
+		}
+		if cmd.Context().Err() != nil {
+			return nil // stopped while it waited for the API server
+		}
 		cfg, node, kube := nc.cfg, nc.node, nc.kube
-		log := logging.New(os.Stderr, cfg.LogFormat)
 		log.Info("starting", "version", version.String("kustodian"), "node", node, "server", nc.rest.Host)
 		logind := connectLogind(cmd.Context(), log)
 		if logind != nil {
@@ -112,22 +120,26 @@ type nodeContext struct {
 }
 
 // connect loads the configuration, the node's name and a client of the
-// API server for it.
-func (cf *configFlags) connect() (nodeContext, error) {
+// API server for it. wait says how to take an API server that does not
+// answer: keep asking (the agent, started at boot perhaps before the
+// network) or fail (a command a script runs).
+func (cf *configFlags) connect(ctx context.Context, wait bool, log *slog.Logger) (nodeContext, error) {
 	cfg, err := cf.load()
 	if err != nil {
 		return nodeContext{}, err
 	}
-	return connectWith(cfg)
+	return connectWith(ctx, cfg, wait, log)
 }
 
 // connectWith is connect for a configuration loaded already.
-func connectWith(cfg config.Agent) (nodeContext, error) {
+func connectWith(ctx context.Context, cfg config.Agent, wait bool, log *slog.Logger) (nodeContext, error) {
 	nc := nodeContext{cfg: cfg}
 	var err error
 	if nc.rest, err = loadKubeconfig(nc.cfg.Kubeconfig); err != nil {
 		return nc, err
 	}
+	// Only its expiry is read from the token itself: the API server does
+	// not say it.
 	tok, err := identity.BoundNode(nc.rest)
 	if err != nil {
 		return nc, fmt.Errorf("kubeconfig %s: %w", nc.cfg.Kubeconfig, err)
@@ -135,13 +147,38 @@ func connectWith(cfg config.Agent) (nodeContext, error) {
 	if tok.Expires > 0 {
 		nc.tokenExpires = time.Unix(tok.Expires, 0)
 	}
-	if nc.node, nc.bound, err = nodeName(nc.cfg, tok); err != nil {
-		return nc, err
-	}
 	if nc.kube, err = kubernetes.NewForConfig(nc.rest); err != nil {
 		return nc, fmt.Errorf("kubeconfig %s: %w", nc.cfg.Kubeconfig, err)
 	}
+	user, err := review(ctx, nc.kube, wait, log)
+	if err != nil {
+		return nc, fmt.Errorf("kubeconfig %s: %w", nc.cfg.Kubeconfig, err)
+	}
+	if nc.node, nc.bound, err = nodeName(nc.cfg, user); err != nil {
+		return nc, err
+	}
 	return nc, nil
+}
+
+// review asks the API server whose credentials these are; with wait, until
+// it answers (or ctx ends), backing off as the agent does.
+func review(ctx context.Context, kube kubernetes.Interface, wait bool, log *slog.Logger) (identity.User, error) {
+	b := agent.RetryBackoff(500 * time.Millisecond)
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		u, err := identity.Review(attempt, kube)
+		cancel()
+		if err == nil || !wait || apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+			return u, err
+		}
+		delay := b.Step()
+		log.Warn("the API server does not say who this node is yet; retrying", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return u, err
+		case <-time.After(delay):
+		}
+	}
 }
 
 // systemBusSocket is the system D-Bus; where it does not exist (a
@@ -182,22 +219,23 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 	return c, nil
 }
 
-// nodeName is the Node the kubeconfig's token is bound to (a node-scoped
-// kubeconfig from kustodian-ctl kubeconfig), else --node-name, else the
-// hostname; bound is that Node when there is one. A --node-name that
-// disagrees with the token is refused: the token works only for its own
-// node. So is lock.ttl: expiry means other nodes take the lock over, which
-// the admission policy forbids node-bound tokens.
-func nodeName(cfg config.Agent, tok identity.Token) (name string, bound *lock.NodeRef, err error) {
-	if tok.Node != "" {
-		if cfg.NodeName != "" && cfg.NodeName != tok.Node {
+// nodeName is the Node the kubeconfig's token is bound to, as the API
+// server says (a node-scoped kubeconfig from kustodian-ctl kubeconfig),
+// else --node-name, else the hostname; bound is that Node when there is
+// one. A --node-name that disagrees with the token is refused: the token
+// works only for its own node. So is lock.ttl: expiry means other nodes
+// take the lock over, which the admission policy forbids node-bound
+// tokens.
+func nodeName(cfg config.Agent, user identity.User) (name string, bound *lock.NodeRef, err error) {
+	if user.Node != "" {
+		if cfg.NodeName != "" && cfg.NodeName != user.Node {
 			return "", nil, fmt.Errorf("node name %q disagrees with kubeconfig %s, whose token is bound to node %q; use that node's kubeconfig (kustodian-ctl kubeconfig %s) or drop --node-name",
-				cfg.NodeName, cfg.Kubeconfig, tok.Node, cfg.NodeName)
+				cfg.NodeName, cfg.Kubeconfig, user.Node, cfg.NodeName)
 		}
 		if cfg.Lock.TTL > 0 {
 			return "", nil, fmt.Errorf("lock.ttl is set, but kubeconfig %s has a node-bound token, and no node-bound agent may take over another's lock; unset lock.ttl (a lock goes with its holder's Node)", cfg.Kubeconfig)
 		}
-		return tok.Node, &lock.NodeRef{Name: tok.Node, UID: tok.NodeUID}, nil
+		return user.Node, &lock.NodeRef{Name: user.Node, UID: user.NodeUID}, nil
 	}
 	if cfg.NodeName != "" {
 		return cfg.NodeName, nil, nil

@@ -36,7 +36,7 @@ func (o option) env() string {
 // subcommands; their names are a contract (DESIGN section 9).
 var agentOptions = []option{
 	{"kubeconfig", "kubeconfig", "path of the node's kubeconfig", func(a *config.Agent) any { return &a.Kubeconfig }},
-	{"nodeName", "node-name", "this node's Node name (default: the node the kubeconfig's token is bound to, else the hostname, lower-cased)", func(a *config.Agent) any { return &a.NodeName }},
+	{"nodeName", "node-name", "this node's Node name (default: the Node the kubeconfig's token is bound to, as the API server says, else the hostname, lower-cased)", func(a *config.Agent) any { return &a.NodeName }},
 	{"namespace", "namespace", "namespace of Kustodian's Leases and control ConfigMap", func(a *config.Agent) any { return &a.Namespace }},
 	{"requestFile", "request-file", "file whose presence requests maintenance", func(a *config.Agent) any { return &a.RequestFile }},
 	{"inProgressFile", "in-progress-file", "file the agent creates once the node is drained", func(a *config.Agent) any { return &a.InProgressFile }},
