@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	godbus "github.com/godbus/dbus/v5"
 
 	"github.com/kustodian/kustodian/internal/atomicfile"
 	"github.com/kustodian/kustodian/internal/hostfiles"
@@ -22,33 +26,97 @@ import (
 // whether it still runs.
 type jobRunner interface {
 	Start(ctx context.Context, j *jobs.Job) error
-	Alive(j *jobs.Job) bool
+	// Alive says whether the job still runs. A query that fails is an
+	// error, never a dead job: a dead job is run again.
+	Alive(ctx context.Context, j *jobs.Job) (bool, error)
 }
 
 // systemdRunner runs each job in a transient unit of its own, outside the
 // agent's sandbox (a job may upgrade /usr), with its output in the journal.
-// It outlives the agent.
+// It outlives the agent. It speaks to systemd over D-Bus (go-systemd).
 type systemdRunner struct {
 	exe, stateDir string
+
+	mu   sync.Mutex
+	conn *sddbus.Conn // nil until the first call, and after a failed one
 }
 
-var _ jobRunner = systemdRunner{}
+var _ jobRunner = (*systemdRunner)(nil)
 
 func jobUnit(j *jobs.Job) string { return fmt.Sprintf("kustodian-job-%s-%d.service", j.ID, j.Runs) }
 
-func (r systemdRunner) Start(ctx context.Context, j *jobs.Job) error {
-	out, err := exec.CommandContext(ctx, "systemd-run", "--unit="+jobUnit(j), "--collect", "--quiet", "--no-block",
-		"--description=Kustodian job "+j.ID, r.exe, "job-exec", "--config", "/dev/null", "--state-dir", r.stateDir, j.ID).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("systemd-run %s: %v: %s", jobUnit(j), err, strings.TrimSpace(string(out)))
+// call runs f on a connection to systemd, made at the first call and made
+// again after a failure.
+func (r *systemdRunner) call(ctx context.Context, f func(*sddbus.Conn) error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil || !r.conn.Connected() {
+		c, err := sddbus.NewSystemConnectionContext(ctx)
+		if err != nil {
+			return fmt.Errorf("connecting to systemd: %w", err)
+		}
+		r.conn = c
 	}
-	return nil
+	err := f(r.conn)
+	if err != nil {
+		r.conn.Close()
+		r.conn = nil
+	}
+	return err
 }
 
-func (r systemdRunner) Alive(j *jobs.Job) bool {
-	out, _ := exec.Command("systemctl", "show", "--value", "-p", "ActiveState", jobUnit(j)).Output()
-	state := strings.TrimSpace(string(out))
-	return state == "active" || state == "activating"
+func (r *systemdRunner) Start(ctx context.Context, j *jobs.Job) error {
+	unit := jobUnit(j)
+	props := []sddbus.Property{
+		sddbus.PropDescription("Kustodian job " + j.ID),
+		sddbus.PropExecStart([]string{r.exe, "job-exec", "--config", "/dev/null", "--state-dir", r.stateDir, j.ID}, false),
+		// Gone once it ended, failed or not (systemd-run --collect): its
+		// result is in the job's file, its output in the journal.
+		{Name: "CollectMode", Value: godbus.MakeVariant("inactive-or-failed")},
+	}
+	return r.call(ctx, func(c *sddbus.Conn) error {
+		done := make(chan string, 1)
+		if _, err := c.StartTransientUnitContext(ctx, unit, "fail", props, done); err != nil {
+			return fmt.Errorf("starting %s: %w", unit, err)
+		}
+		select {
+		case result := <-done:
+			if result != "done" {
+				return fmt.Errorf("starting %s: systemd's job ended %s", unit, result)
+			}
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("starting %s: %w", unit, ctx.Err())
+		}
+	})
+}
+
+func (r *systemdRunner) Alive(ctx context.Context, j *jobs.Job) (bool, error) {
+	unit := jobUnit(j)
+	var state string
+	err := r.call(ctx, func(c *sddbus.Conn) error {
+		p, err := c.GetUnitPropertyContext(ctx, unit, "ActiveState")
+		var derr godbus.Error
+		if errors.As(err, &derr) && derr.Name == "org.freedesktop.systemd1.NoSuchUnit" {
+			state = "inactive" // collected: it ended
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("asking systemd whether %s runs: %w", unit, err)
+		}
+		if err := p.Value.Store(&state); err != nil {
+			return fmt.Errorf("the ActiveState of %s: %w", unit, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	switch state {
+	case "active", "activating", "deactivating", "reloading":
+		return true, nil
+	}
+	return false, nil
 }
 
 // execRunner runs jobs where there is no systemd (tests, containers), each
@@ -98,7 +166,11 @@ func (r *execRunner) Start(_ context.Context, j *jobs.Job) error {
 	return nil
 }
 
-func (r *execRunner) Alive(j *jobs.Job) bool {
+func (r *execRunner) Alive(_ context.Context, j *jobs.Job) (bool, error) {
+	return r.alive(j), nil
+}
+
+func (r *execRunner) alive(j *jobs.Job) bool {
 	r.mu.Lock()
 	done, ok := r.running[jobUnit(j)]
 	r.mu.Unlock()
@@ -155,9 +227,7 @@ func newJobRunner(stateDir string) jobRunner {
 		exe = "/usr/bin/kustodian"
 	}
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
-		if _, err := exec.LookPath("systemd-run"); err == nil {
-			return systemdRunner{exe: exe, stateDir: stateDir}
-		}
+		return &systemdRunner{exe: exe, stateDir: stateDir}
 	}
 	return &execRunner{exe: exe, stateDir: stateDir}
 }
@@ -232,7 +302,11 @@ func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (s
 		a.log.Info("job started", "job", j.ID, "run", j.Runs)
 		return j.Summary(), false, nil
 	case jobs.Running:
-		if !a.runner.Alive(j) {
+		alive, err := a.runner.Alive(ctx, j)
+		if err != nil {
+			return "", false, err // asked again at the next step
+		}
+		if !alive {
 			// Re-read: it may have ended just now.
 			fresh, err := a.jobs.Get(j.ID)
 			if err != nil {

@@ -44,10 +44,10 @@ func TestExecRunnerFindsItsJobAfterARestart(t *testing.T) {
 	}
 
 	again := &execRunner{exe: exe, stateDir: state} // the agent, started again
-	if !again.Alive(j) {
+	if !again.alive(j) {
 		t.Fatal("the restarted agent does not find the running job")
 	}
-	if again.Alive(&jobs.Job{ID: "upgrade", Runs: 2}) {
+	if again.alive(&jobs.Job{ID: "upgrade", Runs: 2}) {
 		t.Error("another run of the job is taken for alive")
 	}
 
@@ -55,7 +55,7 @@ func TestExecRunnerFindsItsJobAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for again.Alive(j) {
+	for again.alive(j) {
 		if time.Now().After(deadline) {
 			t.Fatal("a killed job still counts as running")
 		}
@@ -66,7 +66,7 @@ func TestExecRunnerFindsItsJobAfterARestart(t *testing.T) {
 	if err := os.WriteFile(again.pidFile(j), fmt.Appendf(nil, "%d 1\n", os.Getpid()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if again.Alive(j) {
+	if again.alive(j) {
 		t.Error("a recycled PID is taken for the job")
 	}
 }
