@@ -36,7 +36,7 @@ type HistoryItem struct {
 }
 
 func newHistoryCommand(o *options) *cobra.Command {
-	var output string
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "history [NODE...]",
 		Short: "List past maintenances per node: when, how long each step took, result and reason",
@@ -49,12 +49,13 @@ ends: the last %d per node, at most %d bytes (the oldest go first). They survive
 agent restarts and reboots, and go with the Node. The maintenance under way is
 in status.
 -o wide adds the policy, the group and why a maintenance failed;
--o json|yaml prints a MaintenanceHistory (apiVersion kustodian.io/v1alpha1).`, history.Annotation, history.MaxEntries, history.MaxBytes),
+-o json|yaml prints a MaintenanceHistory (apiVersion kustodian.io/v1alpha1), which
+jsonpath, go-template and custom-columns read too; -o name prints node/NAME.`, history.Annotation, history.MaxEntries, history.MaxBytes),
 		Example: `  kustodian-ctl history
   kustodian-ctl history node-3 -o wide
   kustodian-ctl history -o json`,
 		RunE: func(cmd *cobra.Command, nodes []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			client, err := o.client()
@@ -65,13 +66,17 @@ in status.
 			if err != nil {
 				return err
 			}
-			if output == outputJSON || output == outputYAML {
-				return printObject(o.streams.Out, output, h)
+			if !out.Table() {
+				var names []string
+				for _, it := range h.Items {
+					names = append(names, it.Node)
+				}
+				return out.Print(o.streams.Out, h, nodeNames(names))
 			}
-			return printHistory(o.streams.Out, h, output == outputWide)
+			return printHistory(o.streams.Out, h, out.Wide(), !out.NoHeaders)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	out = addOutput(cmd, true)
 	return cmd
 }
 
@@ -120,7 +125,7 @@ func readHistory(ctx context.Context, client kubernetes.Interface, names []strin
 
 func seconds(d time.Duration) int64 { return int64(d.Round(time.Second) / time.Second) }
 
-func printHistory(w io.Writer, h MaintenanceHistory, wide bool) error {
+func printHistory(w io.Writer, h MaintenanceHistory, wide, headers bool) error {
 	if len(h.Items) == 0 {
 		_, err := fmt.Fprintln(w, "No maintenance has ended on these nodes yet.")
 		return err
@@ -130,7 +135,9 @@ func printHistory(w io.Writer, h MaintenanceHistory, wide bool) error {
 	if wide {
 		header += "\tPOLICY\tGROUP\tMESSAGE"
 	}
-	fmt.Fprintln(tw, header)
+	if headers {
+		fmt.Fprintln(tw, header)
+	}
 	for _, it := range h.Items {
 		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", it.Node, it.Requested.UTC().Format(time.RFC3339), it.Result,
 			span(it.Wait()), span(it.Drain()), span(it.Maintenance()), orDash(status.Printable(it.Reason)))

@@ -53,7 +53,7 @@ applied. --dry-run or -o yaml prints the manifests instead.`,
 				return fmt.Errorf("--max-leases 0 would let no node write its record; give a number, or -1 for no quota")
 			}
 			objs := manifests.Objects(mo)
-			if dryRun || output == outputYAML {
+			if dryRun || output == "yaml" {
 				return printManifests(o.streams.Out, objs)
 			}
 			if output != "" {

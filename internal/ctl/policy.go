@@ -16,7 +16,7 @@ import (
 )
 
 func newPolicyCommand(o *options) *cobra.Command {
-	var output string
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "policy",
 		Short: "List the MaintenancePolicies with their nodes, groups, slots in use and next window",
@@ -29,21 +29,25 @@ precedence, a missing groupBy label) are listed with the reason.`,
   kustodian-ctl policy -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != outputJSON && output != outputYAML {
-				return fmt.Errorf("--output %q: policy prints json or yaml, or a table without -o", output)
+			if err := out.Check(); err != nil {
+				return err
 			}
 			list, err := readPolicies(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
-			if output != "" {
-				return printObject(o.streams.Out, output, list)
+			if !out.Table() {
+				var names []string
+				for _, p := range list.Items {
+					names = append(names, "maintenancepolicy.kustodian.io/"+p.Name)
+				}
+				return out.Print(o.streams.Out, list, names)
 			}
-			printPolicies(o.streams.Out, list)
+			printPolicies(o.streams.Out, list, !out.NoHeaders)
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	out = addOutput(cmd, false)
 	return cmd
 }
 
@@ -79,9 +83,11 @@ func readPolicies(ctx context.Context, o *options) (status.PolicyList, error) {
 	return status.Policies(policies, in.Nodes, in.Leases, in.Now), nil
 }
 
-func printPolicies(w io.Writer, list status.PolicyList) {
+func printPolicies(w io.Writer, list status.PolicyList, headers bool) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "POLICY\tPRECEDENCE\tNODES\tGROUPS (nodes, slots in use)\tWINDOW")
+	if headers {
+		fmt.Fprintln(tw, "POLICY\tPRECEDENCE\tNODES\tGROUPS (nodes, slots in use)\tWINDOW")
+	}
 	for _, p := range list.Items {
 		var groups []string
 		for _, g := range p.Groups {

@@ -1,7 +1,6 @@
 package ctl
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -10,48 +9,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/status"
 )
-
-// Output formats of -o.
-const (
-	outputTable = ""
-	outputWide  = "wide"
-	outputJSON  = "json"
-	outputYAML  = "yaml"
-)
-
-func checkOutput(o string) error {
-	switch o {
-	case outputTable, outputWide, outputJSON, outputYAML:
-		return nil
-	}
-	return fmt.Errorf("unknown output format %q; use wide, json or yaml", o)
-}
-
-// printObject prints v as JSON or YAML.
-func printObject(w io.Writer, format string, v any) error {
-	switch format {
-	case outputJSON:
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case outputYAML:
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	}
-	return fmt.Errorf("unknown output format %q", format)
-}
 
 func age(t *time.Time, now time.Time) string {
 	if t == nil || t.IsZero() {
@@ -126,13 +87,15 @@ func printHeader(w io.Writer, s status.MaintenanceStatus) {
 }
 
 // printNodes prints one row per node.
-func printNodes(w io.Writer, s status.MaintenanceStatus, nodes []status.Node, wide bool) {
+func printNodes(w io.Writer, s status.MaintenanceStatus, nodes []status.Node, wide, headers bool) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	cols := "NODE\tSTATE\tSINCE\tQUEUE\tREASON\tMESSAGE"
 	if wide {
 		cols += "\tGROUP\tREQUEST\tHEARTBEAT\tCORDONED-BY"
 	}
-	fmt.Fprintln(tw, cols)
+	if headers {
+		fmt.Fprintln(tw, cols)
+	}
 	for _, n := range nodes {
 		queue := "-"
 		if n.QueuePosition > 0 {
@@ -182,9 +145,15 @@ func queueList(s status.MaintenanceStatus) QueueList {
 	return q
 }
 
-func printQueue(w io.Writer, q QueueList) {
+func printQueue(w io.Writer, q QueueList, wide, headers bool) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "POSITION\tNODE\tGROUP\tWAITING\tLIVE")
+	if headers {
+		cols := "POSITION\tNODE\tGROUP\tWAITING\tLIVE"
+		if wide {
+			cols += "\tMESSAGE"
+		}
+		fmt.Fprintln(tw, cols)
+	}
 	for _, e := range q.Items {
 		pos := fmt.Sprint(e.Position)
 		if e.Position == 0 {
@@ -194,8 +163,25 @@ func printQueue(w io.Writer, q QueueList) {
 		if !e.Live {
 			live = "no (agent silent; skipped)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", pos, e.Node, orDash(e.Group),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", pos, e.Node, orDash(e.Group),
 			duration.HumanDuration(time.Duration(e.WaitingSeconds)*time.Second), live)
+		if wide {
+			fmt.Fprintf(tw, "\t%s", orDash(status.Printable(e.Message)))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+// nodeNames are what -o name prints for nodes.
+func nodeNames(nodes []string) []string {
+	out := make([]string, 0, len(nodes))
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, "node/"+n)
+		}
+	}
+	return out
 }

@@ -53,7 +53,7 @@ func TestStatusTables(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b bytes.Buffer
-		if err := printStatus(&b, sel, tc.output); err != nil {
+		if err := printStatus(&b, sel, outputOf(tc.output)); err != nil {
 			t.Fatal(err)
 		}
 		if len(tc.nodes) > 0 {
@@ -62,7 +62,7 @@ func TestStatusTables(t *testing.T) {
 		golden(t, tc.name, b.Bytes())
 	}
 	var b bytes.Buffer
-	printQueue(&b, queueList(s))
+	printQueue(&b, queueList(s), false, true)
 	golden(t, "queue", b.Bytes())
 }
 
@@ -70,7 +70,7 @@ func TestStatusObjectRoundTrips(t *testing.T) {
 	s := status.Build(statustest.Fixture())
 	for _, format := range []string{outputJSON, outputYAML} {
 		var b bytes.Buffer
-		if err := printObject(&b, format, s); err != nil {
+		if err := outputOf(format).Print(&b, s, nil); err != nil {
 			t.Fatal(err)
 		}
 		var back status.MaintenanceStatus
@@ -93,7 +93,7 @@ func TestStatusObjectRoundTrips(t *testing.T) {
 	// The documented field names (DESIGN section 9) are there.
 	var raw map[string]any
 	var b bytes.Buffer
-	_ = printObject(&b, outputJSON, s)
+	_ = outputOf(outputJSON).Print(&b, s, nil)
 	_ = json.Unmarshal(b.Bytes(), &raw)
 	for _, key := range []string{"apiVersion", "kind", "paused", "locks", "nodes"} {
 		if _, ok := raw[key]; !ok {

@@ -10,43 +10,49 @@ import (
 )
 
 func newQueueCommand(o *options) *cobra.Command {
-	var output string
 	var watch bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "queue",
 		Short: "List the nodes waiting for maintenance, in the order they will be granted",
 		Long: `queue lists the waiting nodes in grant order: position, node, group, time waiting,
 and whether the node's agent is alive. A node whose agent has gone silent keeps
-its record but is skipped (no position) until it returns.`,
+its record but is skipped (no position) until it returns. -o wide adds what each
+node's record says; -o json|yaml prints a MaintenanceQueue, which jsonpath,
+go-template and custom-columns read too; -o name prints node/NAME in grant order.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			r, err := o.reader()
 			if err != nil {
 				return err
 			}
-			return o.show(cmd.Context(), r, watch, output, queuePrinter(output), status.MaintenanceStatus.Queue)
+			return o.show(cmd.Context(), r, watch, out, queuePrinter(out), status.MaintenanceStatus.Queue)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	out = addOutput(cmd, true)
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the queue, print every change as it happens")
 	return cmd
 }
 
 // queuePrinter prints the queue of a status in the output format.
-func queuePrinter(output string) func(io.Writer, status.MaintenanceStatus) error {
+func queuePrinter(out *output) func(io.Writer, status.MaintenanceStatus) error {
 	return func(w io.Writer, s status.MaintenanceStatus) error {
 		q := queueList(s)
-		if output == outputJSON || output == outputYAML {
-			return printObject(w, output, q)
+		if !out.Table() {
+			var names []string
+			for _, e := range q.Items {
+				names = append(names, e.Node)
+			}
+			return out.Print(w, q, nodeNames(names))
 		}
 		if len(q.Items) == 0 {
 			_, err := fmt.Fprintln(w, "No node is waiting.")
 			return err
 		}
-		printQueue(w, q)
+		printQueue(w, q, out.Wide(), !out.NoHeaders)
 		return nil
 	}
 }

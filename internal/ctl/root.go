@@ -74,10 +74,10 @@ func (o *options) dynamicClient() (dynamic.Interface, error) {
 
 // show prints the status once or, with watch, again at every change that
 // alters rows.
-func (o *options) show(ctx context.Context, r status.Reader, watch bool, output string,
+func (o *options) show(ctx context.Context, r status.Reader, watch bool, out *output,
 	print func(io.Writer, status.MaintenanceStatus) error, rows func(status.MaintenanceStatus) []status.Node) error {
 	if watch {
-		return watchStatus(ctx, r, o.streams.Out, output, print, rows)
+		return watchStatus(ctx, r, o.streams.Out, out, print, rows)
 	}
 	s, err := r.Read(ctx)
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 )
 
 func newStatusCommand(o *options) *cobra.Command {
-	var output string
 	var all, watch bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "status [NODE...]",
 		Short: "Show who holds the lock, who waits, and what each node in maintenance does",
@@ -24,23 +24,24 @@ one row per node that is not Idle, or per NODE named. --all includes Idle nodes.
 Naming nodes also shows each waiting node's policy and every gate with its
 verdict (open, closed or unchecked), as its agent last saw them: the answer to
 "why is my node not going?";
--o json|yaml prints a MaintenanceStatus (apiVersion kustodian.io/v1alpha1).`,
+-o json|yaml prints a MaintenanceStatus (apiVersion kustodian.io/v1alpha1), which
+jsonpath, go-template and custom-columns read too; -o name prints node/NAME per row.`,
 		Example: `  kustodian-ctl status
   kustodian-ctl status -o wide --all
   kustodian-ctl status node-1 -o json
   kustodian-ctl status --watch`,
 		RunE: func(cmd *cobra.Command, nodes []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := out.Check(); err != nil {
 				return err
 			}
 			r, err := o.reader()
 			if err != nil {
 				return err
 			}
-			return o.show(cmd.Context(), r, watch, output, statusPrinter(output, nodes, all), statusRows(nodes, all))
+			return o.show(cmd.Context(), r, watch, out, statusPrinter(out, nodes, all), statusRows(nodes, all))
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	out = addOutput(cmd, true)
 	cmd.Flags().BoolVarP(&all, "all", "A", false, "include Idle nodes")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the status, print every change as it happens")
 	return cmd
@@ -48,16 +49,16 @@ verdict (open, closed or unchecked), as its agent last saw them: the answer to
 
 // statusPrinter prints a status as `status` shows it: the nodes selected,
 // in the output format.
-func statusPrinter(output string, nodes []string, all bool) func(io.Writer, status.MaintenanceStatus) error {
+func statusPrinter(out *output, nodes []string, all bool) func(io.Writer, status.MaintenanceStatus) error {
 	return func(w io.Writer, s status.MaintenanceStatus) error {
 		s, err := selectNodes(s, nodes, all)
 		if err != nil {
 			return err
 		}
-		if err := printStatus(w, s, output); err != nil {
+		if err := printStatus(w, s, out); err != nil {
 			return err
 		}
-		if len(nodes) > 0 && (output == "" || output == outputWide) {
+		if len(nodes) > 0 && out.Table() {
 			printGates(w, s.Nodes)
 		}
 		return nil
@@ -124,9 +125,13 @@ func printGates(w io.Writer, nodes []status.Node) {
 	}
 }
 
-func printStatus(w io.Writer, s status.MaintenanceStatus, output string) error {
-	if output == outputJSON || output == outputYAML {
-		return printObject(w, output, s)
+func printStatus(w io.Writer, s status.MaintenanceStatus, out *output) error {
+	if !out.Table() {
+		var names []string
+		for _, n := range s.Nodes {
+			names = append(names, n.Name)
+		}
+		return out.Print(w, s, nodeNames(names))
 	}
 	printHeader(w, s)
 	fmt.Fprintln(w)
@@ -134,6 +139,6 @@ func printStatus(w io.Writer, s status.MaintenanceStatus, output string) error {
 		_, err := fmt.Fprintln(w, "No node is in maintenance or waiting for it (--all lists every node).")
 		return err
 	}
-	printNodes(w, s, s.Nodes, output == outputWide)
+	printNodes(w, s, s.Nodes, out.Wide(), !out.NoHeaders)
 	return nil
 }

@@ -27,7 +27,7 @@ import (
 // (never by polling). On a terminal a table is redrawn; elsewhere each
 // change is one line; -o json prints one object per line, -o yaml one
 // document per change.
-func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output string,
+func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
 	print func(io.Writer, status.MaintenanceStatus) error, rows func(status.MaintenanceStatus) []status.Node) error {
 	first, err := r.Inputs(ctx) // the namespace exists, the credentials work
 	if err != nil {
@@ -96,7 +96,7 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output strin
 		return status.Build(in)
 	}
 
-	if output == outputJSON {
+	if out.Format == outputJSON {
 		// One object per line, each printed as without --watch (the same
 		// schema, the same selection), made compact.
 		indented := print
@@ -113,7 +113,7 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output strin
 			return err
 		}
 	}
-	redraw := output != outputJSON && output != outputYAML && logging.IsTerminal(w)
+	redraw := out.Table() && logging.IsTerminal(w)
 	s := current()
 	if redraw {
 		fmt.Fprint(w, "\033[H\033[2J")
@@ -130,17 +130,17 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, output strin
 		}
 		s := current()
 		switch {
-		case output == outputJSON:
-			if err := print(w, s); err != nil {
-				return err
-			}
-		case output == outputYAML:
+		case out.Format == outputYAML:
 			fmt.Fprintln(w, "---")
 			if err := print(w, s); err != nil {
 				return err
 			}
 		case redraw:
 			fmt.Fprint(w, "\033[H\033[2J")
+			if err := print(w, s); err != nil {
+				return err
+			}
+		case !out.Table(): // json (one line), jsonpath, go-template, ...
 			if err := print(w, s); err != nil {
 				return err
 			}

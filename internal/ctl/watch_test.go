@@ -60,7 +60,7 @@ func watchJSON(t *testing.T, print func(io.Writer, status.MaintenanceStatus) err
 	var out lines
 	done := make(chan error, 1)
 	go func() {
-		done <- watchStatus(ctx, status.Reader{Client: client, Namespace: in.Namespace}, &out, outputJSON, print, rows)
+		done <- watchStatus(ctx, status.Reader{Client: client, Namespace: in.Namespace}, &out, outputOf(outputJSON), print, rows)
 	}()
 	waitFor := func(n int) []string {
 		for {
@@ -98,7 +98,7 @@ func watchJSON(t *testing.T, print func(io.Writer, status.MaintenanceStatus) err
 // and those after a change alike (it switched to a MaintenanceStatus from
 // the second line on).
 func TestQueueWatchJSONKeepsItsSchema(t *testing.T) {
-	for i, line := range watchJSON(t, queuePrinter(outputJSON), status.MaintenanceStatus.Queue) {
+	for i, line := range watchJSON(t, queuePrinter(outputOf(outputJSON)), status.MaintenanceStatus.Queue) {
 		var q struct {
 			Kind  string            `json:"kind"`
 			Items []json.RawMessage `json:"items"`
@@ -112,7 +112,7 @@ func TestQueueWatchJSONKeepsItsSchema(t *testing.T) {
 // status NODE -o json --watch prints only NODE on every line (it dropped
 // the filter from the second line on).
 func TestStatusWatchJSONKeepsTheNodesNamed(t *testing.T) {
-	for i, line := range watchJSON(t, statusPrinter(outputJSON, []string{"n2"}, false), statusRows([]string{"n2"}, false)) {
+	for i, line := range watchJSON(t, statusPrinter(outputOf(outputJSON), []string{"n2"}, false), statusRows([]string{"n2"}, false)) {
 		var s struct {
 			Kind  string `json:"kind"`
 			Nodes []struct {

@@ -1,0 +1,238 @@
+package ctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/util/jsonpath"
+)
+
+// Output formats of -o that are Kustodian's own tables.
+const (
+	outputTable = ""
+	outputWide  = "wide"
+	outputJSON  = "json"
+	outputYAML  = "yaml"
+	outputName  = "name"
+)
+
+// output is -o and --no-headers, as kubectl has them: the command's
+// tables ("" and wide), and through k8s.io/cli-runtime's printers json,
+// yaml, jsonpath, go-template (and their -file forms), kubectl's
+// custom-columns (ours, on client-go's JSONPath), and name.
+type output struct {
+	Format    string
+	NoHeaders bool
+	wide      bool // the command has a wide table
+	templates *genericclioptions.KubeTemplatePrintFlags
+	changed   func() bool // whether -o was given
+}
+
+// addOutput registers -o, --no-headers, --template and
+// --allow-missing-template-keys on cmd.
+func addOutput(cmd *cobra.Command, wide bool) *output {
+	o := &output{wide: wide, templates: genericclioptions.NewKubeTemplatePrintFlags()}
+	formats := []string{}
+	if wide {
+		formats = append(formats, outputWide)
+	}
+	formats = append(formats, outputJSON, outputYAML, outputName, "jsonpath=...", "jsonpath-file=...", "go-template=...",
+		"go-template-file=...", "custom-columns=...", "custom-columns-file=...")
+	cmd.Flags().StringVarP(&o.Format, "output", "o", "", "output format: "+strings.Join(formats, ", ")+" (without -o: a table)")
+	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "print tables and custom-columns without their header line")
+	o.templates.AddFlags(cmd)
+	o.changed = func() bool { return cmd.Flag("output").Changed }
+	return o
+}
+
+// Table is whether -o asks for one of the command's own tables.
+func (o *output) Table() bool { return o.Format == outputTable || o.Format == outputWide }
+
+// Wide is whether -o asks for the wide table.
+func (o *output) Wide() bool { return o.Format == outputWide }
+
+func (o *output) flags() *genericclioptions.PrintFlags {
+	f := o.Format
+	return &genericclioptions.PrintFlags{
+		JSONYamlPrintFlags:   genericclioptions.NewJSONYamlPrintFlags(),
+		TemplatePrinterFlags: o.templates,
+		OutputFormat:         &f,
+		OutputFlagSpecified:  o.changed,
+	}
+}
+
+// Check refuses a format the command does not print, in one line.
+func (o *output) Check() error {
+	switch {
+	case o.Format == outputWide && !o.wide:
+		return fmt.Errorf("unknown output format %q: this command has no wide table", o.Format)
+	case o.Table(), o.Format == outputName:
+		return nil
+	case strings.HasPrefix(o.Format, "custom-columns"):
+		_, err := o.customColumns()
+		return err
+	}
+	if _, err := o.flags().ToPrinter(); err != nil {
+		if genericclioptions.IsNoCompatiblePrinterError(err) {
+			return fmt.Errorf("unknown output format %q; use wide, json, yaml, name, jsonpath=..., go-template=... or custom-columns=...", o.Format)
+		}
+		return fmt.Errorf("-o %s: %v", o.Format, err)
+	}
+	return nil
+}
+
+// customColumns reads -o custom-columns=HEADER:PATH,... or
+// custom-columns-file=FILE (a line of headers, a line of paths), as
+// kubectl does.
+func (o *output) customColumns() (*columnsPrinter, error) {
+	var headers, paths []string
+	if file, ok := strings.CutPrefix(o.Format, "custom-columns-file="); ok {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("-o custom-columns-file: %w", err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 2 {
+			return nil, fmt.Errorf("-o custom-columns-file=%s: want two lines, the headers and the paths", file)
+		}
+		headers, paths = strings.Fields(lines[0]), strings.Fields(lines[1])
+		if len(headers) != len(paths) {
+			return nil, fmt.Errorf("-o custom-columns-file=%s: %d headers for %d paths", file, len(headers), len(paths))
+		}
+	} else {
+		spec, _ := strings.CutPrefix(o.Format, "custom-columns=")
+		if spec == "" || spec == o.Format {
+			return nil, fmt.Errorf("-o %s: give the columns, as custom-columns=NODE:.node,RESULT:.result", o.Format)
+		}
+		for _, col := range strings.Split(spec, ",") {
+			h, path, ok := strings.Cut(col, ":")
+			if !ok || h == "" || path == "" {
+				return nil, fmt.Errorf("-o %s: column %q is not HEADER:PATH", o.Format, col)
+			}
+			headers, paths = append(headers, h), append(paths, path)
+		}
+	}
+	p := &columnsPrinter{headers: headers, noHeaders: o.NoHeaders}
+	for i, path := range paths {
+		expr := path
+		if !strings.HasPrefix(expr, "{") {
+			expr = "{" + expr + "}"
+		}
+		if !strings.HasPrefix(expr, "{.") {
+			expr = "{." + expr[1:]
+		}
+		jp := jsonpath.New(headers[i]).AllowMissingKeys(true)
+		if err := jp.Parse(expr); err != nil {
+			return nil, fmt.Errorf("-o %s: column %s: %v", o.Format, headers[i], err)
+		}
+		p.paths = append(p.paths, jp)
+	}
+	return p, nil
+}
+
+// columnsPrinter is kubectl's custom-columns: a row per item of a list (a
+// row for an object that is not one), each cell the values its JSONPath
+// finds, joined by commas, <none> when none.
+type columnsPrinter struct {
+	headers   []string
+	paths     []*jsonpath.JSONPath
+	noHeaders bool
+}
+
+func (p *columnsPrinter) PrintObj(obj runtime.Object, w io.Writer) error {
+	tw := printers.GetNewTabWriter(w)
+	if !p.noHeaders {
+		fmt.Fprintln(tw, strings.Join(p.headers, "\t"))
+	}
+	var rows []map[string]any
+	if list, ok := obj.(*unstructured.UnstructuredList); ok {
+		for _, it := range list.Items {
+			rows = append(rows, it.Object)
+		}
+	} else if u, ok := obj.(*unstructured.Unstructured); ok {
+		rows = append(rows, u.Object)
+	}
+	for _, row := range rows {
+		cells := make([]string, len(p.paths))
+		for i, jp := range p.paths {
+			results, err := jp.FindResults(row)
+			if err != nil {
+				return fmt.Errorf("column %s: %w", p.headers[i], err)
+			}
+			var values []string
+			for _, r := range results {
+				for _, v := range r {
+					values = append(values, printers.EscapeTerminal(fmt.Sprint(v.Interface())))
+				}
+			}
+			if len(values) == 0 {
+				values = []string{"<none>"}
+			}
+			cells[i] = strings.Join(values, ",")
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// Print prints doc, a document with apiVersion and kind, in a format other
+// than the tables; names are what -o name prints (kind/name, one a line).
+func (o *output) Print(w io.Writer, doc any, names []string) error {
+	if o.Format == outputName {
+		for _, n := range names {
+			if _, err := fmt.Fprintln(w, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	obj, err := toObject(doc)
+	if err != nil {
+		return err
+	}
+	var p printers.ResourcePrinter
+	if strings.HasPrefix(o.Format, "custom-columns") {
+		p, err = o.customColumns()
+	} else {
+		p, err = o.flags().ToPrinter()
+	}
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(obj, w)
+}
+
+// toObject makes an output document an object the printers take: a list
+// when it has items (so that custom-columns prints a row per item).
+func toObject(doc any) (runtime.Object, error) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	items, ok := m["items"].([]any)
+	if !ok {
+		return &unstructured.Unstructured{Object: m}, nil
+	}
+	delete(m, "items")
+	list := &unstructured.UnstructuredList{Object: m, Items: []unstructured.Unstructured{}}
+	for _, it := range items {
+		obj, ok := it.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("an item of %v is not an object", m["kind"])
+		}
+		list.Items = append(list.Items, unstructured.Unstructured{Object: obj})
+	}
+	return list, nil
+}
