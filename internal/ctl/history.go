@@ -66,6 +66,9 @@ jsonpath, go-template and custom-columns read too; -o name prints node/NAME.`, h
 			if err != nil {
 				return err
 			}
+			if err := sortRows(out, h.Items); err != nil {
+				return err
+			}
 			if !out.Table() {
 				var names []string
 				for _, it := range h.Items {

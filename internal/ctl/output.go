@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,7 +32,8 @@ const (
 type output struct {
 	Format    string
 	NoHeaders bool
-	wide      bool // the command has a wide table
+	SortBy    string // a JSONPath on each row, as kubectl's --sort-by
+	wide      bool   // the command has a wide table
 	templates *genericclioptions.KubeTemplatePrintFlags
 	changed   func() bool // whether -o was given
 }
@@ -48,6 +50,7 @@ func addOutput(cmd *cobra.Command, wide bool) *output {
 		"go-template-file=...", "custom-columns=...", "custom-columns-file=...")
 	cmd.Flags().StringVarP(&o.Format, "output", "o", "", "output format: "+strings.Join(formats, ", ")+" (without -o: a table)")
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "print tables and custom-columns without their header line")
+	cmd.Flags().StringVar(&o.SortBy, "sort-by", "", "sort the rows by the value of this JSONPath in each (as in -o json), e.g. '{.node}' or .waitingSeconds")
 	o.templates.AddFlags(cmd)
 	o.changed = func() bool { return cmd.Flag("output").Changed }
 	return o
@@ -71,6 +74,11 @@ func (o *output) flags() *genericclioptions.PrintFlags {
 
 // Check refuses a format the command does not print, in one line.
 func (o *output) Check() error {
+	if o.SortBy != "" {
+		if _, err := relaxedPath("--sort-by", o.SortBy); err != nil {
+			return err
+		}
+	}
 	switch {
 	case o.Format == outputWide && !o.wide:
 		return fmt.Errorf("unknown output format %q: this command has no wide table", o.Format)
@@ -122,16 +130,9 @@ func (o *output) customColumns() (*columnsPrinter, error) {
 	}
 	p := &columnsPrinter{headers: headers, noHeaders: o.NoHeaders}
 	for i, path := range paths {
-		expr := path
-		if !strings.HasPrefix(expr, "{") {
-			expr = "{" + expr + "}"
-		}
-		if !strings.HasPrefix(expr, "{.") {
-			expr = "{." + expr[1:]
-		}
-		jp := jsonpath.New(headers[i]).AllowMissingKeys(true)
-		if err := jp.Parse(expr); err != nil {
-			return nil, fmt.Errorf("-o %s: column %s: %v", o.Format, headers[i], err)
+		jp, err := relaxedPath("-o "+o.Format+": column "+headers[i], path)
+		if err != nil {
+			return nil, err
 		}
 		p.paths = append(p.paths, jp)
 	}
@@ -235,4 +236,81 @@ func toObject(doc any) (runtime.Object, error) {
 		list.Items = append(list.Items, unstructured.Unstructured{Object: obj})
 	}
 	return list, nil
+}
+
+// relaxedPath parses a JSONPath as kubectl's custom-columns and --sort-by
+// take it: with or without the braces and the leading dot.
+func relaxedPath(name, path string) (*jsonpath.JSONPath, error) {
+	expr := path
+	if !strings.HasPrefix(expr, "{") {
+		expr = "{" + expr + "}"
+	}
+	if !strings.HasPrefix(expr, "{.") {
+		expr = "{." + expr[1:]
+	}
+	jp := jsonpath.New(name).AllowMissingKeys(true)
+	if err := jp.Parse(expr); err != nil {
+		return nil, fmt.Errorf("%s %s: %v", name, path, err)
+	}
+	return jp, nil
+}
+
+// sortRows sorts rows, stably, by the value of --sort-by in each as it is
+// printed in JSON: numbers by value, anything else as text; a row without
+// the value goes last.
+func sortRows[T any](o *output, rows []T) error {
+	if o.SortBy == "" || len(rows) < 2 {
+		return nil
+	}
+	jp, err := relaxedPath("--sort-by", o.SortBy)
+	if err != nil {
+		return err
+	}
+	type keyed struct {
+		row    T
+		num    float64
+		text   string
+		isNum  bool
+		absent bool
+	}
+	ks := make([]keyed, len(rows))
+	for i, r := range rows {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		var m any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		ks[i].row = r
+		results, err := jp.FindResults(m)
+		if err != nil {
+			return fmt.Errorf("--sort-by %s: %w", o.SortBy, err)
+		}
+		if len(results) == 0 || len(results[0]) == 0 {
+			ks[i].absent = true
+			continue
+		}
+		switch v := results[0][0].Interface().(type) {
+		case float64:
+			ks[i].num, ks[i].isNum = v, true
+		default:
+			ks[i].text = fmt.Sprint(v)
+		}
+	}
+	sort.SliceStable(ks, func(i, j int) bool {
+		a, b := ks[i], ks[j]
+		switch {
+		case a.absent || b.absent:
+			return !a.absent && b.absent
+		case a.isNum && b.isNum:
+			return a.num < b.num
+		}
+		return a.text < b.text
+	})
+	for i := range ks {
+		rows[i] = ks[i].row
+	}
+	return nil
 }

@@ -75,6 +75,21 @@ func TestQueueOutputModes(t *testing.T) {
 	if got := run(table); strings.Contains(got, "POSITION") || strings.Count(got, "\n") != 3 {
 		t.Errorf("the table with --no-headers:\n%s", got)
 	}
+	sorted := outputOf("custom-columns=NODE:.node")
+	sorted.SortBy = "{.node}"
+	if got := run(sorted); got != "NODE\nn2\nn3\nn4\n" {
+		t.Errorf("--sort-by {.node}: %q", got)
+	}
+	byPosition := outputOf(outputName)
+	byPosition.SortBy = ".position" // n4's 0 first, then 1, 2
+	if got := run(byPosition); got != "node/n4\nnode/n3\nnode/n2\n" {
+		t.Errorf("--sort-by .position: %q", got)
+	}
+	byMissing := outputOf("")
+	byMissing.SortBy = ".nosuchfield"
+	if got := run(byMissing); !strings.Contains(got, "n3") {
+		t.Errorf("--sort-by a field no row has:\n%s", got)
+	}
 	if got := run(outputOf(outputWide)); !strings.Contains(strings.Split(got, "\n")[0], "MESSAGE") || !strings.Contains(got, "position 1 of 2") {
 		t.Errorf("-o wide has no MESSAGE column:\n%s", got)
 	}
@@ -99,8 +114,14 @@ func TestStatusOutputModesAndRefusals(t *testing.T) {
 		"custom-columns=":           "give the columns",
 		"go-template={{.nodes":      "-o go-template={{.nodes: ",
 		"custom-columns-file=/none": "-o custom-columns-file: open /none",
+		"sort-by {.items[":          "--sort-by {.items[: ",
 	} {
-		err := outputOf(format).Check()
+		o := outputOf(format)
+		if path, ok := strings.CutPrefix(format, "sort-by "); ok {
+			o = outputOf("")
+			o.SortBy = path
+		}
+		err := o.Check()
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("-o %s: %v, want one line containing %q", format, err, want)
 		}

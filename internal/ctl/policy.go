@@ -36,6 +36,9 @@ precedence, a missing groupBy label) are listed with the reason.`,
 			if err != nil {
 				return err
 			}
+			if err := sortRows(out, list.Items); err != nil {
+				return err
+			}
 			if !out.Table() {
 				var names []string
 				for _, p := range list.Items {

@@ -41,6 +41,9 @@ go-template and custom-columns read too; -o name prints node/NAME in grant order
 func queuePrinter(out *output) func(io.Writer, status.MaintenanceStatus) error {
 	return func(w io.Writer, s status.MaintenanceStatus) error {
 		q := queueList(s)
+		if err := sortRows(out, q.Items); err != nil {
+			return err
+		}
 		if !out.Table() {
 			var names []string
 			for _, e := range q.Items {

@@ -55,6 +55,9 @@ func statusPrinter(out *output, nodes []string, all bool) func(io.Writer, status
 		if err != nil {
 			return err
 		}
+		if err := sortRows(out, s.Nodes); err != nil {
+			return err
+		}
 		if err := printStatus(w, s, out); err != nil {
 			return err
 		}
