@@ -76,7 +76,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 		}
 	}
 	if node != nil {
-		if err := a.drainer.SetStateLabel(ctx, node, string(state)); err != nil {
+		if err := a.locks.SetStateLabel(ctx, node, state); err != nil {
 			return err
 		}
 		if prev.State != state {

@@ -24,7 +24,7 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 	}
 	a.failedRequest, a.failure = "", ""
 	if node != nil {
-		if err := a.drainer.SetStateLabel(ctx, node, ""); err != nil {
+		if err := a.locks.SetStateLabel(ctx, node, lock.Idle); err != nil {
 			return err
 		}
 	}

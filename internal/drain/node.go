@@ -15,7 +15,6 @@ import (
 
 // The marks Kustodian puts on the Node object (DESIGN section 3).
 const (
-	LabelState         = lock.LabelState
 	AnnotationCordoned = lock.AnnotationCordoned
 )
 
@@ -59,27 +58,10 @@ func (d *Drainer) Uncordon(ctx context.Context, n *corev1.Node) error {
 // label).
 func UncordonByAdmin(ctx context.Context, client kubernetes.Interface, node string) error {
 	patch := map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: nil}, "labels": map[string]any{LabelState: nil}},
+		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: nil}, "labels": map[string]any{lock.LabelState: nil}},
 		"spec":     map[string]any{"unschedulable": false},
 	}
 	return (&Drainer{Client: client}).patch(ctx, node, patch, "uncordoning")
-}
-
-// SetStateLabel sets kustodian.io/state on the node, or removes it for Idle
-// (state "").
-func (d *Drainer) SetStateLabel(ctx context.Context, n *corev1.Node, state string) error {
-	if n.Labels[LabelState] == state {
-		return nil
-	}
-	var value any = state
-	if state == "" {
-		if _, ok := n.Labels[LabelState]; !ok {
-			return nil
-		}
-		value = nil
-	}
-	patch := map[string]any{"metadata": map[string]any{"labels": map[string]any{LabelState: value}}}
-	return d.patch(ctx, n.Name, patch, "labelling")
 }
 
 func (d *Drainer) patch(ctx context.Context, node string, patch map[string]any, doing string) error {

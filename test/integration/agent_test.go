@@ -74,8 +74,8 @@ func TestAgentHappyPath(t *testing.T) {
 	}
 	// The record and the label follow the file.
 	waitRecord(e, nodes[0], "InMaintenance", inState(lock.InMaintenance))
-	if n := nodeObject(e, nodes[0]); n.Labels[drain.LabelState] != string(lock.InMaintenance) {
-		t.Errorf("node label %s=%q, want InMaintenance", drain.LabelState, n.Labels[drain.LabelState])
+	if n := nodeObject(e, nodes[0]); n.Labels[lock.LabelState] != string(lock.InMaintenance) {
+		t.Errorf("node label %s=%q, want InMaintenance", lock.LabelState, n.Labels[lock.LabelState])
 	}
 	if h := lockHolder(e); h != nodes[0] {
 		t.Errorf("lock holder %q, want %s", h, nodes[0])
@@ -97,7 +97,7 @@ func TestAgentHappyPath(t *testing.T) {
 	if _, ok := n.Annotations[drain.AnnotationCordoned]; ok {
 		t.Error("the cordoned annotation is still there")
 	}
-	if _, ok := n.Labels[drain.LabelState]; ok {
+	if _, ok := n.Labels[lock.LabelState]; ok {
 		t.Error("the state label is still there")
 	}
 	if h := lockHolder(e); h != "" {
@@ -677,7 +677,7 @@ func TestAgentRefusesBadInput(t *testing.T) {
 	if len(leases.Items) != 0 {
 		t.Errorf("bad input left %d Leases behind", len(leases.Items))
 	}
-	if n := nodeObject(e, nodes[0]); n.Spec.Unschedulable || len(n.Labels[drain.LabelState]) > 0 {
+	if n := nodeObject(e, nodes[0]); n.Spec.Unschedulable || len(n.Labels[lock.LabelState]) > 0 {
 		t.Errorf("bad input changed the node: unschedulable=%v labels=%v", n.Spec.Unschedulable, n.Labels)
 	}
 }
@@ -834,7 +834,7 @@ func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
 	a.start()
 	a.exitsZero()
 	n := nodeObject(e, holder)
-	if n.Spec.Unschedulable || n.Labels[drain.LabelState] != "" || n.Annotations[drain.AnnotationCordoned] != "" {
+	if n.Spec.Unschedulable || n.Labels[lock.LabelState] != "" || n.Annotations[drain.AnnotationCordoned] != "" {
 		t.Errorf("node after completion: unschedulable=%v labels=%v annotations=%v", n.Spec.Unschedulable, n.Labels, n.Annotations)
 	}
 	if a.inProgress() {
