@@ -2,14 +2,10 @@ package ctl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/lock"
@@ -77,20 +73,9 @@ func newResumeCommand(o *options) *cobra.Command {
 	}
 }
 
-// setHold sets or clears a node's kustodian.io/hold annotation.
+// setHold sets or clears a node's hold (lock.Client.SetHold).
 func setHold(ctx context.Context, client kubernetes.Interface, node string, hold bool, reason string) error {
-	var value any // nil removes it
-	if hold {
-		value = "true"
-		if reason != "" {
-			value = reason
-		}
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{lock.AnnotationHold: value}}})
-	if err != nil {
-		return err
-	}
-	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kustodian-ctl"}); err != nil {
+	if err := (&lock.Client{Kube: client}).SetHold(ctx, node, hold, reason); err != nil {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("node %s does not exist (kubectl get nodes lists them)", node)
 		}
@@ -99,32 +84,12 @@ func setHold(ctx context.Context, client kubernetes.Interface, node string, hold
 	return nil
 }
 
-// setPaused writes the control ConfigMap, creating it when missing.
+// setPaused pauses or resumes the namespace (lock.Client.SetPaused).
 func setPaused(ctx context.Context, client kubernetes.Interface, ns string, paused bool, reason string) error {
 	if err := (status.Reader{Client: client, Namespace: ns}).CheckInstalled(ctx); err != nil {
 		return err
 	}
-	cms := client.CoreV1().ConfigMaps(ns)
-	data := map[string]string{"paused": fmt.Sprint(paused)}
-	if reason != "" {
-		data["reason"] = reason
-	}
-	cm, err := cms.Get(ctx, lock.ControlConfigMap, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: lock.ControlConfigMap, Namespace: ns, Labels: map[string]string{lock.LabelManagedBy: lock.ManagedBy}},
-			Data:       data,
-		}
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return status.Explain(err, "create", "configmaps", ns)
-		}
-		return nil
-	}
-	if err != nil {
-		return status.Explain(err, "get", "configmaps", ns)
-	}
-	cm.Data = data
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if err := (&lock.Client{Kube: client, Namespace: ns}).SetPaused(ctx, paused, reason); err != nil {
 		return status.Explain(err, "update", "configmaps", ns)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -56,5 +57,51 @@ func TestReleaseByAdmin(t *testing.T) {
 	}
 	if stuck, err := c.FailedHolders(ctx, "n2"); err != nil || stuck != nil {
 		t.Errorf("n2 with the lock free: %+v %v", stuck, err)
+	}
+}
+
+// Pausing writes the control ConfigMap (made when missing) that Paused
+// reads; a hold is the Node's annotation, set and cleared.
+func TestPauseAndHold(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	c := &Client{Kube: client, Namespace: "kustodian"}
+	for _, tc := range []struct {
+		paused bool
+		reason string
+	}{{true, "incident 42"}, {false, ""}, {true, ""}} {
+		if err := c.SetPaused(ctx, tc.paused, tc.reason); err != nil {
+			t.Fatal(err)
+		}
+		cm, err := client.CoreV1().ConfigMaps("kustodian").Get(ctx, ControlConfigMap, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if paused, reason := Paused(cm); paused != tc.paused || reason != tc.reason || cm.Labels[LabelManagedBy] != ManagedBy {
+			t.Errorf("after SetPaused(%v, %q): %v %q %v", tc.paused, tc.reason, paused, reason, cm.Labels)
+		}
+	}
+	hold := func() (string, bool) {
+		n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := n.Annotations[AnnotationHold]
+		return v, ok
+	}
+	if err := c.SetHold(ctx, "n1", true, "backup"); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := hold(); !ok || v != "backup" {
+		t.Errorf("hold %q %v", v, ok)
+	}
+	if err := c.SetHold(ctx, "n1", false, ""); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := hold(); ok {
+		t.Errorf("hold %q left", v)
+	}
+	if err := c.SetHold(ctx, "n9", true, ""); err == nil {
+		t.Error("a hold on a node that does not exist")
 	}
 }
