@@ -48,7 +48,8 @@ variable; a flag beats the environment, which beats the file.`,
 			return err
 		}
 		log := logging.New(os.Stderr, cfg0.LogFormat)
-		nc, err := connectWith(cmd.Context(), cfg0, true, log)
+		notifier := systemd.SdNotifier{Log: log}
+		nc, err := connectWith(cmd.Context(), cfg0, true, log, notifier.Status)
 		if err != nil {
 			return err
 		}
@@ -93,7 +94,7 @@ variable; a flag beats the environment, which beats the file.`,
 			Kube:     kube,
 			Dynamic:  dyn,
 			Log:      log,
-			Notifier: systemd.SdNotifier{Log: log},
+			Notifier: notifier,
 			Login1:   logind,
 
 			TokenExpires: nc.tokenExpires,
@@ -120,19 +121,20 @@ type nodeContext struct {
 }
 
 // connect loads the configuration, the node's name and a client of the
-// API server for it. wait says how to take an API server that does not
-// answer: keep asking (the agent, started at boot perhaps before the
-// network) or fail (a command a script runs).
-func (cf *configFlags) connect(ctx context.Context, wait bool, log *slog.Logger) (nodeContext, error) {
+// API server for it, for a command a script runs: an API server that does
+// not answer is an error. (The agent keeps asking: connectWith.)
+func (cf *configFlags) connect(ctx context.Context) (nodeContext, error) {
 	cfg, err := cf.load()
 	if err != nil {
 		return nodeContext{}, err
 	}
-	return connectWith(ctx, cfg, wait, log)
+	return connectWith(ctx, cfg, false, nil, nil)
 }
 
-// connectWith is connect for a configuration loaded already.
-func connectWith(ctx context.Context, cfg config.Agent, wait bool, log *slog.Logger) (nodeContext, error) {
+// connectWith is connect for a configuration loaded already. With wait, an
+// API server that does not answer is asked again until it does, saying so
+// in the log and through status (systemd's STATUS).
+func connectWith(ctx context.Context, cfg config.Agent, wait bool, log *slog.Logger, status func(string)) (nodeContext, error) {
 	nc := nodeContext{cfg: cfg}
 	var err error
 	if nc.rest, err = loadKubeconfig(nc.cfg.Kubeconfig); err != nil {
@@ -150,7 +152,7 @@ func connectWith(ctx context.Context, cfg config.Agent, wait bool, log *slog.Log
 	if nc.kube, err = kubernetes.NewForConfig(nc.rest); err != nil {
 		return nc, fmt.Errorf("kubeconfig %s: %w", nc.cfg.Kubeconfig, err)
 	}
-	user, err := review(ctx, nc.kube, wait, log)
+	user, err := review(ctx, nc.kube, wait, log, status)
 	if err != nil {
 		return nc, fmt.Errorf("kubeconfig %s: %w", nc.cfg.Kubeconfig, err)
 	}
@@ -162,7 +164,7 @@ func connectWith(ctx context.Context, cfg config.Agent, wait bool, log *slog.Log
 
 // review asks the API server whose credentials these are; with wait, until
 // it answers (or ctx ends), backing off as the agent does.
-func review(ctx context.Context, kube kubernetes.Interface, wait bool, log *slog.Logger) (identity.User, error) {
+func review(ctx context.Context, kube kubernetes.Interface, wait bool, log *slog.Logger, status func(string)) (identity.User, error) {
 	b := agent.RetryBackoff(500 * time.Millisecond)
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -172,6 +174,7 @@ func review(ctx context.Context, kube kubernetes.Interface, wait bool, log *slog
 			return u, err
 		}
 		delay := b.Step()
+		status(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(100*time.Millisecond), err))
 		log.Warn("the API server does not say who this node is yet; retrying", "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():

@@ -26,7 +26,7 @@ be idempotent, runs again and removes the request when it is done.`,
 	}
 	cf := addConfigFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		nc, err := cf.connect(cmd.Context(), false, nil)
+		nc, err := cf.connect(cmd.Context())
 		if err != nil {
 			return err
 		}

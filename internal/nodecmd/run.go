@@ -106,7 +106,7 @@ const (
 // of its group is held by another node whose maintenance Failed. "" when a
 // slot is free or may become free, or when the cluster cannot be asked.
 func blockedBy(ctx context.Context, cfg config.Agent) string {
-	nc, err := connectWith(ctx, cfg, false, nil)
+	nc, err := connectWith(ctx, cfg, false, nil, nil)
 	if err != nil {
 		return ""
 	}
