@@ -78,13 +78,13 @@ func (a *Agent) transitionMetrics(from, to lock.State, r lock.Record, o decide.O
 		switch {
 		case from == lock.Waiting && to == lock.Draining:
 			d.Wait.Observe(now.Sub(r.Requested))
-			d.DrainStarted = now
+			d.DrainStarted, d.Drained = now, time.Time{}
 		case from == lock.Draining && to == lock.InMaintenance:
 			if !d.DrainStarted.IsZero() {
 				d.Drain.Observe(now.Sub(d.DrainStarted))
 			}
 			d.Drained = now
-		case to == lock.Completing && !d.Drained.IsZero():
+		case to == lock.Completing && from != lock.Failed && !d.Drained.IsZero():
 			d.Maintenance.Observe(now.Sub(d.Drained))
 			d.Drained = time.Time{}
 		case to == lock.Rebooting:
@@ -104,16 +104,16 @@ const metricsRefresh = time.Minute
 // keys never equal it: they name two states).
 const idleKey = "idle"
 
-// idleMetrics records the node back to Idle; after Completing, a
-// maintenance that succeeded.
-func (a *Agent) idleMetrics(from lock.State) {
+// idleMetrics records the node back to Idle, and a maintenance that
+// succeeded when it did.
+func (a *Agent) idleMetrics(from lock.State, succeeded bool) {
 	if from == lock.Idle && a.metricsKey == idleKey {
 		return // said already
 	}
 	a.metricsKey = idleKey
 	now := a.now()
 	a.updateMetrics(func(d *metrics.Data) {
-		if from == lock.Completing {
+		if succeeded {
 			d.Ended(metrics.ResultSucceeded, now)
 		}
 		d.SetState(string(lock.Idle), now)

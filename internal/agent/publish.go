@@ -75,20 +75,29 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 			a.mine = nil // made while it was blocked, so without it
 		}
 	}
+	// An admin's release marks the record Failed before this agent sees
+	// it: for this agent it is still the way into Failed.
+	from := prev.State
+	if state == lock.Failed && prev.State == lock.Failed && prev.Message == lock.ReleasedByAdmin {
+		from = ""
+	}
+	// The record is written: what a transition sets off (Events,
+	// notifications, the history, the metrics) happens now, whatever
+	// becomes of the label, which the next step writes again.
+	if node != nil && from != state {
+		a.transitionEvents(ctx, node, from, state, r)
+	}
+	a.transitionMetrics(orIdle(from), state, r, o, now)
+	if from != state {
+		a.log.Info("state", "from", orIdle(from), "to", state, "message", message)
+	}
+	a.setStatus(a.statusLine(state, r))
 	if node != nil {
+		a.warnToken(ctx, node)
 		if err := a.locks.SetStateLabel(ctx, node, state); err != nil {
 			return err
 		}
-		if prev.State != state {
-			a.transitionEvents(ctx, node, prev.State, state, r)
-		}
-		a.warnToken(ctx, node)
 	}
-	a.transitionMetrics(orIdle(prev.State), state, r, o, now)
-	if prev.State != state {
-		a.log.Info("state", "from", orIdle(prev.State), "to", state, "message", message)
-	}
-	a.setStatus(a.statusLine(state, r))
 	return nil
 }
 
@@ -158,7 +167,9 @@ func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, t
 	case lock.Rebooting:
 		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRebooting, "the host is rebooting; the lock stays held")
 	case lock.Completing:
-		a.remember(ctx, node, r, history.Succeeded)
+		if from != lock.Failed { // a repaired failure is in the history already
+			a.remember(ctx, node, r, history.Succeeded)
+		}
 	case lock.Failed:
 		// Every way in: a failed drain, a failed job, an admin's release.
 		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, r.Message)

@@ -28,7 +28,7 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 			return err
 		}
 	}
-	from := lock.Idle
+	from, succeeded := lock.Idle, false
 	if l := a.myRecordLease(); l != nil {
 		prev := lock.RecordFromLease(l)
 		from = prev.State
@@ -36,10 +36,11 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 			return err
 		}
 		a.leases.Deleted(l.Name, l.ResourceVersion)
-		if prev.State == lock.Completing && node != nil {
+		succeeded = prev.State == lock.Completing && prev.Message != completingAfterFailure
+		if succeeded && node != nil {
 			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceCompleted, "maintenance completed; node is back in the cluster")
 		}
-		if prev.State == lock.Completing {
+		if succeeded {
 			a.tell(notify.Completed, prev, "maintenance completed; node is back in the cluster")
 		}
 	}
@@ -48,7 +49,7 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 	if err := a.leaveQueues(ctx); err != nil {
 		return err
 	}
-	a.idleMetrics(from)
+	a.idleMetrics(from, succeeded)
 	a.setStatus("idle: no maintenance requested")
 	return nil
 }
@@ -91,8 +92,21 @@ func (a *Agent) inMaintenance(ctx context.Context, o decide.Observed, node *core
 	return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: "+msg)
 }
 
+// Completing's messages: after a maintenance that succeeded, and after
+// one that failed and was repaired (the request removed): the second is
+// not a success, neither in the history nor in the metrics, the Events or
+// the notifications.
+const (
+	completingMessage      = "completing: uncordoning and releasing the lock"
+	completingAfterFailure = "completing after a failed maintenance: uncordoning and releasing the lock"
+)
+
 func (a *Agent) completing(ctx context.Context, o decide.Observed, node *corev1.Node) error {
-	if err := a.publish(ctx, lock.Completing, o, node, "completing: uncordoning and releasing the lock"); err != nil {
+	message := completingMessage
+	if r := a.myRecord(); r != nil && (r.State == lock.Failed || r.Message == completingAfterFailure) {
+		message = completingAfterFailure
+	}
+	if err := a.publish(ctx, lock.Completing, o, node, message); err != nil {
 		return err
 	}
 	if err := a.files.RemoveInProgress(); err != nil {

@@ -107,8 +107,15 @@ func TestNotifications(t *testing.T) {
 	}
 	a.start()
 	waitRecord(e, nodes[0], "Failed by its job", inState(lock.Failed))
-	hook.says(e, "took the maintenance lock", "is back after", "took the maintenance lock",
-		"Kustodian: the maintenance of "+nodes[0]+" FAILED: job bad (run 1): failed, exit 3: E: broken packages")
+	failed := []string{"took the maintenance lock", "is back after", "took the maintenance lock",
+		"Kustodian: the maintenance of " + nodes[0] + " FAILED: job bad (run 1): failed, exit 3: E: broken packages"}
+	hook.says(e, failed...)
+	// Repaired, the request withdrawn: the node comes back, but that is
+	// no completed maintenance.
+	a.completes()
+	if err := hook.check(failed); err != nil {
+		t.Errorf("after the failed node was repaired: %v", err)
+	}
 }
 
 // kustodian-ctl history lists the maintenances that ended on a node, from
@@ -131,6 +138,7 @@ func TestHistory(t *testing.T) {
 	}
 	a.start()
 	waitRecord(e, nodes[0], "Failed by its job", inState(lock.Failed))
+	a.completes() // repaired: no second entry, and no success
 
 	var h struct {
 		Kind  string `json:"kind"`
@@ -160,11 +168,20 @@ func TestHistory(t *testing.T) {
 		return nil
 	})
 	ok, failed := h.Items[0], h.Items[1]
+	at := func(v string) time.Time {
+		t.Helper()
+		ts, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			t.Errorf("time %q: %v", v, err)
+		}
+		return ts
+	}
 	if h.Kind != "MaintenanceHistory" || ok.Node != nodes[0] || ok.Result != "succeeded" || ok.Reason != "kernel 6.1" ||
-		ok.Started == "" || ok.Drained == "" || ok.Ended < ok.Drained || ok.Drained < ok.Started || ok.Started < ok.Requested || ok.MaintenanceSeconds == nil {
+		ok.Started == "" || ok.Drained == "" || at(ok.Ended).Before(at(ok.Drained)) || at(ok.Drained).Before(at(ok.Started)) ||
+		at(ok.Started).Before(at(ok.Requested)) || ok.MaintenanceSeconds == nil {
 		t.Errorf("the maintenance that succeeded: %+v", ok)
 	}
-	if failed.Result != "failed" || !strings.Contains(failed.Message, "job bad (run 1): failed, exit 3") || failed.Requested < ok.Ended {
+	if failed.Result != "failed" || !strings.Contains(failed.Message, "job bad (run 1): failed, exit 3") || at(failed.Requested).Before(at(ok.Ended)) {
 		t.Errorf("the maintenance that failed: %+v", failed)
 	}
 	table := mustCtl(t, e, "history", nodes[0], "-o", "wide")
