@@ -121,7 +121,7 @@ object.spec.?externalID == oldObject.spec.?externalID`,
 				self+" + ' may change only the label "+strings.Join(nodeLabels, ", ")+" of its Node, not ' + variables.labels.join(', ')"),
 			check("size(variables.annotations) == 0",
 				self+" + ' may change only the annotations "+strings.Join(nodeAnnotations, ", ")+" of its Node, not ' + variables.annotations.join(', ')"),
-			check(fmt.Sprintf("size(object.metadata.?annotations.orValue({})[?'%s'].orValue('')) <= %d", history.Annotation, history.MaxBytes),
+			check(fmt.Sprintf("size(bytes(object.metadata.?annotations.orValue({})[?'%s'].orValue(''))) <= %d", history.Annotation, history.MaxBytes),
 				self+fmt.Sprintf(" + ' may keep at most %d bytes of history in its annotation %s'", history.MaxBytes, history.Annotation)),
 			check(`object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([]) &&
 object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])`,

@@ -136,7 +136,8 @@ func Open(dir, textfile string) (*Store, error) {
 	return s, warn
 }
 
-// Data is a copy of what the metrics say.
+// Data is a copy of what the metrics say, for reading only: its maps and
+// bucket slices are shared with the store.
 func (s *Store) Data() Data {
 	s.mu.Lock()
 	defer s.mu.Unlock()

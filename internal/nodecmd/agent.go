@@ -82,8 +82,8 @@ variable; a flag beats the environment, which beats the file.`,
 		}
 		if len(cfg.Notify.URLs) > 0 {
 			var names []string
-			for _, u := range cfg.Notify.URLs {
-				names = append(names, notify.Redacted(u))
+			for i, u := range cfg.Notify.URLs {
+				names = append(names, fmt.Sprintf("URL %d (%s)", i+1, notify.Redacted(u)))
 			}
 			log.Info("notifications go to", "urls", names)
 		}

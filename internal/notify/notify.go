@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"text/template"
@@ -80,43 +81,57 @@ func ParseTemplate(ev Event, text string) (*template.Template, error) {
 	return t, nil
 }
 
-// Redacted is a URL as logs may show it: its scheme and host, no
-// credentials, tokens, path or query.
+// Redacted is a URL as logs may show it: its service (the scheme) alone.
+// Its host may be the token (pushbullet://TOKEN, ifttt://KEY), and so may
+// its user, path and query.
 func Redacted(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
-		return "(a URL that does not parse)"
+		return "a URL that does not parse"
 	}
-	return u.Scheme + "://" + u.Host
+	return u.Scheme
 }
 
 // CheckURL says whether shoutrrr knows the URL's service and accepts its
 // settings. The error never repeats the URL.
-func CheckURL(raw string) error {
-	_, err := (&router.ServiceRouter{}).Locate(raw)
-	if err != nil {
-		return errors.New(scrub(err.Error(), raw))
+func CheckURL(raw string) (err error) {
+	defer func() {
+		// shoutrrr's router has been seen to panic on a URL it cannot
+		// convert: a refusal, not a crash.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("shoutrrr cannot read it (%v)", r)
+		}
+	}()
+	if _, lerr := (&router.ServiceRouter{}).Locate(raw); lerr != nil {
+		return errors.New(scrub(lerr.Error(), raw))
 	}
 	return nil
 }
 
-// scrub removes a URL and its secret parts from a text.
+// anyURL is what scrub takes for a URL in a text.
+var anyURL = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+
+// scrub removes from a text every URL (down to its scheme) and the parts
+// of raw that could be secrets, wherever they appear.
 func scrub(text, raw string) string {
-	text = strings.ReplaceAll(text, raw, Redacted(raw))
-	u, err := url.Parse(raw)
-	if err != nil {
-		return text
-	}
-	secrets := []string{u.User.String(), u.RawQuery, u.Path}
-	if p, ok := u.User.Password(); ok {
-		secrets = append(secrets, p)
-	}
-	for _, s := range secrets {
-		if len(s) >= 4 {
-			text = strings.ReplaceAll(text, s, "***")
+	if u, err := url.Parse(raw); err == nil {
+		secrets := []string{u.User.String(), u.RawQuery, u.Path, u.Host, u.User.Username()}
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p)
+		}
+		for _, v := range u.Query() {
+			secrets = append(secrets, v...)
+		}
+		for _, s := range secrets {
+			if len(s) >= 4 {
+				text = strings.ReplaceAll(text, s, "***")
+			}
 		}
 	}
-	return text
+	return anyURL.ReplaceAllStringFunc(text, func(m string) string {
+		scheme, _, _ := strings.Cut(m, "://")
+		return scheme + "://***"
+	})
 }
 
 // Settings of a Sender.
@@ -144,10 +159,11 @@ type Sender struct {
 
 	mu     sync.Mutex // guards closed, and the queues' closing
 	closed bool
+	stop   chan struct{} // closed when Close gives up: retries end
 }
 
 type target struct {
-	name     string // Redacted
+	name     string // its place in the list and its service: no secrets
 	raw      string
 	service  types.Service
 	queue    chan string
@@ -155,7 +171,9 @@ type target struct {
 	log      *slog.Logger
 
 	failing bool       // the last message could not be delivered (said once)
+	dropped bool       // a message was dropped (said once)
 	pending chan error // an abandoned attempt, until it ends
+	stop    <-chan struct{}
 }
 
 // New builds a sender; nil URLs make a sender that sends nothing. A URL
@@ -173,7 +191,7 @@ func New(s Settings, log *slog.Logger) (*Sender, error) {
 	if s.Queue <= 0 {
 		s.Queue = 16
 	}
-	out := &Sender{log: log, templates: map[Event]*template.Template{}}
+	out := &Sender{log: log, templates: map[Event]*template.Template{}, stop: make(chan struct{})}
 	for ev, text := range s.Templates {
 		if text == "" {
 			continue
@@ -186,11 +204,14 @@ func New(s Settings, log *slog.Logger) (*Sender, error) {
 	}
 	r := &router.ServiceRouter{}
 	for i, raw := range s.URLs {
+		if err := CheckURL(raw); err != nil {
+			return nil, fmt.Errorf("URL %d (%s): %w", i+1, Redacted(raw), err)
+		}
 		svc, err := r.Locate(raw)
 		if err != nil {
 			return nil, fmt.Errorf("URL %d (%s): %s", i+1, Redacted(raw), scrub(err.Error(), raw))
 		}
-		t := &target{name: Redacted(raw), raw: raw, service: svc, queue: make(chan string, s.Queue), settings: s, log: log}
+		t := &target{name: fmt.Sprintf("URL %d (%s)", i+1, Redacted(raw)), raw: raw, service: svc, queue: make(chan string, s.Queue), settings: s, log: log, stop: out.stop}
 		out.targets = append(out.targets, t)
 		out.wg.Add(1)
 		go func() {
@@ -227,7 +248,10 @@ func (s *Sender) Notify(d Data) {
 		select {
 		case t.queue <- msg:
 		default:
-			s.log.Warn("notification dropped: too many wait for this URL", "event", d.Event, "url", t.name)
+			if !t.dropped { // said once: a URL that is down drops many
+				s.log.Warn("notification dropped: too many wait for this URL; later drops are not logged", "event", d.Event, "url", t.name)
+				t.dropped = true
+			}
 		}
 	}
 }
@@ -261,11 +285,17 @@ func (s *Sender) Close(timeout time.Duration) {
 			left += len(t.queue)
 		}
 		s.log.Warn("notifications not all sent before the agent exits", "waited", timeout, "queued", left)
+		close(s.stop)
 	}
 }
 
 func (t *target) run() {
 	for msg := range t.queue {
+		select {
+		case <-t.stop:
+			return
+		default:
+		}
 		t.deliver(msg)
 	}
 }
@@ -284,7 +314,11 @@ func (t *target) deliver(msg string) {
 			return
 		}
 		if attempt < t.settings.Attempts {
-			time.Sleep(wait)
+			select {
+			case <-time.After(wait):
+			case <-t.stop:
+				return
+			}
 			wait *= 2
 		}
 	}

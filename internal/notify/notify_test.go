@@ -269,8 +269,9 @@ func TestRefusals(t *testing.T) {
 		s    Settings
 		want string
 	}{
-		"unknown service":  {Settings{URLs: []string{"nosuch://tok3nsecret@host"}}, "URL 1 (nosuch://host): "},
-		"bad slack token":  {Settings{URLs: []string{"slack://hook:sh0rtsecret@webhook"}}, "URL 1 (slack://webhook): "},
+		"unknown service":  {Settings{URLs: []string{"nosuch://tok3nsecret@host"}}, "URL 1 (nosuch): "},
+		"bad slack token":  {Settings{URLs: []string{"slack://hook:sh0rtsecret@webhook"}}, "URL 1 (slack): "},
+		"token as host":    {Settings{URLs: []string{"pushbullet://sh0rtsecret"}}, "URL 1 (pushbullet): "},
 		"unknown field":    {Settings{Templates: map[Event]string{Failed: "{{.Nodename}}"}}, "template of failed: "},
 		"template syntax":  {Settings{Templates: map[Event]string{Started: "{{.Node"}}, "template of started: "},
 		"no such function": {Settings{Templates: map[Event]string{Blocked: "{{upper .Node}}"}}, "template of blocked: "},
@@ -285,6 +286,34 @@ func TestRefusals(t *testing.T) {
 	for _, ev := range Events {
 		if _, err := ParseTemplate(ev, DefaultTemplates[ev]); err != nil {
 			t.Errorf("default template of %s: %v", ev, err)
+		}
+	}
+}
+
+// A URL whose receiver cannot be reached: the error names the address it
+// dialled, and the log shows none of it, query tokens included.
+func TestFailuresNeverShowSecrets(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	log, logged := quiet()
+	raw := "generic://" + addr + "/hooks/s3cretpath?token=S3CRETQUERY&disabletls=yes"
+	s, err := New(Settings{URLs: []string{raw}, Templates: DefaultTemplates, Attempts: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Notify(failedData)
+	s.Close(10 * time.Second)
+	out := logged.String()
+	if !strings.Contains(out, "not delivered") || !strings.Contains(out, "URL 1 (generic)") {
+		t.Fatalf("the failure is not logged:\n%s", out)
+	}
+	for _, secret := range []string{"S3CRETQUERY", "s3cretpath", addr} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log shows %q:\n%s", secret, out)
 		}
 	}
 }
