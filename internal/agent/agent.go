@@ -133,7 +133,6 @@ type Agent struct {
 
 	metrics    *metrics.Store // nil when the state directory cannot hold them
 	metricsKey string         // what the metrics last said (transitionMetrics)
-	metricsAt  time.Time      // when they last said it
 	metricsErr string         // the last failure to write them, said once
 
 	notifications *notify.Sender // nil: none
@@ -227,6 +226,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	shutdown := a.watchShutdown(ctx)
 	jobChanges := watchJobs(ctx, a.jobs.Dir)
 	defer a.serveMetrics()()
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	go a.refreshMetrics(refreshCtx)
 	// What is still queued when the node is Idle goes out before the
 	// agent exits (the completed message, usually), within a bound; an
 	// agent stopped by systemd (a shutdown, a restart) waits less, so

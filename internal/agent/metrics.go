@@ -53,10 +53,10 @@ func (a *Agent) updateMetrics(change func(d *metrics.Data)) {
 // its durations, result and reboots. r is the record as published.
 func (a *Agent) transitionMetrics(from, to lock.State, r lock.Record, o decide.Observed, now time.Time) {
 	key := fmt.Sprint(from, to, r.Since, o.Request != nil, len(o.HeldLocks), a.decision.Position, a.decision.Gates)
-	if from == to && key == a.metricsKey && now.Sub(a.metricsAt) < metricsRefresh {
+	if from == to && key == a.metricsKey {
 		return // nothing new: no write
 	}
-	a.metricsKey, a.metricsAt = key, now
+	a.metricsKey = key
 	a.updateMetrics(func(d *metrics.Data) {
 		d.SetState(string(to), r.Since)
 		d.Requested = o.Request != nil
@@ -97,8 +97,23 @@ func (a *Agent) transitionMetrics(from, to lock.State, r lock.Record, o decide.O
 
 // metricsRefresh is how often a running agent writes its metrics when
 // nothing changes, so that kustodian_metrics_updated_timestamp_seconds
-// tells a live agent from a dead one.
-const metricsRefresh = time.Minute
+// tells a live agent from a dead one, whether or not it reaches the API
+// server.
+var metricsRefresh = time.Minute
+
+// refreshMetrics writes the metrics every metricsRefresh until ctx ends.
+func (a *Agent) refreshMetrics(ctx context.Context) {
+	t := time.NewTicker(metricsRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.updateMetrics(func(*metrics.Data) {}) // the update's time is the news
+		}
+	}
+}
 
 // idleKey is metricsKey once the metrics say Idle (transitionMetrics'
 // keys never equal it: they name two states).

@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/metrics"
+)
+
+// A running agent writes its metrics on its own every metricsRefresh, so
+// that their update time tells a live agent, even one that cannot reach
+// the API server and so takes no step.
+func TestMetricsRefreshWithoutSteps(t *testing.T) {
+	saved := metricsRefresh
+	metricsRefresh = 20 * time.Millisecond
+	t.Cleanup(func() { metricsRefresh = saved })
+	dir := t.TempDir()
+	textfile := filepath.Join(dir, "kustodian.prom")
+	m, err := metrics.Open(dir, textfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{metrics: m, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.refreshMetrics(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(textfile); err == nil && strings.Contains(string(b), "kustodian_metrics_updated_timestamp_seconds") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no textfile written without a step")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the file, not waiting for a time
+	}
+	cancel()
+	<-done
+}
