@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -170,7 +169,10 @@ func review(ctx context.Context, kube kubernetes.Interface, wait bool, log *slog
 		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
 		u, err := identity.Review(attempt, kube)
 		cancel()
-		if err == nil || !wait || apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		// While it waits, every error is asked again: right after an API
+		// server starts it refuses what its authorizer has not yet read
+		// (403), and an agent must not exit on that.
+		if err == nil || !wait {
 			return u, err
 		}
 		delay := b.Step()
