@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench build docs fuzz chaos packages packages-host package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench build docs fuzz chaos sim packages packages-host package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl
@@ -99,13 +99,20 @@ docs: ## regenerate the man pages (docs/man) and the default config file (packag
 	rm -f docs/man/*.1
 	go run ./test/cmd/gendocs docs/man packaging/config.yaml
 
-test: deps lint test-unit test-integration ## everything: the README's test command
+test: deps lint test-unit sim test-integration ## everything: the README's test command
 
 # The unit tests run with the race detector (cgo: gcc); the agents under
 # integration tests are the static release build, without it.
 test-unit: deps $(PROMTOOL) $(NODE_EXPORTER)
 	PATH=$(dir $(PROMTOOL)):$$PATH CGO_ENABLED=1 go test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	$(MAKE) --no-print-directory fuzz
+
+# The protocol's seeded simulation (internal/agent/sim_test.go): every
+# agent's real code against an in-memory API server, SIM_SEEDS seeds (1200
+# by default) without the race detector (test-unit runs a fortieth of them
+# with it). SIM_SEED=<seed> repeats one, with its trace.
+sim: deps ## the protocol's seeded simulation, SIM_SEEDS seeds (1200)
+	go test -count=1 -timeout 30m -run '^TestSimulation$$' -v ./internal/agent
 
 # Each fuzz test runs its seeds with the unit tests, and here for FUZZTIME
 # with generated inputs; a failing input is saved under the package's

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -75,7 +76,10 @@ type Agent struct {
 	now     func() time.Time
 	files   hostfiles.Files
 	locks   *lock.Client
-	drainer *drain.Drainer
+	drainer nodeDrainer
+	// evictor is the client the drain evicts with when it is not kube
+	// (drain.kubeletKubeconfig); nil otherwise.
+	evictor kubernetes.Interface
 
 	login1 *login1.Manager
 	// block keeps a reboot from cutting a drain or a completion in half,
@@ -138,6 +142,18 @@ type Agent struct {
 	notifications *notify.Sender // nil: none
 }
 
+// nodeDrainer is what the agent asks of internal/drain: a seam, so that the
+// protocol's simulation can finish drains when it chooses.
+type nodeDrainer interface {
+	Cordon(ctx context.Context, n *corev1.Node) (byAdmin bool, err error)
+	Uncordon(ctx context.Context, n *corev1.Node) error
+	Protect(ctx context.Context, n *corev1.Node) error
+	Unprotect(ctx context.Context, n *corev1.Node) error
+	Drain(ctx context.Context, node string, progress func(drain.Progress)) ([]string, error)
+}
+
+var _ nodeDrainer = (*drain.Drainer)(nil)
+
 // New builds an agent.
 func New(o Options) *Agent {
 	now := o.Now
@@ -165,6 +181,7 @@ func New(o Options) *Agent {
 		notifications: o.Notifications,
 	}
 	a.drainer = &drain.Drainer{Client: o.Kube, Pods: o.Evictor, Settings: o.Config.Drain, Log: a.log}
+	a.evictor = o.Evictor
 	a.evictorConfig = o.EvictorKubeconfig
 	a.jobs = jobs.Store{Dir: jobsDir(o.Config.StateDir)}
 	a.runner = newJobRunner(o.Config.StateDir)

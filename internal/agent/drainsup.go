@@ -151,13 +151,36 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 		return err
 	}
 	// Drained: tell the script to go ahead. The in-progress file is created
-	// only now that the node is cordoned and every pod that must leave has left.
+	// only now that the node is cordoned and every pod that must leave has
+	// left, and only while the API server, not the cache, says this node
+	// holds its lock: a lock can go while a drain runs (with this host's
+	// Node, which owns it), and the cache of an agent whose token died
+	// with its Node no longer changes.
+	if err := a.confirmHeld(ctx, o.HeldLocks); err != nil {
+		return err
+	}
 	if err := a.files.CreateInProgress(a.node + "\n"); err != nil {
 		return permanent(err)
 	}
 	o.InProgress = true
 	a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonDrained, "node cordoned and drained")
 	return a.inMaintenance(ctx, o, node)
+}
+
+// confirmHeld asks the API server whether this node still holds one of
+// the locks its cache says it holds: one GET per lock, once per
+// maintenance.
+func (a *Agent) confirmHeld(ctx context.Context, held []string) error {
+	for _, name := range held {
+		ok, err := a.locks.Holds(ctx, name, a.node)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("drained, but the API server says this node no longer holds %v: waiting for the watch to show it", held)
 }
 
 func (a *Agent) drainProgress(run *drainRun) string {

@@ -18,8 +18,8 @@ import (
 // found here stops the agent; found mid-drain, it would leave the node
 // cordoned.
 func (a *Agent) checkEvictor(ctx context.Context) error {
-	if a.drainer.Pods != nil {
-		r, err := a.drainer.Pods.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if a.evictor != nil {
+		r, err := a.evictor.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
 			return permanent(fmt.Errorf("drain.kubeletKubeconfig %s: the API server refuses its credentials (%v); fix the kubelet's kubeconfig, or set drain.kubeletKubeconfig to none", a.evictorConfig, err))
 		}

@@ -93,61 +93,32 @@ func (a *Agent) startInformers(ctx context.Context) error {
 		starts = append(starts, start)
 		return inf.GetStore()
 	}
-	poke := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { a.poke() },
-		UpdateFunc: func(any, any) { a.poke() },
-		DeleteFunc: func(any) { a.poke() },
-	}
-	// What an agent watches does not grow with the fleet (docs/agent.md):
-	// the lock and queue Leases (labelled with their policy) and its own
-	// record, never the other agents' records and heartbeats.
-	queueHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { a.sawQueue(obj); a.poke() },
-		UpdateFunc: func(_, obj any) {
-			a.sawQueue(obj)
-			a.poke()
-		},
-		DeleteFunc: func(any) { a.poke() },
-	}
-	// Its own record's echo after a heartbeat changes no decision.
-	ownHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { a.poke() },
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*coordv1.Lease)
-			n, ok2 := newObj.(*coordv1.Lease)
-			if ok1 && ok2 && heartbeatOnly(o, n) {
-				return
-			}
-			a.poke()
-		},
-		DeleteFunc: func(any) { a.poke() },
-	}
-
+	h := a.handlers()
 	groups := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = lock.LabelPolicy }))
-	groupLeases := watch(groups.Coordination().V1().Leases().Informer(), queueHandler, groups.Start)
+	groupLeases := watch(groups.Coordination().V1().Leases().Informer(), h.groupLeases, groups.Start)
 	mine := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.RecordName(a.node)))
-	ownRecord := watch(mine.Coordination().V1().Leases().Informer(), ownHandler, mine.Start)
+	ownRecord := watch(mine.Coordination().V1().Leases().Informer(), h.ownRecord, mine.Start)
 	control := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.ControlConfigMap))
-	controlStore := watch(control.Core().V1().ConfigMaps().Informer(), poke, control.Start)
+	controlStore := watch(control.Core().V1().ConfigMaps().Informer(), h.other, control.Start)
 	self := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, byName(a.node))
-	nodeStore := watch(self.Core().V1().Nodes().Informer(), poke, self.Start)
+	nodeStore := watch(self.Core().V1().Nodes().Informer(), h.other, self.Start)
 	var kuredStore, policyStore cache.Store
 	if a.kured != nil {
 		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kured.Namespace), byName(a.kured.Name))
-		kuredStore = watch(k.Apps().V1().DaemonSets().Informer(), poke, k.Start)
+		kuredStore = watch(k.Apps().V1().DaemonSets().Informer(), h.other, k.Start)
 	}
 	// The pods on this node, for the policy's pod blockers.
 	pods := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.node).String()
 		}))
-	podStore := watch(pods.Core().V1().Pods().Informer(), poke, pods.Start)
+	podStore := watch(pods.Core().V1().Pods().Informer(), h.other, pods.Start)
 	if installed, err := a.policiesInstalled(ctx); err != nil {
 		return err
 	} else if installed {
 		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.dyn, 0, a.cfg.Namespace, nil)
-		policyStore = watch(pf.ForResource(policy.GVR).Informer(), poke, pf.Start)
+		policyStore = watch(pf.ForResource(policy.GVR).Informer(), h.other, pf.Start)
 	}
 	if regErr != nil {
 		return regErr
@@ -168,13 +139,80 @@ func (a *Agent) startInformers(ctx context.Context) error {
 		a.stopInformers() // those this start replaces
 	}
 	a.stopInformers = stop
-	a.kuredStore, a.podStore, a.policyStore = kuredStore, podStore, policyStore
-	a.groupLeases = groupLeases
-	a.leases = newLeaseView(a.cfg.Namespace, groupLeases, ownRecord)
-	a.watching = a.now()
-	a.controlStore = controlStore
-	a.nodeStore = nodeStore
+	a.useCaches(caches{groupLeases: groupLeases, ownRecord: ownRecord, control: controlStore, node: nodeStore,
+		kured: kuredStore, pods: podStore, policies: policyStore})
 	return nil
+}
+
+// caches are the stores the agent decides on, each filled by a watch.
+type caches struct {
+	groupLeases cache.Store // the lock and queue Leases
+	ownRecord   cache.Store // this node's record
+	control     cache.Store // the control ConfigMap
+	node        cache.Store // this node's Node
+	kured       cache.Store // Kured's DaemonSet; nil when kured.enabled is false
+	pods        cache.Store // the pods on this node
+	policies    cache.Store // nil when the MaintenancePolicy CRD is not installed
+}
+
+// useCaches makes the agent decide on c from now on.
+func (a *Agent) useCaches(c caches) {
+	a.kuredStore, a.podStore, a.policyStore = c.kured, c.pods, c.policies
+	a.groupLeases = c.groupLeases
+	a.leases = newLeaseView(a.cfg.Namespace, c.groupLeases, c.ownRecord)
+	a.watching = a.now()
+	a.controlStore = c.control
+	a.nodeStore = c.node
+}
+
+// watchHandlers are what the agent does with the changes its watches
+// deliver.
+type watchHandlers struct {
+	groupLeases, ownRecord, other cache.ResourceEventHandler
+}
+
+func (a *Agent) handlers() watchHandlers {
+	poke := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.poke() },
+		UpdateFunc: func(any, any) { a.poke() },
+		DeleteFunc: func(any) { a.poke() },
+	}
+	return watchHandlers{
+		// What an agent watches does not grow with the fleet
+		// (docs/agent.md): the lock and queue Leases (labelled with their
+		// policy) and its own record, never the other agents' records and
+		// heartbeats.
+		groupLeases: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { a.sawQueue(obj); a.poke() },
+			UpdateFunc: func(_, obj any) {
+				a.sawQueue(obj)
+				a.poke()
+			},
+			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.poke() },
+		},
+		// Its own record's echo after a heartbeat changes no decision.
+		ownRecord: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { a.poke() },
+			UpdateFunc: func(oldObj, newObj any) {
+				o, ok1 := oldObj.(*coordv1.Lease)
+				n, ok2 := newObj.(*coordv1.Lease)
+				if ok1 && ok2 && heartbeatOnly(o, n) {
+					return
+				}
+				a.poke()
+			},
+			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.poke() },
+		},
+		other: poke,
+	}
+}
+
+// sawDeleted tells the lease view of a deletion: an own write of that
+// Lease no longer stands.
+func (a *Agent) sawDeleted(obj any) {
+	if a.leases != nil {
+		a.leases.SawDeleted(obj)
+	}
 }
 
 // policiesInstalled tells whether the MaintenancePolicy CRD is installed.
@@ -368,6 +406,7 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, decide.Snapshot, e
 		return decide.Decision{}, s, err
 	}
 	d := decide.Next(s)
+	listed := false
 	for range 3 {
 		if d.Need.Empty() {
 			break
@@ -396,10 +435,20 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, decide.Snapshot, e
 			}
 			a.mine, a.mineGroup = &mine, d.Group
 			s.Mine = a.mine
+			listed = true
 		}
 		// The look-ups took time (a gate command may take seconds).
 		s.Now = a.now()
 		d = decide.Next(s)
+		if listed && d.Need.Queue {
+			// The LIST just made does not show this node where its record,
+			// as this agent last saw it, says it is: the record as stored
+			// is another (someone else wrote or deleted it). Another LIST
+			// would say the same; the step writes the record again, and
+			// the next decision looks again.
+			a.log.Info("the queue does not list this node's record as this agent last wrote it; writing it again", "group", d.Group.String())
+			d.Need.Queue = false
+		}
 	}
 	if !d.Need.Empty() {
 		return d, s, fmt.Errorf("the decision still needs %+v after looking it up", d.Need)

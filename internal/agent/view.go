@@ -13,13 +13,18 @@ import (
 // agent itself wrote: right after a write the cache may still hold the
 // version before it, and deciding on that would undo the write (a lock just
 // taken would look free again). An own write counts until the cache holds
-// the same or a newer resourceVersion.
+// the same or a newer resourceVersion, or until the watch delivers the
+// Lease's deletion at or after that version (someone else deleted it: an
+// admin, or the garbage collector with the Node that owned it).
 type leaseView struct {
 	stores    []cache.Store
 	namespace string
 
 	mu   sync.Mutex
 	mine map[string]ownWrite
+	// gone: the last version of each Lease whose deletion the watches
+	// delivered, while an own write of it is kept.
+	gone map[string]string
 }
 
 type ownWrite struct {
@@ -29,7 +34,7 @@ type ownWrite struct {
 }
 
 func newLeaseView(namespace string, stores ...cache.Store) *leaseView {
-	return &leaseView{stores: stores, namespace: namespace, mine: map[string]ownWrite{}}
+	return &leaseView{stores: stores, namespace: namespace, mine: map[string]ownWrite{}, gone: map[string]string{}}
 }
 
 func (v *leaseView) cached(name string) *coordv1.Lease {
@@ -68,7 +73,31 @@ func (v *leaseView) Get(name string) *coordv1.Lease {
 		delete(v.mine, name) // the cache caught up, or someone wrote after us
 		return c
 	}
+	if last, ok := v.gone[name]; ok && c == nil && compare(last, w.rv) >= 0 {
+		// Deleted by someone else after this agent's write: kept, the
+		// write would stand for a Lease that no longer exists, for ever.
+		delete(v.mine, name)
+		delete(v.gone, name)
+		return nil
+	}
 	return w.lease
+}
+
+// SawDeleted records a deletion the watches delivered: obj is the Lease as
+// last seen (or cache.DeletedFinalStateUnknown).
+func (v *leaseView) SawDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	l, ok := obj.(*coordv1.Lease)
+	if !ok {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if w, ok := v.mine[l.Name]; ok && !w.deleted {
+		v.gone[l.Name] = l.ResourceVersion
+	}
 }
 
 // compare orders resource versions; versions it cannot compare count as
@@ -89,6 +118,7 @@ func (v *leaseView) Wrote(l *coordv1.Lease) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.mine[l.Name] = ownWrite{lease: l.DeepCopy(), rv: l.ResourceVersion}
+	delete(v.gone, l.Name)
 }
 
 // Deleted records that this agent has just deleted the Lease whose last

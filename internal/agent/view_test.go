@@ -64,3 +64,33 @@ func TestLeaseViewTombstones(t *testing.T) {
 		t.Fatalf("List shows %d leases, want 2", n)
 	}
 }
+
+// A Lease this agent wrote and someone else then deleted (an admin, or the
+// garbage collector with its Node) is gone for the view too, once the
+// watch delivers the deletion; a deletion of an older version is not.
+func TestLeaseViewOwnWriteDeletedBySomeoneElse(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	v := newLeaseView("ns", store)
+	v.Wrote(leaseAt("node-me", "me", "7"))
+	// The deletion of the version before this agent's write changes
+	// nothing: the write is newer.
+	v.SawDeleted(leaseAt("node-me", "me", "6"))
+	if v.Get("node-me") == nil {
+		t.Fatal("an own write hidden by the deletion of an older version")
+	}
+	_ = store.Add(leaseAt("node-me", "me", "7"))
+	v.Wrote(leaseAt("node-me", "me", "8"))
+	_ = store.Delete(leaseAt("node-me", "me", "8"))
+	v.SawDeleted(cache.DeletedFinalStateUnknown{Key: "ns/node-me", Obj: leaseAt("node-me", "me", "8")})
+	if l := v.Get("node-me"); l != nil {
+		t.Fatalf("the view still shows version %s of a Lease deleted after it", l.ResourceVersion)
+	}
+	if n := len(v.List()); n != 0 {
+		t.Fatalf("List shows %d leases", n)
+	}
+	// Written again: shown again.
+	v.Wrote(leaseAt("node-me", "me", "12"))
+	if v.Get("node-me") == nil {
+		t.Fatal("a Lease written again after its deletion is hidden")
+	}
+}

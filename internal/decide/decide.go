@@ -596,8 +596,12 @@ func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders []string) {
 //     gone, or it would have renewed it (Touch).
 func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead bool) bool {
 	if q.at < 0 {
-		if s.Own == nil || s.Own.State != lock.Waiting || s.Own.Blocked != "" {
-			return false // its record first: the LIST must see it eligible
+		// Its record first: the LIST must see it eligible, and in this
+		// group. A record written under another group (its Node was gone,
+		// or the policy changed since) is left out of this group's LIST;
+		// looking again before it is written anew would never end.
+		if s.Own == nil || s.Own.State != lock.Waiting || s.Own.Blocked != "" || s.Own.GroupRef() != d.Group {
+			return false
 		}
 		stale := s.Mine == nil || (q.mine < 0 && !s.Mine.Cut()) ||
 			(q.state != nil && newer(q.state.Summary.ListRV, s.Mine.ListRV) && leftOut(q.state.Summary, *s.Own))

@@ -310,6 +310,19 @@ func (c *Client) Locks(ctx context.Context) ([]coordv1.Lease, error) {
 	return out, nil
 }
 
+// Holds reads lock name from the API server (not a cache) and reports
+// whether node holds it.
+func (c *Client) Holds(ctx context.Context, name, node string) (bool, error) {
+	l, err := c.leases().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
+	}
+	return Holder(l) == node, nil
+}
+
 // HeldBy is the name of a lock that node holds, or "".
 func (c *Client) HeldBy(ctx context.Context, node string) (string, error) {
 	locks, err := c.Locks(ctx)

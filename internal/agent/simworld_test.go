@@ -1,0 +1,584 @@
+package agent
+
+// The world of the protocol's simulation (sim_test.go): an in-memory API
+// server (test/simapi), hosts with their request and in-progress files in
+// temporary directories, and the real Agent of each host, stepped one at a
+// time by the simulation with a simulated clock. The agents' watches are
+// played by the simulation too: it delivers each change to each agent's
+// caches late, in order, or by a relist, as informers do.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/drain"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/test/simapi"
+)
+
+const simNamespace = "kustodian"
+
+// simVerbose (SIM_VERBOSE=1) traces every step of every agent.
+var simVerbose = os.Getenv("SIM_VERBOSE") != ""
+
+// world is one run of the simulation.
+type world struct {
+	rng   *rand.Rand
+	api   *simapi.Server
+	now   time.Time
+	hosts []*host
+	cfg   config.Agent
+	// trace keeps the last lines of what happened, for a failure report.
+	trace []string
+	// steps counts the agents' steps: the interleavings explored.
+	steps int
+	// fileEpoch changes whenever a host's files may have changed.
+	fileEpoch int
+	actions   int
+	faults    faults
+	// policy: the MaintenancePolicy in force (nil: the built-in default),
+	// as the simulation wrote it; the judge reads its own copy.
+	hasPolicy   bool
+	groupBy     string
+	concurrency int
+	paused      bool
+	// nodeBound: the agents' tokens are bound to their Nodes (the locks
+	// they take are owned by them); otherwise they use an admin's.
+	nodeBound bool
+}
+
+// host is one node: its files, its Node, and its agent while it runs.
+type host struct {
+	w    *world
+	name string
+	zone string
+	dir  string
+	// stay: the agent runs with --stay; otherwise it exits when Idle and
+	// the path unit starts it again when a request appears.
+	stay bool
+
+	agent   *Agent
+	ctx     context.Context // the agent process's
+	cancel  context.CancelFunc
+	watches []*simWatch
+	// crashAt: the agent crashes at this API call of its life (0: never);
+	// calls counts them; crashed: it did.
+	crashAt, calls int
+	crashed        bool
+
+	// The Run loop's timers, in simulated time.
+	nextBeat, nextResync, retryAt time.Time
+	backoff                       wait.Backoff
+	// The last error and how many steps in a row failed with it.
+	lastErr   string
+	sameErr   int
+	restartAt time.Time // a stopped agent starts again then (zero: when asked)
+	files     struct {
+		request, inProgress, read bool
+		epoch                     int
+	}
+	// exitedIdle: the agent exited on its own, its node Idle.
+	exitedIdle bool
+
+	drainer *simDrainer
+	// The script: it works until scriptDone once it may proceed, and
+	// fails (keeps the request) when failing.
+	scriptDone time.Time
+	failing    bool
+	nodeGone   bool      // its Node object is deleted
+	nodeBackAt time.Time // and is created again then
+	// exempt: its Node was deleted during its maintenance, which lets the
+	// lock go (by design: a node removed from the cluster must not hold
+	// the others back); the safety rule does not count it until it is out
+	// of maintenance.
+	exempt bool
+}
+
+func (w *world) tracef(format string, args ...any) {
+	line := fmt.Sprintf("%s %s", w.now.Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	w.trace = append(w.trace, line)
+	if max := 400 + 4000*btoi(simVerbose); len(w.trace) > max {
+		w.trace = w.trace[len(w.trace)-max*3/4:]
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (h *host) requestFile() string    { return filepath.Join(h.dir, "maintenance-required") }
+func (h *host) inProgressFile() string { return filepath.Join(h.dir, "maintenance-in-progress") }
+func (h *host) stateDir() string       { return filepath.Join(h.dir, "state") }
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// requested and inProgress read the host's files, once after each change
+// the simulation or an agent may have made (fileEpoch).
+func (h *host) requested() bool  { h.readFiles(); return h.files.request }
+func (h *host) inProgress() bool { h.readFiles(); return h.files.inProgress }
+
+func (h *host) readFiles() {
+	if h.files.epoch == h.w.fileEpoch && h.files.read {
+		return
+	}
+	h.files.request, h.files.inProgress = exists(h.requestFile()), exists(h.inProgressFile())
+	h.files.epoch, h.files.read = h.w.fileEpoch, true
+}
+
+// config is the agent's configuration on every host.
+func (w *world) agentConfig(h *host) config.Agent {
+	c := config.Defaults()
+	c.Namespace = simNamespace
+	c.RequestFile = h.requestFile()
+	c.InProgressFile = h.inProgressFile()
+	c.RebootSentinel = filepath.Join(h.dir, "reboot-required")
+	c.StateDir = h.stateDir()
+	c.Stay = h.stay
+	c.Kured.Enabled = "false"
+	c.Metrics = config.Metrics{}
+	c.Notify = config.Notify{}
+	c.Drain.KubeletKubeconfig = config.KubeletKubeconfigNone
+	return c
+}
+
+// start starts the host's agent: a new process, knowing nothing but what
+// it reads.
+func (h *host) start() {
+	w := h.w
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.crashed, h.calls = false, 0
+	h.crashAt = 0
+	if w.rng.IntN(3) == 0 {
+		h.crashAt = 1 + w.rng.IntN(30)
+	}
+	var owner *lock.NodeRef
+	if w.nodeBound {
+		// Its token is bound to its Node as it is now: it dies with it.
+		if o, err := w.api.Get(simapi.Key{Resource: simapi.Nodes, Name: h.name}); err == nil {
+			n := o.(*corev1.Node)
+			owner = &lock.NodeRef{Name: n.Name, UID: string(n.UID)}
+		}
+	}
+	hook := func(verb string, k simapi.Key) (error, bool) {
+		if h.crashed {
+			return errors.New("simulated crash: the process is gone"), false
+		}
+		if w.nodeBound && !w.api.Down {
+			o, err := w.api.Get(simapi.Key{Resource: simapi.Nodes, Name: h.name})
+			if owner == nil || err != nil || string(o.(*corev1.Node).UID) != owner.UID {
+				return apierrors.NewUnauthorized("the token is bound to a Node that no longer exists"), false
+			}
+		}
+		h.calls++
+		if simVerbose && verb != "get" && verb != "list" {
+			w.tracef("%s: API %s %s %s", h.name, verb, k.Resource.Resource, k.Name)
+		}
+		if h.crashAt > 0 && h.calls == h.crashAt {
+			h.crashed = true
+			after := w.rng.IntN(2) == 0
+			w.tracef("%s: agent crashes at its API call %d (%s %s, %s it reached the API server)", h.name, h.calls, verb, k.Name, map[bool]string{true: "after", false: "before"}[after])
+			return errors.New("simulated crash"), after
+		}
+		return nil, false
+	}
+	log := slog.New(slog.NewTextHandler(traceWriter{h}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a := New(Options{Config: w.agentConfig(h), NodeName: h.name, Owner: owner, Kube: w.api.Client(hook), Log: log,
+		Notifier: noNotify{}, Now: func() time.Time { return w.now }})
+	h.drainer = &simDrainer{Drainer: a.drainer.(*drain.Drainer), finish: make(chan struct{})}
+	a.drainer = h.drainer
+	a.metrics = nil // not the protocol's; they cost a file write per change
+	hs := a.handlers()
+	match := func(f func(runtime.Object) bool) func(runtime.Object) bool { return f }
+	byName := func(name string) func(runtime.Object) bool {
+		return func(o runtime.Object) bool { m, _ := meta.Accessor(o); return m.GetName() == name }
+	}
+	policySel := labels.SelectorFromSet(nil)
+	if s, err := labels.Parse(lock.LabelPolicy); err == nil {
+		policySel = s
+	}
+	h.watches = []*simWatch{
+		{name: "group Leases", res: simapi.Leases, ns: simNamespace, handler: hs.groupLeases, match: match(func(o runtime.Object) bool {
+			m, _ := meta.Accessor(o)
+			return policySel.Matches(labels.Set(m.GetLabels()))
+		})},
+		{name: "own record", res: simapi.Leases, ns: simNamespace, handler: hs.ownRecord, match: byName(lock.RecordName(h.name))},
+		{name: "control", res: simapi.ConfigMaps, ns: simNamespace, handler: hs.other, match: byName(lock.ControlConfigMap)},
+		{name: "node", res: simapi.Nodes, handler: hs.other, match: byName(h.name)},
+		{name: "pods", res: simapi.Pods, handler: hs.other, match: func(o runtime.Object) bool {
+			p, ok := o.(*corev1.Pod)
+			return ok && p.Spec.NodeName == h.name
+		}},
+		{name: "policies", res: policy.GVR, ns: simNamespace, handler: hs.other, match: func(runtime.Object) bool { return true }},
+	}
+	for _, wt := range h.watches {
+		wt.trace = func(format string, args ...any) { w.tracef(h.name+": "+format, args...) }
+		wt.store = cache.NewStore(cache.MetaNamespaceKeyFunc)
+		wt.relist(w.api)
+	}
+	a.useCaches(caches{groupLeases: h.watches[0].store, ownRecord: h.watches[1].store, control: h.watches[2].store,
+		node: h.watches[3].store, pods: h.watches[4].store, policies: h.watches[5].store})
+	h.agent = a
+	h.nextBeat = w.now.Add(w.cfg.Queue.Heartbeat)
+	h.nextResync = w.now.Add(w.cfg.Resync)
+	h.retryAt = time.Time{}
+	h.backoff = RetryBackoff(time.Second)
+	h.lastErr, h.sameErr = "", 0
+	h.restartAt = time.Time{}
+	h.exitedIdle = false
+	a.poke()
+	w.tracef("%s: agent starts (stay %v, crashes at call %d)", h.name, h.stay, h.crashAt)
+}
+
+// stop ends the agent's process: SIGTERM (the drain is cancelled, nothing
+// else) or a crash (the same here: the agent keeps nothing it must save).
+func (h *host) stop(why string) {
+	if h.agent == nil {
+		return
+	}
+	h.agent.stopDrain()
+	h.cancel()
+	h.agent, h.watches, h.drainer = nil, nil, nil
+	h.w.tracef("%s: agent stops: %s", h.name, why)
+}
+
+// running reports whether the host's agent runs.
+func (h *host) running() bool { return h.agent != nil }
+
+// due reports whether the agent would take a step now: it was poked (an
+// event, a file change, the end of a drain), or a timer of its Run loop
+// fired, and it is not backing off after an error.
+func (h *host) due() bool {
+	if h.agent == nil {
+		return false
+	}
+	now := h.w.now
+	if !h.retryAt.IsZero() {
+		return !now.Before(h.retryAt)
+	}
+	if len(h.agent.wake) > 0 {
+		return true
+	}
+	if wake := h.agent.decision.WakeAt; !wake.IsZero() && !now.Before(wake) {
+		return true
+	}
+	return !now.Before(h.nextBeat) || !now.Before(h.nextResync)
+}
+
+// nextTimer is when the agent's Run loop next wakes by itself.
+func (h *host) nextTimer() time.Time {
+	if h.agent == nil {
+		return h.restartAt
+	}
+	if !h.retryAt.IsZero() {
+		return h.retryAt
+	}
+	t := earliestOf(h.nextBeat, h.nextResync)
+	if wake := h.agent.decision.WakeAt; !wake.IsZero() {
+		t = earliestOf(t, wake)
+	}
+	return t
+}
+
+func earliestOf(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if !t.IsZero() && (out.IsZero() || t.Before(out)) {
+			out = t
+		}
+	}
+	return out
+}
+
+// step is one turn of the agent's Run loop: one reconcile, then what Run
+// does with its result.
+func (h *host) step() {
+	w, a := h.w, h.agent
+	now := w.now
+	for !now.Before(h.nextBeat) {
+		h.nextBeat = h.nextBeat.Add(w.cfg.Queue.Heartbeat)
+	}
+	for !now.Before(h.nextResync) {
+		h.nextResync = h.nextResync.Add(w.cfg.Resync)
+	}
+	select {
+	case <-a.wake:
+	default:
+	}
+	h.retryAt = time.Time{}
+	w.steps++
+	done, err := a.reconcile(h.ctx)
+	w.fileEpoch++
+	if simVerbose {
+		w.tracef("%s: step: %s %q err=%v", h.name, a.decision.State, a.decision.Message, err)
+	}
+	if h.crashed {
+		h.stop("crashed")
+		// systemd starts it again (Restart=on-failure).
+		h.restartAt = w.now.Add(time.Duration(1+w.rng.IntN(30)) * time.Second)
+		return
+	}
+	if err != nil {
+		var pe *PermanentError
+		if errors.As(err, &pe) {
+			h.stop("permanent error: " + err.Error())
+			return
+		}
+		msg := err.Error()
+		if w.api.Down {
+			// Failing while the control plane is away is no fault of the agent.
+			h.lastErr, h.sameErr = "", 0
+		} else if msg == h.lastErr {
+			h.sameErr++
+		} else {
+			h.lastErr, h.sameErr = msg, 1
+		}
+		// The Run loop's backoff, its jitter drawn from the seed.
+		jitter := h.backoff.Jitter
+		h.backoff.Jitter = 0
+		delay := h.backoff.Step()
+		h.backoff.Jitter = jitter
+		delay += time.Duration(w.rng.Float64() * jitter * float64(delay))
+		h.retryAt = now.Add(delay)
+		w.tracef("%s: step failed (%d in a row), retrying in %s: %s", h.name, h.sameErr, delay.Round(time.Millisecond), msg)
+		return
+	}
+	h.lastErr, h.sameErr = "", 0
+	h.backoff = RetryBackoff(time.Second)
+	if done {
+		h.stop("node is Idle; exiting")
+		h.exitedIdle = true
+	}
+}
+
+// drainRunning reports whether the agent runs a drain that has not ended:
+// it waits for the simulation to let it finish.
+func (h *host) drainRunning() bool {
+	return h.runningDrain() != nil
+}
+
+func (h *host) runningDrain() *drainRun {
+	if h.agent == nil {
+		return nil
+	}
+	h.agent.mu.Lock()
+	run := h.agent.drain
+	h.agent.mu.Unlock()
+	if run == nil {
+		return nil
+	}
+	select {
+	case <-run.done:
+		return nil // the agent sees it at its next step
+	default:
+		return run
+	}
+}
+
+// finishDrain lets the running drain end (every pod gone) and waits for it.
+func (h *host) finishDrain() {
+	run := h.runningDrain()
+	if run == nil {
+		return
+	}
+	h.drainer.finish <- struct{}{}
+	<-run.done
+	h.w.fileEpoch++
+	h.w.tracef("%s: drain finishes", h.name)
+}
+
+// simDrainer cordons through the model, and drains when the simulation
+// says: a node without pods, whose drain takes as long as the simulation
+// chooses.
+type simDrainer struct {
+	*drain.Drainer
+	finish chan struct{}
+}
+
+func (d *simDrainer) Drain(ctx context.Context, _ string, _ func(drain.Progress)) ([]string, error) {
+	select {
+	case <-d.finish:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type noNotify struct{}
+
+func (noNotify) Ready()        {}
+func (noNotify) Status(string) {}
+func (noNotify) Stopping()     {}
+
+type traceWriter struct{ h *host }
+
+func (t traceWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	// The log's own time is the simulated one already; keep the message.
+	if i := strings.Index(line, "level="); i >= 0 {
+		line = line[i:]
+	}
+	t.h.w.tracef("%s: log %s", t.h.name, line)
+	return len(p), nil
+}
+
+var _ io.Writer = traceWriter{}
+
+// simWatch is one informer of one agent: its store, and how far it has
+// read the server's change log.
+type simWatch struct {
+	name    string
+	res     schema.GroupVersionResource
+	ns      string
+	match   func(runtime.Object) bool
+	store   cache.Store
+	handler cache.ResourceEventHandler
+	cursor  int64
+	trace   func(format string, args ...any)
+}
+
+// relevant: the change is one this watch delivers (its selector matches
+// the object, or matched it before: then the informer sees it go).
+func (sw *simWatch) relevant(c simapi.Change) bool {
+	if c.Key.Resource != sw.res || (sw.ns != "" && c.Key.Namespace != sw.ns) {
+		return false
+	}
+	if sw.match(c.Object) {
+		return true
+	}
+	key := c.Key.Name
+	if c.Key.Namespace != "" {
+		key = c.Key.Namespace + "/" + key
+	}
+	_, had, _ := sw.store.GetByKey(key)
+	return had
+}
+
+// relist replaces the store with what the server holds now, as an
+// informer does at its start and after a 410 Gone.
+func (sw *simWatch) relist(api *simapi.Server) {
+	items, rv := api.List(sw.res, sw.ns, nil, sw.match)
+	old := map[string]any{}
+	for _, o := range sw.store.List() {
+		k, _ := cache.MetaNamespaceKeyFunc(o)
+		old[k] = o
+	}
+	list := make([]any, len(items))
+	for i, o := range items {
+		list[i] = o
+	}
+	_ = sw.store.Replace(list, fmt.Sprint(rv))
+	for _, o := range items {
+		k, _ := cache.MetaNamespaceKeyFunc(o)
+		if prev, ok := old[k]; ok {
+			sw.handler.OnUpdate(prev, o)
+			delete(old, k)
+		} else {
+			sw.handler.OnAdd(o, false)
+		}
+	}
+	keys := make([]string, 0, len(old))
+	for k := range old {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		sw.handler.OnDelete(old[k])
+	}
+	sw.cursor = rv
+}
+
+// pending counts the changes not yet delivered; -1 when the log no longer
+// reaches back (the watch must relist).
+func (sw *simWatch) pending(api *simapi.Server) int {
+	changes, ok := api.ChangesSince(sw.cursor)
+	if !ok {
+		return -1
+	}
+	n := 0
+	for _, c := range changes {
+		if sw.relevant(c) {
+			n++
+		}
+	}
+	return n
+}
+
+// deliver delivers up to n of the pending changes, in order (all when n
+// < 0); a watch that fell behind the log relists.
+func (sw *simWatch) deliver(api *simapi.Server, n int) {
+	changes, ok := api.ChangesSince(sw.cursor)
+	if !ok {
+		sw.relist(api)
+		return
+	}
+	for _, c := range changes {
+		if n == 0 {
+			return
+		}
+		sw.cursor = c.RV
+		if !sw.relevant(c) {
+			continue
+		}
+		n--
+		if simVerbose && sw.trace != nil {
+			sw.trace("watch %s delivers %s %s@%d", sw.name, c.Type, c.Key.Name, c.RV)
+		}
+		key := c.Key.Name
+		if c.Key.Namespace != "" {
+			key = c.Key.Namespace + "/" + key
+		}
+		prev, had, _ := sw.store.GetByKey(key)
+		obj := c.Object.DeepCopyObject()
+		switch {
+		case c.Type == watch.Deleted || !sw.match(obj):
+			if had {
+				_ = sw.store.Delete(prev)
+				sw.handler.OnDelete(prev)
+			}
+		case had:
+			_ = sw.store.Update(obj)
+			sw.handler.OnUpdate(prev, obj)
+		default:
+			_ = sw.store.Add(obj)
+			sw.handler.OnAdd(obj, false)
+		}
+	}
+	sw.cursor = api.RV()
+}
+
+// objects the simulation writes as an admin would.
+
+func simNode(name, zone string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"zone": zone}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+}
