@@ -140,6 +140,8 @@ type Agent struct {
 	metricsErr string         // the last failure to write them, said once
 
 	notifications *notify.Sender // nil: none
+
+	failing failing // the run of failed steps it is in
 }
 
 // nodeDrainer is what the agent asks of internal/drain: a seam, so that the
@@ -292,6 +294,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		if err != nil {
+			a.stepFailed(ctx, err)
 			delay := backoff.Step()
 			a.setStatus(fmt.Sprintf("error, retrying in %s: %s", delay.Round(100*time.Millisecond), err))
 			a.log.Error("step failed; retrying", "err", err, "retry_in", delay)
@@ -303,6 +306,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		a.stepSucceeded()
 		backoff = RetryBackoff(time.Second)
 		wakeAt.Reset(a.untilWake())
 		if done {

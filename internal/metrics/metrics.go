@@ -93,6 +93,11 @@ type Data struct {
 	// not), kept for its durations across restarts of the agent.
 	DrainStarted time.Time `json:"drainStarted"`
 	Drained      time.Time `json:"drained"`
+
+	// StepFailures counts the agent's steps that failed in a row, since
+	// FailingSince; 0 (and zero) after a step that succeeded.
+	StepFailures int       `json:"stepFailures"`
+	FailingSince time.Time `json:"failingSince"`
 }
 
 // Store keeps Data in dir/metrics.json and writes it to the textfile.
@@ -221,11 +226,14 @@ var (
 	descWait        = prometheus.NewDesc("kustodian_wait_duration_seconds", "From the request to the lock.", nil, nil)
 	descDrain       = prometheus.NewDesc("kustodian_drain_duration_seconds", "From the cordon to the node drained.", nil, nil)
 	descMaintenance = prometheus.NewDesc("kustodian_maintenance_duration_seconds", "From the node drained to the request removed.", nil, nil)
+	descFailures    = prometheus.NewDesc("kustodian_step_failures", "The agent's steps that failed in a row (0 after one that succeeded): an agent that retries the same failing step says so here.", nil, nil)
+	descFailing     = prometheus.NewDesc("kustodian_failing_since_timestamp_seconds", "Since when the agent's steps fail without one succeeding (Unix time); 0 while they succeed.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBuild, descState, descStateSince, descRequested, descLockHeld, descPosition,
-		descBlocked, descMaint, descEvictions, descReboots, descLastSuccess, descUpdated, descWait, descDrain, descMaintenance} {
+		descBlocked, descMaint, descEvictions, descReboots, descLastSuccess, descUpdated, descWait, descDrain, descMaintenance,
+		descFailures, descFailing} {
 		ch <- d
 	}
 }
@@ -273,6 +281,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descReboots, d.Reboots)
 	gauge(descLastSuccess, unix(d.LastSuccess))
 	gauge(descUpdated, unix(updated))
+	gauge(descFailures, float64(d.StepFailures))
+	gauge(descFailing, unix(d.FailingSince))
 	for _, h := range []struct {
 		desc *prometheus.Desc
 		h    Histogram
