@@ -58,6 +58,8 @@ type options struct {
 	// The scale mode.
 	scale          string
 	scaleOnly      bool
+	handoffWaiting string
+	handoffOnly    bool
 	scaleWindow    time.Duration
 	scaleHandoffs  int
 	scaleHeartbeat time.Duration
@@ -77,6 +79,8 @@ func main() {
 	flag.BoolVar(&o.keepCluster, "keep-cluster", false, "leave the benchmark's cluster running")
 	flag.StringVar(&o.scale, "scale", "50,200,500", "the scale mode's numbers of agents, comma-separated (empty: no scale mode)")
 	flag.BoolVar(&o.scaleOnly, "scale-only", false, "run only the scale mode")
+	flag.StringVar(&o.handoffWaiting, "handoff-waiting", "1,59", "numbers of agent processes waiting behind the holder for the handoff under load, comma-separated (empty: none)")
+	flag.BoolVar(&o.handoffOnly, "handoff-only", false, "run only the handoff under load")
 	flag.DurationVar(&o.scaleWindow, "scale-window", 30*time.Second, "how long the scale mode measures the steady state")
 	flag.IntVar(&o.scaleHandoffs, "scale-handoffs", 30, "handoffs the scale mode times at each N")
 	flag.DurationVar(&o.scaleHandoffTime, "scale-handoff-time", 5*time.Minute, "how long the scale mode waits for its handoffs at each N")
@@ -147,8 +151,16 @@ func runMain(ctx context.Context, o options) error {
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
 		return err
 	}
-	copts := cluster.Options{Name: "kustodian-bench", Nodes: o.nodes, AuditPolicy: policy, Log: io.Discard}
-	fmt.Printf("starting a control plane with %d kwok nodes (kube %s)\n", o.nodes, cluster.KubeVersion)
+	waiting, err := parseWaiting(o.handoffWaiting)
+	if err != nil {
+		return err
+	}
+	nodes := o.nodes
+	for _, w := range waiting {
+		nodes = max(nodes, w+1)
+	}
+	copts := cluster.Options{Name: "kustodian-bench", Nodes: nodes, AuditPolicy: policy, Log: io.Discard}
+	fmt.Printf("starting a control plane with %d kwok nodes (kube %s)\n", nodes, cluster.KubeVersion)
 	_ = cluster.Down(ctx, copts) // a fresh one: the audit policy applies from the start
 	c, err := cluster.Up(ctx, copts)
 	if err != nil {
@@ -157,10 +169,13 @@ func runMain(ctx context.Context, o options) error {
 	if !o.keepCluster {
 		defer cluster.Down(context.Background(), copts)
 	}
-	if err := cluster.Eventually(ctx, 2*time.Minute, func(ctx context.Context) error { return nodesReady(ctx, c.Client, o.nodes) }); err != nil {
+	if err := cluster.Eventually(ctx, 2*time.Minute, func(ctx context.Context) error { return nodesReady(ctx, c.Client, nodes) }); err != nil {
 		return err
 	}
 	b := &bench{o: o, c: c}
+	if o.handoffOnly {
+		return b.handoffs(ctx)
+	}
 	if err := b.requestToCordon(ctx); err != nil {
 		return fmt.Errorf("request to cordon: %w", err)
 	}
@@ -173,7 +188,40 @@ func runMain(ctx context.Context, o options) error {
 	if err := b.rollouts(ctx, copts.AuditLog()); err != nil {
 		return fmt.Errorf("rolling maintenance: %w", err)
 	}
+	return b.handoffs(ctx)
+}
+
+// handoffs runs handoffUnderLoad for each --handoff-waiting.
+func (b *bench) handoffs(ctx context.Context) error {
+	sizes, err := parseWaiting(b.o.handoffWaiting)
+	if err != nil {
+		return err
+	}
+	if len(sizes) > 0 {
+		fmt.Printf("\nhandoff under load: agent processes waiting behind a holder, %d handoffs each\n", b.o.runs*3)
+	}
+	for _, w := range sizes {
+		if err := b.handoffUnderLoad(ctx, w); err != nil {
+			return fmt.Errorf("handoff with %d waiting: %w", w, err)
+		}
+	}
 	return nil
+}
+
+// parseWaiting reads --handoff-waiting.
+func parseWaiting(v string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--handoff-waiting %q: %q is not a number of at least 1", v, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 type bench struct {
