@@ -345,6 +345,9 @@ func (h *host) step() {
 		h.restartAt = w.now.Add(time.Duration(1+w.rng.IntN(30)) * time.Second)
 		return
 	}
+	if err != nil && !h.crashed {
+		a.stepFailed(h.ctx, err) // as Run does
+	}
 	if err != nil {
 		var pe *PermanentError
 		if errors.As(err, &pe) {
@@ -371,6 +374,7 @@ func (h *host) step() {
 		return
 	}
 	h.lastErr, h.sameErr = "", 0
+	a.stepSucceeded()
 	h.backoff = RetryBackoff(time.Second)
 	if done {
 		h.stop("node is Idle; exiting")
