@@ -114,4 +114,3 @@ func TestStuckAgentSaysSo(t *testing.T) {
 		t.Errorf("kustodian_failing_since_timestamp_seconds %s after a step succeeded, want 0", got)
 	}
 }
-
