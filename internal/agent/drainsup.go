@@ -134,11 +134,6 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 		if err := a.publish(ctx, lock.Draining, o, node, "cordoned; draining"); err != nil {
 			return err
 		}
-		// Its record says Draining now: the summary made from the LIST
-		// leaves it out.
-		if err := a.nameNextNodes(ctx, o.HeldLocks); err != nil {
-			return err
-		}
 		run = a.startDrain(ctx, o.Request.ID)
 	}
 	select {

@@ -153,13 +153,19 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 		return err
 	}
 	held := a.heldLocks()
-	// The next nodes must be named before the locks go free: their handoff
-	// is then one watch event and one update. The holder named them when
-	// its drain began (nameNextNodes); only a summary that still names
-	// this node is made again here, on the handoff's path. A crash in
-	// between names them again at the next start.
-	if err := a.nameNextNodes(ctx, held); err != nil {
-		return err
+	// The next nodes are named before the locks go free: their handoff is
+	// then one watch event and one update. A crash in between names them
+	// again at the next start.
+	groups := map[lock.GroupRef]bool{}
+	for _, name := range held {
+		if l := a.leases.Get(name); l != nil {
+			if g, ok := lock.GroupOfLease(l); ok && !groups[g] {
+				groups[g] = true
+				if _, _, err := a.locks.Renominate(ctx, g, a.node, a.cfg.Queue.StaleAfter()); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	for _, name := range held {
 		l, err := a.locks.Release(ctx, name, a.node)
@@ -171,39 +177,6 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonLockReleased, "released lock "+name)
 		}
 		a.log.Info("lock released", "lock", name)
-	}
-	return nil
-}
-
-// nameNextNodes makes again the queue summary of each group of the held
-// locks that still names this node (or does not read): a summary made
-// while this node waited names it first, and once its lock is free the
-// nodes behind it would take it for their head. Made when the drain
-// begins, it is off the path of the handoff: at the release the summary
-// is right already, and the release is the only write the waiting agents
-// receive.
-func (a *Agent) nameNextNodes(ctx context.Context, held []string) error {
-	groups := map[lock.GroupRef]bool{}
-	for _, name := range held {
-		l := a.leases.Get(name)
-		if l == nil {
-			continue
-		}
-		g, ok := lock.GroupOfLease(l)
-		if !ok || groups[g] {
-			continue
-		}
-		groups[g] = true
-		if q := a.leases.Get(g.QueueName()); q != nil {
-			if s, err := lock.SummaryFromLease(q); err == nil && s.Index(a.node) < 0 {
-				continue
-			}
-		}
-		_, written, err := a.locks.Renominate(ctx, g, a.node, a.cfg.Queue.StaleAfter())
-		if err != nil {
-			return err
-		}
-		a.leases.Wrote(written)
 	}
 	return nil
 }

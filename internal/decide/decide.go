@@ -609,10 +609,7 @@ func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead boo
 			d.Need.Queue = true
 			return true
 		}
-		// Within the first slots of its own view: it writes the summary
-		// now, even while the locks are held, so that the holder's
-		// release finds it named and its handoff is one event.
-		if q.mine >= 0 && q.mine < max(len(free), len(d.Locks)) {
+		if q.mine >= 0 && q.mine < len(free) {
 			d.Renominate = "this node heads the queue and its summary does not say so"
 			return true
 		}
