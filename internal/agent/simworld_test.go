@@ -216,7 +216,6 @@ func (h *host) start() {
 	a.drainer = h.drainer
 	a.metrics = nil // not the protocol's; they cost a file write per change
 	hs := a.handlers()
-	match := func(f func(runtime.Object) bool) func(runtime.Object) bool { return f }
 	byName := func(name string) func(runtime.Object) bool {
 		return func(o runtime.Object) bool { m, _ := meta.Accessor(o); return m.GetName() == name }
 	}
@@ -225,10 +224,10 @@ func (h *host) start() {
 		policySel = s
 	}
 	h.watches = []*simWatch{
-		{name: "group Leases", res: simapi.Leases, ns: simNamespace, handler: hs.groupLeases, match: match(func(o runtime.Object) bool {
+		{name: "group Leases", res: simapi.Leases, ns: simNamespace, handler: hs.groupLeases, match: func(o runtime.Object) bool {
 			m, _ := meta.Accessor(o)
 			return policySel.Matches(labels.Set(m.GetLabels()))
-		})},
+		}},
 		{name: "own record", res: simapi.Leases, ns: simNamespace, handler: hs.ownRecord, match: byName(lock.RecordName(h.name))},
 		{name: "control", res: simapi.ConfigMaps, ns: simNamespace, handler: hs.other, match: byName(lock.ControlConfigMap)},
 		{name: "node", res: simapi.Nodes, handler: hs.other, match: byName(h.name)},
@@ -445,7 +444,8 @@ type traceWriter struct{ h *host }
 
 func (t traceWriter) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
-	// The log's own time is the simulated one already; keep the message.
+	// The trace stamps the simulated time; the log's own (the real clock)
+	// is left out.
 	if i := strings.Index(line, "level="); i >= 0 {
 		line = line[i:]
 	}

@@ -2,7 +2,6 @@ package simapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 
@@ -189,10 +188,4 @@ func (s *Server) patch(a k8stesting.PatchAction, k Key) (runtime.Object, error) 
 		m.SetResourceVersion("")
 	}
 	return s.Update(k, out)
-}
-
-// IsDown reports whether err is the model's outage.
-func IsDown(err error) bool {
-	var st apierrors.APIStatus
-	return errors.As(err, &st) && apierrors.IsServiceUnavailable(err)
 }
