@@ -1,4 +1,4 @@
-// Package agent is the node agent's state machine (DESIGN sections 4 to 6):
+// Package agent is the node agent's state machine (docs/agent.md, "States"):
 // it observes the host files, the lock Leases, its node record and its Node,
 // derives its state, and takes the next idempotent step, again at every
 // event (files through fsnotify, Leases, the control ConfigMap and the Node

@@ -89,7 +89,7 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 	if ok, why, err := a.holdKured(ctx); err != nil {
 		return err
 	} else if !ok {
-		// DESIGN section 7: no drain without Kured's lock. Kured took it
+		// No drain without Kured's lock (docs/agent.md). Kured took it
 		// (between this node's grant and now, or while the agent was
 		// down): give the node back and wait for Kured's reboot to end.
 		a.stopDrain()

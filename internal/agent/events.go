@@ -16,7 +16,7 @@ import (
 	"github.com/kustodian/kustodian/internal/notify"
 )
 
-// Event reasons (DESIGN section 3).
+// Event reasons (docs/agent.md, "Cluster objects").
 const (
 	ReasonMaintenanceRequested = "MaintenanceRequested"
 	ReasonLockAcquired         = "LockAcquired"

@@ -72,13 +72,11 @@ type Server struct {
 	// Down: the control plane is away; every request fails.
 	Down bool
 	uids int
-	// Requests counts the requests served, by verb.
-	Requests map[string]int
 }
 
 // New makes an empty server.
 func New() *Server {
-	return &Server{rv: 1, objects: map[Key]runtime.Object{}, KeepChanges: 500, Requests: map[string]int{}}
+	return &Server{rv: 1, objects: map[Key]runtime.Object{}, KeepChanges: 500}
 }
 
 // RV is the current revision.
