@@ -24,7 +24,7 @@ INTEGRATION_PKGS := ./test/...
 .PHONY: bench build docs fuzz chaos sim packages packages-host package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
-	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
 	ln -sf kustodian-ctl bin/kubectl-kustodian
 
 # Heavy tools are built once into the cache, outside the repository (the same

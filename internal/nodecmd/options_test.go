@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/notify"
+	"github.com/kustodian/kustodian/internal/notify/notifytest"
 )
 
 func load(t *testing.T, file string, env map[string]string, args ...string) (config.Agent, error) {
@@ -96,7 +98,7 @@ func TestLoadErrorsNameTheSource(t *testing.T) {
 		"a list for a string":          {file: "drain:\n  podSelector: [a, b]\n", want: `config.yaml: drain.podSelector: is a list or a map; give a single value`},
 		"unknown notify service":       {file: "notify:\n  urls:\n    - nosuch://t0ken@host\n", want: `config.yaml: notify.urls: URL 1 (nosuch): `},
 		"bad notify URL in env":        {env: map[string]string{"KUSTODIAN_NOTIFY_URLS": "generic://127.0.0.1:9/x slack://hook:short@webhook"}, want: `KUSTODIAN_NOTIFY_URLS: URL 2 (slack): `},
-		"bad notify template":          {args: []string{"--notify-failed", "{{.Nodename}}"}, want: `--notify-failed: template: failed:1:2: executing "failed" at <.Nodename>: can't evaluate field Nodename`},
+		"bad notify template":          {args: []string{"--notify-failed", "{{.Nodename}}"}, want: `--notify-failed: template: failed:1:2: can't evaluate field Nodename (a notification has .Duration`},
 		"namespace with capitals":      {args: []string{"--namespace", "Kustodian"}, want: `--namespace: "Kustodian" is not a valid namespace name: a lowercase RFC 1123 label must consist of`},
 		"textfile in no directory":     {args: []string{"--metrics-textfile", "/nonexistent/k.prom"}, want: `--metrics-textfile: the directory of /nonexistent/k.prom cannot be used`},
 	} {
@@ -203,3 +205,7 @@ func TestDefaultConfigFile(t *testing.T) {
 		t.Errorf("the uncommented default config file gives\n%+v\nwant the defaults\n%+v", cfg, config.Defaults())
 	}
 }
+
+// The notify URLs of a configuration are checked by the kustodian-notify
+// helper, as in the agent.
+func TestMain(m *testing.M) { notifytest.Main(m.Run, func(p string) { notify.Helper = p }) }

@@ -1,6 +1,6 @@
 // Package notify sends the agent's notifications through shoutrrr URLs
-// (Slack, Teams, mail, a generic webhook...): one message per event the
-// agent lived, rendered from a Go template (DESIGN section 14).
+// (Slack, Teams, mail, a generic webhook...), by the kustodian-notify
+// helper: one message per event the agent lived, rendered from a template (Go's template syntax; see template.go).
 //
 // Sending never blocks the state machine: a message is queued, and each
 // URL has its own sender that tries it a bounded number of times. A URL
@@ -10,18 +10,21 @@ package notify
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
-	"text/template"
 	"time"
-
-	"github.com/nicholas-fedor/shoutrrr/pkg/router"
-	"github.com/nicholas-fedor/shoutrrr/pkg/types"
 )
 
 // Event is what a notification is about.
@@ -69,18 +72,6 @@ var DefaultTemplates = map[Event]string{
 var sample = Data{Event: Failed, Node: "node-1", Reason: "kernel", Message: "drain failed", Group: "default",
 	Time: time.Unix(1700000000, 0), Requested: time.Unix(1699999000, 0), Duration: 1000 * time.Second}
 
-// ParseTemplate parses the template of an event and tries it.
-func ParseTemplate(ev Event, text string) (*template.Template, error) {
-	t, err := template.New(string(ev)).Option("missingkey=error").Parse(text)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.Execute(&bytes.Buffer{}, sample); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
 // Redacted is a URL as logs may show it: its service (the scheme) alone.
 // Its host may be the token (pushbullet://TOKEN, ifttt://KEY), and so may
 // its user, path and query.
@@ -93,27 +84,19 @@ func Redacted(raw string) string {
 }
 
 // CheckURL says whether shoutrrr knows the URL's service and accepts its
-// settings. The error never repeats the URL.
-func CheckURL(raw string) (err error) {
-	defer func() {
-		// shoutrrr's router has been seen to panic on a URL it cannot
-		// convert: a refusal, not a crash.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("shoutrrr cannot read it (%v)", r)
-		}
-	}()
-	if _, lerr := (&router.ServiceRouter{}).Locate(raw); lerr != nil {
-		return errors.New(scrub(lerr.Error(), raw))
-	}
-	return nil
+// settings, as the helper finds. The error never repeats the URL.
+func CheckURL(raw string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return runHelper(ctx, raw, "check", strings.NewReader(raw))
 }
 
 // anyURL is what scrub takes for a URL in a text.
 var anyURL = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
 
-// scrub removes from a text every URL (down to its scheme) and the parts
+// Scrub removes from a text every URL (down to its scheme) and the parts
 // of raw that could be secrets, wherever they appear.
-func scrub(text, raw string) string {
+func Scrub(text, raw string) string {
 	if u, err := url.Parse(raw); err == nil {
 		secrets := []string{u.User.String(), u.RawQuery, u.Path, u.Host, u.User.Username()}
 		if p, ok := u.User.Password(); ok {
@@ -153,27 +136,28 @@ type Settings struct {
 // Sender sends the notifications of one agent.
 type Sender struct {
 	log       *slog.Logger
-	templates map[Event]*template.Template
+	templates map[Event]*Template
 	targets   []*target
 	wg        sync.WaitGroup
 
 	mu     sync.Mutex // guards closed, and the queues' closing
 	closed bool
-	stop   chan struct{} // closed when Close gives up: retries end
+	// ctx ends when Close gives up: retries end, and a helper still
+	// sending is stopped.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 type target struct {
 	name     string // its place in the list and its service: no secrets
 	raw      string
-	service  types.Service
 	queue    chan string
 	settings Settings
 	log      *slog.Logger
 
-	failing bool       // the last message could not be delivered (said once)
-	dropped bool       // a message was dropped (said once)
-	pending chan error // an abandoned attempt, until it ends
-	stop    <-chan struct{}
+	failing bool // the last message could not be delivered (said once)
+	dropped bool // a message was dropped (said once)
+	ctx     context.Context
 }
 
 // New builds a sender; nil URLs make a sender that sends nothing. A URL
@@ -191,7 +175,8 @@ func New(s Settings, log *slog.Logger) (*Sender, error) {
 	if s.Queue <= 0 {
 		s.Queue = 16
 	}
-	out := &Sender{log: log, templates: map[Event]*template.Template{}, stop: make(chan struct{})}
+	out := &Sender{log: log, templates: map[Event]*Template{}}
+	out.ctx, out.cancel = context.WithCancel(context.Background())
 	for ev, text := range s.Templates {
 		if text == "" {
 			continue
@@ -202,16 +187,11 @@ func New(s Settings, log *slog.Logger) (*Sender, error) {
 		}
 		out.templates[ev] = t
 	}
-	r := &router.ServiceRouter{}
 	for i, raw := range s.URLs {
 		if err := CheckURL(raw); err != nil {
 			return nil, fmt.Errorf("URL %d (%s): %w", i+1, Redacted(raw), err)
 		}
-		svc, err := r.Locate(raw)
-		if err != nil {
-			return nil, fmt.Errorf("URL %d (%s): %s", i+1, Redacted(raw), scrub(err.Error(), raw))
-		}
-		t := &target{name: fmt.Sprintf("URL %d (%s)", i+1, Redacted(raw)), raw: raw, service: svc, queue: make(chan string, s.Queue), settings: s, log: log, stop: out.stop}
+		t := &target{name: fmt.Sprintf("URL %d (%s)", i+1, Redacted(raw)), raw: raw, queue: make(chan string, s.Queue), settings: s, log: log, ctx: out.ctx}
 		out.targets = append(out.targets, t)
 		out.wg.Add(1)
 		go func() {
@@ -232,12 +212,11 @@ func (s *Sender) Notify(d Data) {
 	if t == nil {
 		return
 	}
-	var b bytes.Buffer
-	if err := t.Execute(&b, d); err != nil {
+	msg, err := t.Render(d)
+	if err != nil {
 		s.log.Warn("notification not sent: its template failed", "event", d.Event, "err", err)
 		return
 	}
-	msg := b.String()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -285,16 +264,14 @@ func (s *Sender) Close(timeout time.Duration) {
 			left += len(t.queue)
 		}
 		s.log.Warn("notifications not all sent before the agent exits", "waited", timeout, "queued", left)
-		close(s.stop)
+		s.cancel()
 	}
 }
 
 func (t *target) run() {
 	for msg := range t.queue {
-		select {
-		case <-t.stop:
+		if t.ctx.Err() != nil {
 			return
-		default:
 		}
 		t.deliver(msg)
 	}
@@ -316,7 +293,7 @@ func (t *target) deliver(msg string) {
 		if attempt < t.settings.Attempts {
 			select {
 			case <-time.After(wait):
-			case <-t.stop:
+			case <-t.ctx.Done():
 				return
 			}
 			wait *= 2
@@ -324,30 +301,67 @@ func (t *target) deliver(msg string) {
 	}
 	if !t.failing {
 		t.log.Warn("notification not delivered; later failures to this URL are not logged until one gets through",
-			"url", t.name, "attempts", t.settings.Attempts, "err", scrub(err.Error(), t.raw))
+			"url", t.name, "attempts", t.settings.Attempts, "err", Scrub(err.Error(), t.raw))
 		t.failing = true
 	}
 }
 
-// send makes one attempt, bounded by SendTimeout. An attempt that outlives
-// it is abandoned (shoutrrr's services take no context), and the next
-// one first waits for it to end: a URL that hangs holds at most one.
+// send makes one attempt, bounded by SendTimeout: the helper that
+// outlives it is stopped.
 func (t *target) send(msg string) error {
-	if t.pending != nil {
-		select {
-		case <-t.pending:
-			t.pending = nil
-		case <-time.After(t.settings.SendTimeout):
-			return fmt.Errorf("an earlier attempt still has no answer after %s", 2*t.settings.SendTimeout)
-		}
-	}
-	done := make(chan error, 1)
-	go func() { done <- t.service.Send(msg, &types.Params{}) }()
-	select {
-	case err := <-done:
+	ctx, cancel := context.WithTimeout(t.ctx, t.settings.SendTimeout)
+	defer cancel()
+	body, err := json.Marshal(Request{URL: t.raw, Message: msg})
+	if err != nil {
 		return err
-	case <-time.After(t.settings.SendTimeout):
-		t.pending = done
+	}
+	err = runHelper(ctx, t.raw, "send", bytes.NewReader(body))
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("no answer in %s", t.settings.SendTimeout)
 	}
+	return err
+}
+
+// Request is what the helper is asked to send.
+type Request struct {
+	URL     string `json:"url"`
+	Message string `json:"message"`
+}
+
+// Helper is the kustodian-notify program, which talks to shoutrrr: by
+// default the one next to this program. The agent does not link shoutrrr
+// itself (see the package shoutrrr).
+var Helper = helperPath()
+
+func helperPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "kustodian-notify"
+	}
+	return filepath.Join(filepath.Dir(exe), "kustodian-notify")
+}
+
+// runHelper runs the helper's op with stdin; its error is its last line
+// on standard error, scrubbed of raw's secrets once more.
+func runHelper(ctx context.Context, raw, op string, stdin io.Reader) error {
+	cmd := exec.CommandContext(ctx, Helper, op)
+	cmd.Stdin = stdin
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("the notification helper %s is missing; it is installed with kustodian, next to it", Helper)
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = msg[i+1:]
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("kustodian-notify %s: %v", op, err)
+	}
+	return errors.New(Scrub(msg, raw))
 }

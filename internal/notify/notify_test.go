@@ -2,9 +2,7 @@ package notify
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kustodian/kustodian/internal/notify/notifytest"
 )
 
 // receiver is a real HTTP server standing in for a webhook: it keeps
@@ -120,59 +120,6 @@ func TestGenericWebhook(t *testing.T) {
 	want := "Kustodian: the maintenance of node-3 FAILED: job apt (run 1): failed, exit 100: E: broken packages"
 	if payload["message"] != want {
 		t.Errorf("payload %q, want message %q", payload, want)
-	}
-}
-
-// Slack's incoming webhooks: shoutrrr posts to hooks.slack.com over TLS;
-// here the dial goes to a local TLS server that answers as Slack does
-// ("ok") and checks the shape Slack reads.
-func TestSlackWebhook(t *testing.T) {
-	r := newReceiver()
-	r.body = "ok"
-	srv := httptest.NewTLSServer(r)
-	defer srv.Close()
-	tlsConf := srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
-	tlsConf.ServerName = "example.com" // what httptest's certificate names
-	addr := srv.Listener.Addr().String()
-	saved := http.DefaultTransport
-	t.Cleanup(func() { http.DefaultTransport = saved })
-	http.DefaultTransport = &http.Transport{
-		TLSClientConfig: tlsConf,
-		DialContext: func(ctx context.Context, network, hostport string) (net.Conn, error) {
-			if hostport != "hooks.slack.com:443" {
-				return nil, fmt.Errorf("test: no dialing %s", hostport)
-			}
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		},
-	}
-
-	log, _ := quiet()
-	s, err := New(Settings{
-		URLs:      []string{"slack://hook:WNA3PBYV6-F20DUQND3RQ-Webc4MAvoacrpPakR8phF0zi@webhook?botname=kustodian&color=danger"},
-		Templates: DefaultTemplates,
-	}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Notify(failedData)
-	s.Close(10 * time.Second)
-	got := r.requests(t, 1)
-	if got[0].path != "/services/WNA3PBYV6/F20DUQND3RQ/Webc4MAvoacrpPakR8phF0zi" {
-		t.Errorf("posted to %s", got[0].path)
-	}
-	var payload struct {
-		Username    string `json:"username"`
-		Attachments []struct {
-			Text  string `json:"text"`
-			Color string `json:"color"`
-		} `json:"attachments"`
-	}
-	if err := json.Unmarshal(got[0].body, &payload); err != nil {
-		t.Fatalf("payload %s: %v", got[0].body, err)
-	}
-	if len(payload.Attachments) != 1 || !strings.Contains(payload.Attachments[0].Text, "node-3 FAILED") ||
-		payload.Attachments[0].Color != "danger" || payload.Username != "kustodian" {
-		t.Errorf("Slack payload %s", got[0].body)
 	}
 }
 
@@ -317,3 +264,5 @@ func TestFailuresNeverShowSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestMain(m *testing.M) { notifytest.Main(m.Run, func(p string) { Helper = p }) }

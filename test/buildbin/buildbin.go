@@ -17,7 +17,8 @@ var (
 	err  error
 )
 
-// Dir returns the directory holding kustodian and kustodian-ctl.
+// Dir returns the directory holding kustodian, kustodian-ctl and
+// kustodian-notify (the agent's notification helper, found next to it).
 func Dir(t testing.TB) string {
 	t.Helper()
 	once.Do(func() {
@@ -26,7 +27,8 @@ func Dir(t testing.TB) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-trimpath", "-o", dir+string(filepath.Separator),
-			"github.com/kustodian/kustodian/cmd/kustodian", "github.com/kustodian/kustodian/cmd/kustodian-ctl")
+			"github.com/kustodian/kustodian/cmd/kustodian", "github.com/kustodian/kustodian/cmd/kustodian-ctl",
+			"github.com/kustodian/kustodian/cmd/kustodian-notify")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, berr := cmd.CombinedOutput(); berr != nil {
 			err = fmt.Errorf("go build: %v\n%s", berr, out)

@@ -32,6 +32,7 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 var wantFiles = []string{
 	"/usr/bin/kustodian",
 	"/usr/bin/kustodian-ctl",
+	"/usr/bin/kustodian-notify",
 	"/usr/bin/kubectl-kustodian",
 	"/lib/systemd/system/kustodian.path",
 	"/lib/systemd/system/kustodian.service",

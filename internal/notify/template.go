@@ -1,0 +1,388 @@
+package notify
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"text/template/parse"
+)
+
+// Template is the message of one event: Go's template syntax, read by
+// text/template/parse and evaluated here over Data alone. The agent does
+// not use text/template itself: its evaluator looks up methods by name at
+// run time, which makes Go's linker keep every exported method of every
+// type in the binary (about half of it), and those pages stay resident in
+// an agent that waits for weeks.
+//
+// What a notification template may use: text; the fields of Data
+// ({{.Node}}); {{.}} inside with; if, with, else and else if; the
+// functions and, or, not, eq, ne, len, print and printf; parentheses and
+// pipelines ({{.Node | printf "%q"}}); comments and {{- trimming -}}.
+// Anything else (range, define, template, block, variables, methods such
+// as .Time.Format) is refused when the template is read.
+type Template struct {
+	name string
+	tree *parse.Tree
+}
+
+// fields are the names a template may give after the dot, and how Data
+// answers each.
+var fields = map[string]func(Data) any{
+	"Event":     func(d Data) any { return string(d.Event) },
+	"Node":      func(d Data) any { return d.Node },
+	"Reason":    func(d Data) any { return d.Reason },
+	"Message":   func(d Data) any { return d.Message },
+	"Group":     func(d Data) any { return d.Group },
+	"Policy":    func(d Data) any { return d.Policy },
+	"Time":      func(d Data) any { return d.Time },
+	"Requested": func(d Data) any { return d.Requested },
+	"Duration":  func(d Data) any { return d.Duration },
+}
+
+// funcs are the functions a template may call (call says what they do).
+var funcs = map[string]bool{"and": true, "or": true, "not": true, "eq": true, "ne": true, "len": true, "print": true, "printf": true}
+
+func fieldList() string {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, "."+n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, " ")
+}
+
+// ParseTemplate reads the template of an event, checks every part of it
+// (the branches no sample takes too) and tries it on sample data.
+func ParseTemplate(ev Event, text string) (*Template, error) {
+	known := make(map[string]any, len(funcs))
+	for f := range funcs {
+		known[f] = f // the parser only asks whether a name is there
+	}
+	trees, err := parse.Parse(string(ev), text, "", "", known)
+	if err != nil {
+		return nil, err
+	}
+	t := &Template{name: string(ev), tree: trees[string(ev)]}
+	if len(trees) != 1 || t.tree == nil {
+		return nil, fmt.Errorf("template: %s: define and block are not supported in a notification template", ev)
+	}
+	if err := t.check(t.tree.Root, true); err != nil {
+		return nil, err
+	}
+	if _, err := t.Render(sample); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Render is the message for d.
+func (t *Template) Render(d Data) (string, error) {
+	var b bytes.Buffer
+	if err := t.walk(&b, t.tree.Root, d); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func (t *Template) errorf(n parse.Node, format string, args ...any) error {
+	loc, _ := t.tree.ErrorContext(n)
+	return fmt.Errorf("template: %s: %s", loc, fmt.Sprintf(format, args...))
+}
+
+// check refuses, before any message is sent, what Render does not know;
+// data says whether the dot is Data there (else it is a value, inside a
+// with).
+func (t *Template) check(n parse.Node, data bool) error {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return nil
+		}
+		for _, c := range n.Nodes {
+			if err := t.check(c, data); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *parse.TextNode, *parse.CommentNode:
+		return nil
+	case *parse.ActionNode:
+		return t.checkPipe(n.Pipe, data)
+	case *parse.IfNode:
+		return t.checkBranch(&n.BranchNode, data, data)
+	case *parse.WithNode:
+		// Inside, the dot is what the pipeline gave: Data only for {{with .}}.
+		inner := data && len(n.Pipe.Cmds) == 1 && len(n.Pipe.Cmds[0].Args) == 1 && n.Pipe.Cmds[0].Args[0].Type() == parse.NodeDot
+		return t.checkBranch(&n.BranchNode, inner, data)
+	default:
+		return t.errorf(n, "%s is not supported in a notification template (text, fields, if, with, else and the functions %s are)", n, funcNames())
+	}
+}
+
+func (t *Template) checkBranch(b *parse.BranchNode, inner, data bool) error {
+	if err := t.checkPipe(b.Pipe, data); err != nil {
+		return err
+	}
+	if err := t.check(b.List, inner); err != nil {
+		return err
+	}
+	return t.check(b.ElseList, data)
+}
+
+func (t *Template) checkPipe(p *parse.PipeNode, data bool) error {
+	if len(p.Decl) > 0 {
+		return t.errorf(p, "variables are not supported in a notification template")
+	}
+	for _, c := range p.Cmds {
+		for i, a := range c.Args {
+			switch a := a.(type) {
+			case *parse.FieldNode:
+				if err := t.checkField(a, data); err != nil {
+					return err
+				}
+				if i == 0 && len(c.Args) > 1 {
+					return t.errorf(a, "%s is a field, not a function: it takes no arguments", a)
+				}
+			case *parse.IdentifierNode:
+				if i != 0 {
+					return t.errorf(a, "%s must be called first in its command, or in parentheses", a.Ident)
+				}
+			case *parse.PipeNode:
+				if err := t.checkPipe(a, data); err != nil {
+					return err
+				}
+			case *parse.DotNode, *parse.StringNode, *parse.NumberNode, *parse.BoolNode:
+			default:
+				return t.errorf(a, "%s is not supported in a notification template", a)
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Template) checkField(f *parse.FieldNode, data bool) error {
+	if !data {
+		return t.errorf(f, "can't evaluate field %s here: inside with, the dot is the value, not the notification", f.Ident[0])
+	}
+	if _, ok := fields[f.Ident[0]]; !ok {
+		return t.errorf(f, "can't evaluate field %s (a notification has %s)", f.Ident[0], fieldList())
+	}
+	if len(f.Ident) > 1 {
+		return t.errorf(f, "%s: fields of fields and methods are not supported in a notification template", f)
+	}
+	return nil
+}
+
+func funcNames() string {
+	names := make([]string, 0, len(funcs))
+	for f := range funcs {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+func (t *Template) walk(b *bytes.Buffer, n parse.Node, dot any) error {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return nil
+		}
+		for _, c := range n.Nodes {
+			if err := t.walk(b, c, dot); err != nil {
+				return err
+			}
+		}
+	case *parse.TextNode:
+		b.Write(n.Text)
+	case *parse.CommentNode:
+	case *parse.ActionNode:
+		v, err := t.pipe(n.Pipe, dot)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(b, v)
+	case *parse.IfNode:
+		v, err := t.pipe(n.Pipe, dot)
+		if err != nil {
+			return err
+		}
+		if truth(v) {
+			return t.walk(b, n.List, dot)
+		}
+		return t.walk(b, n.ElseList, dot)
+	case *parse.WithNode:
+		v, err := t.pipe(n.Pipe, dot)
+		if err != nil {
+			return err
+		}
+		if truth(v) {
+			return t.walk(b, n.List, v)
+		}
+		return t.walk(b, n.ElseList, dot)
+	default:
+		return t.errorf(n, "%s is not supported in a notification template", n)
+	}
+	return nil
+}
+
+// pipe evaluates a pipeline: each command's value is the last argument of
+// the next.
+func (t *Template) pipe(p *parse.PipeNode, dot any) (any, error) {
+	var v any
+	for i, c := range p.Cmds {
+		var err error
+		if v, err = t.command(c, dot, v, i > 0); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+func (t *Template) command(c *parse.CommandNode, dot, prev any, piped bool) (any, error) {
+	if id, ok := c.Args[0].(*parse.IdentifierNode); ok {
+		args := make([]any, 0, len(c.Args))
+		for _, a := range c.Args[1:] {
+			v, err := t.arg(a, dot)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, v)
+		}
+		if piped {
+			args = append(args, prev)
+		}
+		v, err := call(id.Ident, args)
+		if err != nil {
+			return nil, t.errorf(id, "%s: %v", id.Ident, err)
+		}
+		return v, nil
+	}
+	if piped || len(c.Args) > 1 {
+		return nil, t.errorf(c, "%s is not a function: it takes no arguments", c.Args[0])
+	}
+	return t.arg(c.Args[0], dot)
+}
+
+func (t *Template) arg(n parse.Node, dot any) (any, error) {
+	switch n := n.(type) {
+	case *parse.DotNode:
+		return dot, nil
+	case *parse.FieldNode:
+		d, ok := dot.(Data)
+		if !ok {
+			return nil, t.errorf(n, "can't evaluate field %s in a %T", n.Ident[0], dot)
+		}
+		f, ok := fields[n.Ident[0]]
+		if !ok || len(n.Ident) > 1 {
+			return nil, t.errorf(n, "can't evaluate field %s (a notification has %s)", n, fieldList())
+		}
+		return f(d), nil
+	case *parse.StringNode:
+		return n.Text, nil
+	case *parse.BoolNode:
+		return n.True, nil
+	case *parse.NumberNode:
+		switch {
+		case n.IsInt:
+			return n.Int64, nil
+		case n.IsFloat:
+			return n.Float64, nil
+		}
+		return nil, t.errorf(n, "%s: only integers and floats are numbers here", n)
+	case *parse.PipeNode:
+		return t.pipe(n, dot)
+	}
+	return nil, t.errorf(n, "%s is not supported in a notification template", n)
+}
+
+// truth is text/template's: the zero value of a basic kind is false.
+func truth(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return false
+	case string:
+		return v != ""
+	case bool:
+		return v
+	case int64:
+		return v != 0
+	case float64:
+		return v != 0
+	case time.Duration:
+		return v != 0
+	}
+	return true // a time, as text/template has it for any struct
+}
+
+// basic turns a value into one eq can compare: durations and integers
+// alike, as text/template does for basic kinds.
+func basic(v any) any {
+	switch v := v.(type) {
+	case time.Duration:
+		return int64(v)
+	case time.Time:
+		return v.UnixNano()
+	}
+	return v
+}
+
+func call(name string, args []any) (any, error) {
+	switch name {
+	case "and", "or":
+		if len(args) == 0 {
+			return nil, errors.New("needs at least one argument")
+		}
+		for _, a := range args {
+			if truth(a) != (name == "and") {
+				return a, nil
+			}
+		}
+		return args[len(args)-1], nil
+	case "not":
+		if len(args) != 1 {
+			return nil, errors.New("takes 1 argument")
+		}
+		return !truth(args[0]), nil
+	case "eq", "ne":
+		if len(args) < 2 || (name == "ne" && len(args) != 2) {
+			return nil, errors.New("compares 2 arguments (eq: the first with any of the others)")
+		}
+		first := basic(args[0])
+		for _, a := range args[1:] {
+			a = basic(a)
+			if fmt.Sprintf("%T", a) != fmt.Sprintf("%T", first) {
+				return nil, fmt.Errorf("cannot compare %v with %v: not of the same kind", args[0], a)
+			}
+			if a == first {
+				return name == "eq", nil
+			}
+		}
+		return name == "ne", nil
+	case "len":
+		if len(args) != 1 {
+			return nil, errors.New("takes 1 argument")
+		}
+		s, ok := args[0].(string)
+		if !ok {
+			return nil, errors.New("takes 1 text argument")
+		}
+		return int64(len(s)), nil
+	case "print":
+		return fmt.Sprint(args...), nil
+	case "printf":
+		if len(args) == 0 {
+			return nil, errors.New("its first argument is the format")
+		}
+		f, ok := args[0].(string)
+		if !ok {
+			return nil, errors.New("its first argument is the format, a text")
+		}
+		return fmt.Sprintf(f, args[1:]...), nil
+	}
+	return nil, errors.New("not a function of notification templates")
+}
