@@ -318,6 +318,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return a.stop()
 		case <-a.wake:
+			a.settle(ctx, fileChanges, jobChanges)
 		case <-wakeAt.C:
 		case <-fileChanges:
 		case <-jobChanges:
@@ -444,6 +445,35 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 		return false, a.completing(ctx, o, node)
 	}
 	return false, fmt.Errorf("unknown state %s", state)
+}
+
+// settleAfter is how long a waiting agent far from the head of its queue
+// lets the cluster's events gather before it decides again: a handoff is
+// three of them (the summary, the release, the grant), and the node whose
+// turn it is must not wait for a CPU behind every other waiting agent
+// deciding that it is still not theirs.
+const settleAfter = 250 * time.Millisecond
+
+// settle waits settleAfter after a cluster event when this node waits
+// behind more than the next in line, and takes the events that came
+// meanwhile with it. A file or job change, or the end, cuts it short.
+func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struct{}) {
+	d := a.decision
+	if d.State != lock.Waiting || d.Position <= len(d.Locks)+1 {
+		return
+	}
+	t := time.NewTimer(settleAfter)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-fileChanges:
+	case <-jobChanges:
+	}
+	select {
+	case <-a.wake:
+	default:
+	}
 }
 
 // untilWake is how long until the last decision wants to be made again (a
