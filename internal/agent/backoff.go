@@ -14,3 +14,28 @@ import (
 func RetryBackoff(first time.Duration) wait.Backoff {
 	return wait.Backoff{Duration: first, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
 }
+
+// StartBackoff is the wait between attempts while an agent starts and the
+// API server does not answer yet: from 0.5 s, doubling up to 2 s, plus up
+// to half as much at random. A starting agent has nothing else to do, and
+// its node may be the next in line: it goes on within about 3 s of the
+// API server's return, however long it was away.
+func StartBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: 2 * time.Second}
+}
+
+// RepeatLog says when a wait that keeps failing is worth a log line: when
+// its error changes, and every 30 s while it does not.
+type RepeatLog struct {
+	last string
+	at   time.Time
+}
+
+// Due reports whether err is worth a log line now.
+func (r *RepeatLog) Due(err error, now time.Time) bool {
+	if err.Error() == r.last && now.Sub(r.at) < 30*time.Second {
+		return false
+	}
+	r.last, r.at = err.Error(), now
+	return true
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -19,5 +20,33 @@ func TestRetryBackoff(t *testing.T) {
 	}
 	if fresh := RetryBackoff(time.Second); fresh.Step() > 1200*time.Millisecond {
 		t.Error("a fresh backoff does not start again from the first wait")
+	}
+}
+
+// A wait that keeps failing the same way is said once every 30 s; a new
+// error at once.
+func TestRepeatLog(t *testing.T) {
+	var r RepeatLog
+	t0 := time.Unix(1700000000, 0)
+	refused, notReady := errors.New("connection refused"), errors.New("not ready")
+	for i, tc := range []struct {
+		err  error
+		at   time.Duration
+		want bool
+	}{
+		{refused, 0, true}, {refused, 2 * time.Second, false}, {refused, 29 * time.Second, false},
+		{refused, 30 * time.Second, true}, {notReady, 31 * time.Second, true}, {notReady, 33 * time.Second, false},
+	} {
+		if got := r.Due(tc.err, t0.Add(tc.at)); got != tc.want {
+			t.Errorf("%d: %v at %s: Due %v, want %v", i, tc.err, tc.at, got, tc.want)
+		}
+	}
+	b := StartBackoff()
+	var longest time.Duration
+	for range 20 {
+		longest = max(longest, b.Step())
+	}
+	if longest > 3*time.Second {
+		t.Errorf("a starting agent waited %s between attempts, more than 3 s", longest)
 	}
 }

@@ -24,10 +24,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// waitForAPI waits, with backoff, until the API server answers, then checks
+// waitForAPI waits (StartBackoff) until the API server answers, then checks
 // the objects the agent cannot work without.
 func (a *Agent) waitForAPI(ctx context.Context) error {
-	backoff := RetryBackoff(500 * time.Millisecond)
+	backoff := StartBackoff()
+	var said RepeatLog
 	for {
 		// Ready, not just answering: right after a start the API server
 		// serves /version before its authorizer has read the RBAC, and
@@ -42,7 +43,9 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 		}
 		delay := backoff.Step()
 		a.setStatus(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(100*time.Millisecond), err))
-		a.log.Warn("API server unreachable", "err", err, "retry_in", delay)
+		if said.Due(err, a.now()) {
+			a.log.Warn("API server unreachable; asking again every 2 s or so, this said again every 30 s", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil

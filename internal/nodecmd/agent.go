@@ -162,9 +162,10 @@ func connectWith(ctx context.Context, cfg config.Agent, wait bool, log *slog.Log
 }
 
 // review asks the API server whose credentials these are; with wait, until
-// it answers (or ctx ends), backing off as the agent does.
+// it answers (or ctx ends), as a starting agent waits (agent.StartBackoff).
 func review(ctx context.Context, kube kubernetes.Interface, wait bool, log *slog.Logger, status func(string)) (identity.User, error) {
-	b := agent.RetryBackoff(500 * time.Millisecond)
+	b := agent.StartBackoff()
+	var said agent.RepeatLog
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
 		u, err := identity.Review(attempt, kube)
@@ -177,7 +178,9 @@ func review(ctx context.Context, kube kubernetes.Interface, wait bool, log *slog
 		}
 		delay := b.Step()
 		status(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(100*time.Millisecond), err))
-		log.Warn("the API server does not say who this node is yet; retrying", "err", err, "retry_in", delay)
+		if said.Due(err, time.Now()) {
+			log.Warn("the API server does not say who this node is yet; asking again every 2 s or so, this said again every 30 s", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return u, err
