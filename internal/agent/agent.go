@@ -447,19 +447,20 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 	return false, fmt.Errorf("unknown state %s", state)
 }
 
-// settleAfter is how long a waiting agent far from the head of its queue
-// lets the cluster's events gather before it decides again: a handoff is
+// settleAfter is how long a waiting agent behind the heads of its queue
+// (the first nodes, one per slot) lets the cluster's events gather before
+// it decides again: a handoff is
 // three of them (the summary, the release, the grant), and the node whose
 // turn it is must not wait for a CPU behind every other waiting agent
 // deciding that it is still not theirs.
 const settleAfter = 250 * time.Millisecond
 
 // settle waits settleAfter after a cluster event when this node waits
-// behind more than the next in line, and takes the events that came
+// behind the heads (only they may take a lock), and takes the events that came
 // meanwhile with it. A file or job change, or the end, cuts it short.
 func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struct{}) {
 	d := a.decision
-	if d.State != lock.Waiting || d.Position <= len(d.Locks)+1 {
+	if d.State != lock.Waiting || d.Position <= len(d.Locks) {
 		return
 	}
 	t := time.NewTimer(settleAfter)
