@@ -172,7 +172,7 @@ demo: tools build ## a rolling maintenance of $(NODES) nodes on the local contro
 	go run ./test/cmd/demo --name $(CLUSTER_NAME) --nodes $(NODES) --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl $(DEMO_FLAGS)
 
 BENCH_FLAGS ?=
-bench: tools build ## latency, rollout makespan, API requests and memory of the agents (DESIGN section 11)
+bench: tools build ## latency, rollout makespan, API requests and memory of the agents (README, "Scale figures")
 	go run ./test/cmd/bench --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl $(BENCH_FLAGS)
 
 clean:

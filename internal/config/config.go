@@ -45,7 +45,7 @@ type Agent struct {
 	Notify  Notify
 }
 
-// Notify configures the notifications the agent sends (DESIGN section 14).
+// Notify configures the notifications the agent sends.
 type Notify struct {
 	// URLs are shoutrrr URLs (slack://, teams://, smtp://, generic://...);
 	// none: no notifications.
@@ -60,7 +60,7 @@ func (n Notify) Templates() map[notify.Event]string {
 	return map[notify.Event]string{notify.Started: n.Started, notify.Completed: n.Completed, notify.Failed: n.Failed, notify.Blocked: n.Blocked}
 }
 
-// Metrics configures where the agent's metrics go (DESIGN section 14).
+// Metrics configures where the agent's metrics go.
 type Metrics struct {
 	// Textfile is the node_exporter textfile written on every change:
 	// "auto" (TextfileAuto, when node_exporter's textfile directory
@@ -92,7 +92,7 @@ func (a Agent) MetricsTextfile() string {
 }
 
 // Gates configures the host-side gate and how often the head of a queue
-// re-reads the cluster-wide gates of its policy (DESIGN section 12).
+// re-reads the cluster-wide gates of its policy (docs/policy.md).
 type Gates struct {
 	// Command, when set, runs on the host (through /bin/sh -c) before the
 	// agent tries the lock; non-zero blocks, its last line is the reason.

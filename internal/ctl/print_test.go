@@ -90,7 +90,7 @@ func TestStatusObjectRoundTrips(t *testing.T) {
 			t.Errorf("%s does not round-trip:\n%s", format, b.String())
 		}
 	}
-	// The documented field names (DESIGN section 9) are there.
+	// The documented field names (docs/ctl.md) are there.
 	var raw map[string]any
 	var b bytes.Buffer
 	_ = outputOf(outputJSON).Print(&b, s, nil)

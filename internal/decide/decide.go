@@ -1,5 +1,5 @@
-// Package decide answers "what should this agent do now" (DESIGN sections 4,
-// 5 and 12) as a pure function of what the agent observed: the host files,
+// Package decide answers "what should this agent do now" (docs/design.md,
+// "States" and "Locks and the queue"; docs/policy.md) as a pure function of what the agent observed: the host files,
 // the records and locks, its Node, the policies, the pods on its node, the
 // results of the gates it was asked to check, and a clock. It holds no
 // client and no state; the agent gathers a Snapshot, calls Next, and acts.

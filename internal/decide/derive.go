@@ -5,7 +5,7 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 )
 
-// Observed is everything the state is derived from (DESIGN section 4). The
+// Observed is everything the state is derived from (docs/design.md, "States"). The
 // agent keeps no other state that matters across a restart.
 type Observed struct {
 	Request       *hostfiles.Request // nil: no request

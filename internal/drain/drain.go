@@ -1,5 +1,5 @@
 // Package drain cordons, drains and uncordons a node with
-// k8s.io/kubectl/pkg/drain, with every setting explicit (DESIGN section 6).
+// k8s.io/kubectl/pkg/drain, with every setting explicit (docs/design.md, "Drain").
 // kubectl's Helper chooses which pods must leave and evicts them; this
 // package drives the evictions itself so that it can say, at every moment,
 // which pods are left and what blocks them, and so that it reacts to pod

@@ -13,7 +13,7 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 )
 
-// The marks Kustodian puts on the Node object (DESIGN section 3).
+// The marks Kustodian puts on the Node object (docs/design.md, "Cluster objects").
 const (
 	AnnotationCordoned = lock.AnnotationCordoned
 )

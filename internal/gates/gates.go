@@ -1,5 +1,5 @@
 // Package gates reads what a policy's gates depend on beyond the agent's
-// own watches (DESIGN section 12): the host's gate command, Prometheus, the
+// own watches (docs/policy.md): the host's gate command, Prometheus, the
 // availability of disrupted workloads and of the policy's nodes. The head
 // of a queue calls these every gates.poll; the decision itself is
 // internal/decide's.

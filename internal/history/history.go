@@ -1,4 +1,4 @@
-// Package history keeps a node's past maintenances (DESIGN section 14).
+// Package history keeps a node's past maintenances.
 //
 // Records go when their node is back to Idle and Events expire after an
 // hour (the API server's --event-ttl), so neither can say what happened

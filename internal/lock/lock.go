@@ -55,7 +55,7 @@ type Verdict struct {
 	Why string
 }
 
-// Decide says whether node may take lock l now (DESIGN section 5): a lock is
+// Decide says whether node may take lock l now (docs/design.md, "Locks and the queue"): a lock is
 // free when nobody holds it, when node already holds it, when its holder's
 // Node is gone and the holder's record heartbeat is stale, or when a TTL is
 // set and the holder has not renewed it within the TTL. An agent whose token

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// State is a node's maintenance state (DESIGN section 4).
+// State is a node's maintenance state (docs/design.md, "States").
 type State string
 
 // The states of the agent's state machine.
@@ -23,7 +23,7 @@ const (
 	Failed        State = "Failed"
 )
 
-// Annotations and labels of the protocol (DESIGN section 3).
+// Annotations and labels of the protocol (docs/design.md, "Cluster objects").
 const (
 	AnnotationState     = "kustodian.io/state"
 	AnnotationSince     = "kustodian.io/state-since"

@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// crdYAML is the MaintenancePolicy CustomResourceDefinition (DESIGN section
-// 12): its schema and CEL rules refuse bad policies at kubectl apply, naming
+// crdYAML is the MaintenancePolicy CustomResourceDefinition (docs/policy.md):
+// its schema and CEL rules refuse bad policies at kubectl apply, naming
 // the field, and its descriptions are what kubectl explain shows.
 //
 //go:embed crd.yaml

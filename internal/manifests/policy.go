@@ -16,7 +16,7 @@ import (
 )
 
 // The ValidatingAdmissionPolicies tie each agent token to the Node it is
-// bound to (DESIGN section 8). RBAC cannot say "only your own Node" or "only
+// bound to (docs/security.md). RBAC cannot say "only your own Node" or "only
 // your own record"; these policies can, because a Node-bound token carries
 // the Node's name and UID in the user's extra info, which the API server
 // fills in from the verified token. Each policy matches one kind of object,

@@ -1,4 +1,4 @@
-// Package metrics keeps the agent's Prometheus metrics (DESIGN section 14).
+// Package metrics keeps the agent's Prometheus metrics.
 //
 // The agent exits when its node is Idle, so its metrics must outlive it:
 // what they say is kept in the state directory (metrics.json) and carried

@@ -33,7 +33,7 @@ func (o option) env() string {
 }
 
 // agentOptions are the options of `kustodian agent` and of the host-side
-// subcommands; their names are a contract (DESIGN section 9).
+// subcommands; their names are a contract (docs/design.md, "Configuration and commands").
 var agentOptions = []option{
 	{"kubeconfig", "kubeconfig", "path of the node's kubeconfig", func(a *config.Agent) any { return &a.Kubeconfig }},
 	{"nodeName", "node-name", "this node's Node name (default: the Node the kubeconfig's token is bound to, as the API server says, else the hostname, lower-cased)", func(a *config.Agent) any { return &a.NodeName }},

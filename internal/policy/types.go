@@ -1,4 +1,4 @@
-// Package policy owns the MaintenancePolicy (DESIGN section 12): its API
+// Package policy owns the MaintenancePolicy (docs/policy.md): its API
 // types, which policy a node falls under, which group of that policy it is
 // in, and the time windows. Everything here is a pure function of the
 // objects and a clock; the agent observes, this package answers.
@@ -49,7 +49,7 @@ func Unreadable(name string, err error) *MaintenancePolicy {
 }
 
 // Spec is a MaintenancePolicy's spec. The field names are a contract
-// (DESIGN section 12): add, never rename.
+// (docs/policy.md): add, never rename.
 type Spec struct {
 	// NodeSelector selects the nodes; empty selects every node.
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`

@@ -1,7 +1,7 @@
 package integration
 
-// The fault suite (DESIGN section 10.5): faults injected at random moments,
-// each run judged by test/judge, which states the invariants of DESIGN
+// The fault suite: faults injected at random moments,
+// each run judged by test/judge, which states the invariants of docs/design.md
 // section 10.4 itself and shares no code with the agents. The timing is
 // seeded: the seed is printed, and FAULT_SEED=<seed> runs it again.
 // FAULT_ROUNDS (1; make chaos: more) is how often each fault runs, and

@@ -28,7 +28,7 @@ import (
 	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
-// The paths of DESIGN section 13, each tried with a node's own credentials
+// The paths of docs/security.md, each tried with a node's own credentials
 // against the API server and refused by it (docs/security.md lists them).
 
 // A token of kustodian-agent bound to a Pod carries the node name of the

@@ -1,5 +1,5 @@
 // Package judge checks a run of Kustodian's agents against the invariants of
-// DESIGN section 10.4, from first principles: it reads the cluster objects
+// docs/design.md ("Invariants"), from first principles: it reads the cluster objects
 // by the names and annotations the design gives them and states every rule
 // itself, sharing no code with what it judges (no internal package: not the
 // record parser, not the queue's order, not the lock's rules).
@@ -10,7 +10,7 @@
 // notes each violation as it happens:
 //   - more nodes of a group Draining, InMaintenance or Rebooting at once
 //     than the group has slots;
-//   - a node's state moving in a way the state machine of DESIGN section 4
+//   - a node's state moving in a way the state machine of docs/design.md
 //     does not allow (a finished node that comes back Completing, a grant
 //     without a wait);
 //   - a PDB's selected, ready, not terminating pods falling below its
@@ -47,7 +47,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 )
 
-// The names and annotations of DESIGN section 3, written out here on
+// The names and annotations of docs/design.md ("Cluster objects"), written out here on
 // purpose: the judge reads the contract, not the code that implements it.
 const (
 	recordPrefix     = "node-"
@@ -68,7 +68,7 @@ const (
 	failed        = "Failed"
 )
 
-// next is the state machine of DESIGN section 4: the states a node's record
+// next is the state machine of docs/design.md: the states a node's record
 // may move to from each state. A kill -9 at any instruction only repeats a
 // state, so it needs no edge of its own.
 var next = map[string][]string{
@@ -101,7 +101,7 @@ func allowed(from, to string) bool {
 	return false
 }
 
-// active states count against a group's slots (DESIGN section 10.4).
+// active states count against a group's slots (docs/design.md, "Invariants").
 func active(state string) bool {
 	return state == draining || state == inMaintenance || state == rebooting
 }

@@ -1,5 +1,5 @@
 // Command bench is `make bench`: it measures the agent against its targets
-// (DESIGN section 11) on a control plane of its own and prints medians of
+// (README, "Scale figures") on a control plane of its own and prints medians of
 // several runs:
 //
 //   - request to cordon on an idle cluster;
@@ -145,7 +145,7 @@ func parseSizes(v string) ([]int, error) {
 	return sizes, nil
 }
 
-// runMain measures latencies and rolling maintenances (DESIGN section 11).
+// runMain measures latencies and rolling maintenances (README, "Scale figures").
 func runMain(ctx context.Context, o options) error {
 	policy := filepath.Join(o.workdir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {

@@ -1,6 +1,6 @@
 package main
 
-// The scale mode (DESIGN section 15): N agents all waiting behind one
+// The scale mode (docs/agent.md, "What an agent watches, and what it costs"): N agents all waiting behind one
 // holder, for several N side by side. The agents run many to a process
 // (test/cmd/swarm: the binary's own command tree, one per node, each with
 // its node's kubeconfig), on kwok nodes, with the default heartbeat.
