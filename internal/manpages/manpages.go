@@ -5,6 +5,7 @@ package manpages
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,12 +33,37 @@ func Write(dir string) error {
 	} {
 		root.DisableAutoGenTag = true
 		homeAsVariable(root)
-		header := &doc.GenManHeader{Title: root.Name(), Section: "1", Source: "Kustodian", Manual: "Kustodian Manual", Date: &date}
-		if err := doc.GenManTree(root, header, dir); err != nil {
+		if err := writeTree(root, dir); err != nil {
 			return fmt.Errorf("man pages of %s: %w", root.Name(), err)
 		}
 	}
 	return nil
+}
+
+// writeTree writes the page of c and of each command under it, named and
+// headed by the command's path: kustodian-ctl-status(1), whose header
+// says kustodian-ctl-status (cobra's GenManTree would head every page
+// with the title given for the root).
+func writeTree(c *cobra.Command, dir string) error {
+	for _, sub := range c.Commands() {
+		if !sub.IsAvailableCommand() || sub.IsAdditionalHelpTopicCommand() {
+			continue
+		}
+		if err := writeTree(sub, dir); err != nil {
+			return err
+		}
+	}
+	name := strings.ReplaceAll(c.CommandPath(), " ", "-")
+	f, err := os.Create(filepath.Join(dir, name+".1"))
+	if err != nil {
+		return err
+	}
+	header := &doc.GenManHeader{Title: name, Section: "1", Source: "Kustodian", Manual: "Kustodian Manual", Date: &date}
+	if err := doc.GenMan(c, header, f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // homeAsVariable writes defaults under the home directory of whoever
