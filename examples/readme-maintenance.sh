@@ -1,24 +1,48 @@
 #!/bin/bash
-# if we are in an pending reboot state we don't want to begin work
-# easier just to wait until after the next reboot, when we expect this script will be run again
-while fuser /var/run/reboot-required >/dev/null 2>&1; do
-  echo 'Reboot pending';
-  sleep 30;
-done;
-# if another script is already running on this host following the Kustodian pattern, then wait
-until [ ! -f /var/maintenance-required ] && [ ! -f /var/maintenance-in-progress ]; do
-    echo "maintenance already in-progress, will wait";
-    sleep 5;
-done;
-# request maintenance
-touch /var/maintenance-required;
-# wait until Kustodian indicates that this node has been cordoned + drained, and exclusive maintenance reserved
-until test -f /var/maintenance-in-progress; do
-    echo "waiting in the maintenance queue";
-    sleep 5;
-done;
-# begin maintenance
-# perform maintenance
-# validate host health and expected outcomes
-# end maintenance
-rm -f /var/maintenance-required
+# A maintenance script that follows Kustodian's file protocol and fails
+# safe: a step that fails stops the script with the request in place, so
+# the node stays cordoned, the lock stays held and the rollout stops until
+# an operator looks (kustodian-ctl status NODE). Only a maintenance that
+# succeeded removes the request and hands the node back.
+#
+# Usage: readme-maintenance.sh COMMAND [ARGS...]
+#   COMMAND is the maintenance itself (and its check of the host's health),
+#   run once Kustodian has cordoned and drained the node, for example:
+#   readme-maintenance.sh sh -c 'apt-get update && apt-get -y upgrade'
+set -euo pipefail
+
+request=/var/maintenance-required
+in_progress=/var/maintenance-in-progress
+reboot_sentinel=/var/run/reboot-required
+
+if [ $# -eq 0 ]; then
+  echo "usage: $0 COMMAND [ARGS...]: the maintenance to run once the node is drained" >&2
+  exit 2
+fi
+
+# A reboot is pending: begin after it, when this script runs again.
+while [ -e "$reboot_sentinel" ]; do
+  echo "reboot pending ($reboot_sentinel exists); waiting"
+  sleep 30
+done
+
+# Another script on this host already follows the protocol: wait for it.
+until [ ! -e "$request" ] && [ ! -e "$in_progress" ]; do
+  echo "a maintenance is already requested or in progress; waiting"
+  sleep 5
+done
+
+# Ask for maintenance, and wait until the node is cordoned and drained and
+# holds the lock.
+touch "$request"
+until [ -e "$in_progress" ]; do
+  echo "waiting in the maintenance queue"
+  sleep 5
+done
+
+# The maintenance. With set -e a failure ends the script here, the request
+# kept.
+"$@"
+
+# Done, successfully: the node goes back to the cluster.
+rm -f "$request"

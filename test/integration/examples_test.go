@@ -24,7 +24,8 @@ func repoFile(t *testing.T, rel string) string {
 	return p
 }
 
-// The bash example of the original Kustodian README works unchanged against
+// The bash example of the original Kustodian README (kept verbatim in
+// testdata/original-readme-script.sh) works unchanged against
 // the agent, with its hard-coded paths under /var. The test gives the script
 // and the agent a private /var (a bind mount in a mount namespace of their
 // own) and starts the agent once the request exists, as the path unit does.
@@ -33,7 +34,7 @@ func TestReadmeScriptUnchanged(t *testing.T) {
 	nodes := e.Nodes(2)
 	e.Deployment("web", 4)
 	e.RunningPods("web", 4)
-	script := repoFile(t, "examples/readme-maintenance.sh")
+	script := repoFile(t, "test/integration/testdata/original-readme-script.sh")
 	varDir := t.TempDir()
 	logDir := t.TempDir()
 	logPath := filepath.Join(logDir, "agent.log")
@@ -75,6 +76,51 @@ wait "$script"
 	}
 	if h := lockHolder(e); h != "" {
 		t.Errorf("lock still held by %s", h)
+	}
+}
+
+// examples/readme-maintenance.sh hands the node back after a maintenance
+// that succeeded, and keeps the request (the node cordoned, the lock held)
+// after one that failed.
+func TestExampleScriptFailsSafe(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	script := repoFile(t, "examples/readme-maintenance.sh")
+	varDir := t.TempDir()
+	logDir := t.TempDir()
+	logPath := filepath.Join(logDir, "agent.log")
+	driver := `set -u
+mount --bind "$VARDIR" /var || exit 1
+"$KUSTODIAN" agent --config /dev/null --kubeconfig "$KUBECONFIG" --node-name "$NODE" --namespace "$NAMESPACE" \
+  --queue-heartbeat 1s --log-format json --stay > "$LOG" 2>&1 &
+agent=$!
+bash "$SCRIPT" true > "$SCRIPTLOG.1" 2>&1; echo "succeeding maintenance: exit $?"
+bash "$SCRIPT" false > "$SCRIPTLOG.2" 2>&1; echo "failing maintenance: exit $?"
+[ -e /var/maintenance-required ] && echo "request kept"
+kill "$agent"; wait "$agent"
+exit 0
+`
+	ctx, cancel := context.WithTimeout(e.Ctx, 2*cluster.DefaultTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "bash", "-c", driver)
+	cmd.Env = append(os.Environ(),
+		"VARDIR="+varDir, "SCRIPT="+script, "SCRIPTLOG="+filepath.Join(logDir, "script.log"), "KUSTODIAN="+kustodianBinary(t), "LOG="+logPath,
+		"KUBECONFIG="+e.Kubeconfig, "NODE="+nodes[0], "NAMESPACE="+e.Namespace)
+	out, err := cmd.CombinedOutput()
+	agentLog, _ := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatalf("example script with the agent: %v\n%s\nagent log:\n%s", err, out, agentLog)
+	}
+	for _, want := range []string{"succeeding maintenance: exit 0", "failing maintenance: exit 1", "request kept"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the driver did not say %q:\n%s\nagent log:\n%s", want, out, agentLog)
+		}
+	}
+	if h := lockHolder(e); h != nodes[0] || !nodeObject(e, nodes[0]).Spec.Unschedulable {
+		t.Errorf("after the failed maintenance: lock held by %q, node cordoned %v; want the lock kept and the cordon", h, nodeObject(e, nodes[0]).Spec.Unschedulable)
+	}
+	if n := strings.Count(string(agentLog), `"to":"Completing"`); n != 1 {
+		t.Errorf("the agent completed %d maintenances, want 1 (the one that succeeded):\n%s", n, agentLog)
 	}
 }
 
