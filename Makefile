@@ -95,7 +95,7 @@ package-assets: build
 	  echo " -- Kustodian developers <kustodian@users.noreply.github.com>  $$(date -R -u -d @$$(git log -1 --format=%ct 2>/dev/null || date +%s))"; \
 	} | gzip -9n > build/assets/changelog.gz
 
-docs: ## regenerate the man pages (docs/man) and the default config file (packaging/config.yaml)
+docs: ## regenerate the man pages (docs/man), the default config file (packaging/config.yaml) and the kustomize base (deploy/kustomize)
 	rm -f docs/man/*.1
 	go run ./test/cmd/gendocs docs/man packaging/config.yaml
 

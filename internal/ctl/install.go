@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/manifests"
@@ -102,16 +101,12 @@ applied. --dry-run or -o yaml prints the manifests instead.`,
 }
 
 func printManifests(w io.Writer, objs []manifests.Object) error {
-	for _, obj := range objs {
-		b, err := yaml.Marshal(obj.Object)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "---\n%s", b); err != nil {
-			return err
-		}
+	b, err := manifests.YAML(objs)
+	if err != nil {
+		return err
 	}
-	return nil
+	_, err = w.Write(b)
+	return err
 }
 
 // apply server-side-applies one object and says what happened to it.

@@ -136,6 +136,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newHistoryCommand(o),
 		newKubeconfigCommand(o),
 		newInstallCommand(o),
+		newVerifyCommand(o),
 		newUninstallCommand(o),
 		version.NewCommand("kustodian-ctl"),
 	)

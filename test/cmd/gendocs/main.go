@@ -1,13 +1,16 @@
 // Command gendocs writes the man pages of kustodian and kustodian-ctl from
-// their cobra command trees, and the packages' default configuration file:
-// `make docs`. Both are checked in, and tests fail when they differ from
-// what the code generates.
+// their cobra command trees, the packages' default configuration file, and
+// the cluster side as a kustomize base (deploy/kustomize): `make docs`. All
+// are checked in, and tests fail when they differ from what the code
+// generates.
 package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
+	"github.com/kustodian/kustodian/internal/manifests"
 	"github.com/kustodian/kustodian/internal/manpages"
 	"github.com/kustodian/kustodian/internal/nodecmd"
 )
@@ -25,4 +28,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gendocs: "+err.Error())
 		os.Exit(1)
 	}
+	base, err := manifests.KustomizeBase()
+	if err == nil {
+		err = os.MkdirAll(kustomizeDir, 0o755)
+	}
+	for name, b := range base {
+		if err == nil {
+			err = os.WriteFile(filepath.Join(kustomizeDir, name), b, 0o644)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gendocs: "+err.Error())
+		os.Exit(1)
+	}
 }
+
+// kustomizeDir is where the kustomize base goes, from the repository's top.
+const kustomizeDir = "deploy/kustomize"
