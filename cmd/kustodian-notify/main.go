@@ -63,5 +63,5 @@ func send(in io.Reader) error {
 	if err := json.NewDecoder(io.LimitReader(in, 1<<20)).Decode(&req); err != nil {
 		return fmt.Errorf("the request on standard input is not {\"url\": ..., \"message\": ...}: %v", err)
 	}
-	return shoutrrr.Send(req.URL, req.Message)
+	return shoutrrr.Send(strings.TrimSpace(req.URL), req.Message)
 }

@@ -369,7 +369,7 @@ func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
 				return nil
 			}
 		case <-probe.C:
-			err := a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+			err := a.readyz(ctx)
 			switch {
 			case ctx.Err() != nil:
 				return nil
@@ -386,6 +386,17 @@ func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
 			}
 		}
 	}
+}
+
+// probeTimeout bounds one /readyz: an address that drops packets must not
+// hold a probe for the 30 s of a TCP dial.
+const probeTimeout = 3 * time.Second
+
+// readyz asks the API server whether it is ready, within probeTimeout.
+func (a *Agent) readyz(ctx context.Context) error {
+	probe, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(probe).Error()
 }
 
 // stop ends a running drain and tells systemd. The state stays as it is in
@@ -448,19 +459,23 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 }
 
 // settleAfter is how long a waiting agent behind the heads of its queue
-// (the first nodes, one per slot) lets the cluster's events gather before
-// it decides again: a handoff is
+// (the first nodes, one per slot) and the next in line lets the cluster's
+// events gather before it decides again: a handoff is
 // three of them (the summary, the release, the grant), and the node whose
 // turn it is must not wait for a CPU behind every other waiting agent
 // deciding that it is still not theirs.
 const settleAfter = 250 * time.Millisecond
 
 // settle waits settleAfter after a cluster event when this node waits
-// behind the heads (only they may take a lock), and takes the events that came
+// behind the heads (only they may take a lock) and the next in line (which
+// may become a head at the event that moves the queue: a blocked head
+// passed, a head withdrew), or behind the first names of a queue too long
+// for its summary, and takes the events that came
 // meanwhile with it. A file or job change, or the end, cuts it short.
 func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struct{}) {
 	d := a.decision
-	if d.State != lock.Waiting || d.Position <= len(d.Locks) {
+	behind := d.Position > len(d.Locks)+1 || d.Position == 0 && d.BehindCut
+	if d.State != lock.Waiting || !behind {
 		return
 	}
 	t := time.NewTimer(settleAfter)

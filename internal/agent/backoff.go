@@ -2,6 +2,7 @@ package agent
 
 import (
 	"math"
+	"regexp"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -31,11 +32,15 @@ type RepeatLog struct {
 	at   time.Time
 }
 
-// Due reports whether err is worth a log line now.
+// Due reports whether err is worth a log line now. Errors that differ
+// only in their numbers (a connection's port) are the same error.
 func (r *RepeatLog) Due(err error, now time.Time) bool {
-	if err.Error() == r.last && now.Sub(r.at) < 30*time.Second {
+	key := digits.ReplaceAllString(err.Error(), "N")
+	if key == r.last && now.Sub(r.at) < 30*time.Second {
 		return false
 	}
-	r.last, r.at = err.Error(), now
+	r.last, r.at = key, now
 	return true
 }
+
+var digits = regexp.MustCompile(`[0-9]+`)

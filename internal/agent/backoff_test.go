@@ -36,6 +36,8 @@ func TestRepeatLog(t *testing.T) {
 	}{
 		{refused, 0, true}, {refused, 2 * time.Second, false}, {refused, 29 * time.Second, false},
 		{refused, 30 * time.Second, true}, {notReady, 31 * time.Second, true}, {notReady, 33 * time.Second, false},
+		{errors.New("read tcp 10.0.0.5:41234->10.0.0.1:6443: connection reset"), 34 * time.Second, true},
+		{errors.New("read tcp 10.0.0.5:41299->10.0.0.1:6443: connection reset"), 36 * time.Second, false},
 	} {
 		if got := r.Due(tc.err, t0.Add(tc.at)); got != tc.want {
 			t.Errorf("%d: %v at %s: Due %v, want %v", i, tc.err, tc.at, got, tc.want)

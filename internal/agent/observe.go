@@ -33,7 +33,7 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 		// Ready, not just answering: right after a start the API server
 		// serves /version before its authorizer has read the RBAC, and
 		// refuses everything meanwhile.
-		err := a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+		err := a.readyz(ctx)
 		if err == nil {
 			break
 		}

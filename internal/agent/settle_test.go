@@ -8,10 +8,11 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 )
 
-// A waiting agent behind the heads lets cluster events gather (it takes
-// the wakes that came meanwhile with it); a head (one per slot), an agent
-// that does not know its place, and one in any other state decide at once
-// (the wake stays for the loop).
+// A waiting agent behind the heads and the next in line, or behind the
+// names of a queue too long for its summary, lets cluster events gather
+// (it takes the wakes that came meanwhile with it); a head (one per slot),
+// the next in line, an agent that does not know its place yet, and one in
+// any other state decide at once (the wake stays for the loop).
 func TestSettleOnlyFarFromTheHead(t *testing.T) {
 	done, cancel := context.WithCancel(context.Background())
 	cancel() // settle's wait ends at once: what it does with the wake is what counts
@@ -20,10 +21,12 @@ func TestSettleOnlyFarFromTheHead(t *testing.T) {
 		settles bool
 	}{
 		"head":              {decide.Decision{State: lock.Waiting, Position: 1, Locks: []string{"l0"}}, false},
-		"next in line":      {decide.Decision{State: lock.Waiting, Position: 2, Locks: []string{"l0"}}, true},
+		"next in line":      {decide.Decision{State: lock.Waiting, Position: 2, Locks: []string{"l0"}}, false},
 		"third of one slot": {decide.Decision{State: lock.Waiting, Position: 3, Locks: []string{"l0"}}, true},
 		"second of 2 slots": {decide.Decision{State: lock.Waiting, Position: 2, Locks: []string{"l0", "l1"}}, false},
-		"third of 2 slots":  {decide.Decision{State: lock.Waiting, Position: 3, Locks: []string{"l0", "l1"}}, true},
+		"behind the cut":    {decide.Decision{State: lock.Waiting, Position: 0, BehindCut: true, Locks: []string{"l0"}}, true},
+		"third of 2 slots":  {decide.Decision{State: lock.Waiting, Position: 3, Locks: []string{"l0", "l1"}}, false},
+		"fourth of 2 slots": {decide.Decision{State: lock.Waiting, Position: 4, Locks: []string{"l0", "l1"}}, true},
 		"place unknown":     {decide.Decision{State: lock.Waiting, Position: 0, Locks: []string{"l0"}}, false},
 		"draining":          {decide.Decision{State: lock.Draining, Position: 9, Locks: []string{"l0"}}, false},
 	} {

@@ -216,7 +216,10 @@ type Decision struct {
 	Gates    []GateVerdict
 	Position int
 	Total    int
-	Try      []string
+	// BehindCut: the node's place is not known (Position 0) because it is
+	// behind the first names of a queue too long for its summary.
+	BehindCut bool
+	Try       []string
 	// ReportBlocked: emit MaintenanceBlocked (health.blockedAfter passed).
 	ReportBlocked bool
 	// WakeAt: decide again then at the latest (a window edge, spacing's end,
@@ -370,6 +373,7 @@ func waiting(s Snapshot, d *Decision) {
 	}
 	queueMsg := q.message(holders)
 	d.Position, d.Total = q.position()
+	d.BehindCut = q.at < 0 && q.mine < 0 && q.state != nil && q.state.Summary.Cut()
 	atHead := q.at >= 0 && q.at < len(free)
 
 	if g := firstClosed(own); g != nil {

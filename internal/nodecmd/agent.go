@@ -49,11 +49,11 @@ variable; a flag beats the environment, which beats the file.`,
 		log := logging.New(os.Stderr, cfg0.LogFormat)
 		notifier := systemd.SdNotifier{Log: log}
 		nc, err := connectWith(cmd.Context(), cfg0, true, log, notifier.Status)
-		if err != nil {
-			return err
-		}
 		if cmd.Context().Err() != nil {
 			return nil // stopped while it waited for the API server
+		}
+		if err != nil {
+			return err
 		}
 		cfg, node, kube := nc.cfg, nc.node, nc.kube
 		log.Info("starting", "version", version.String("kustodian"), "node", node, "server", nc.rest.Host)
@@ -161,13 +161,19 @@ func connectWith(ctx context.Context, cfg config.Agent, wait bool, log *slog.Log
 	return nc, nil
 }
 
+// attemptTimeout bounds one try to reach the API server while the agent
+// waits for it: an address that drops packets must not hold a try for the
+// 30 s of a TCP dial, or the agent would go on long after the API server
+// is back.
+const attemptTimeout = 3 * time.Second
+
 // review asks the API server whose credentials these are; with wait, until
 // it answers (or ctx ends), as a starting agent waits (agent.StartBackoff).
 func review(ctx context.Context, kube kubernetes.Interface, wait bool, log *slog.Logger, status func(string)) (identity.User, error) {
 	b := agent.StartBackoff()
 	var said agent.RepeatLog
 	for {
-		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		attempt, cancel := context.WithTimeout(ctx, attemptTimeout)
 		u, err := identity.Review(attempt, kube)
 		cancel()
 		// While it waits, every error is asked again: right after an API

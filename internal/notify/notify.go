@@ -217,6 +217,9 @@ func (s *Sender) Notify(d Data) {
 		s.log.Warn("notification not sent: its template failed", "event", d.Event, "err", err)
 		return
 	}
+	if strings.TrimSpace(msg) == "" {
+		return // a template that says nothing for this event ({{if ...}}) sends nothing
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -265,6 +268,12 @@ func (s *Sender) Close(timeout time.Duration) {
 		}
 		s.log.Warn("notifications not all sent before the agent exits", "waited", timeout, "queued", left)
 		s.cancel()
+		// The helpers still sending are stopped now: wait for them, so
+		// that none outlives the agent.
+		select {
+		case <-done:
+		case <-time.After(helperWaitDelay + time.Second):
+		}
 	}
 }
 
@@ -341,6 +350,10 @@ func helperPath() string {
 	return filepath.Join(filepath.Dir(exe), "kustodian-notify")
 }
 
+// helperWaitDelay is how long a stopped helper has to exit before its
+// pipes are closed on it.
+const helperWaitDelay = 2 * time.Second
+
 // runHelper runs the helper's op with stdin; its error is its last line
 // on standard error, scrubbed of raw's secrets once more.
 func runHelper(ctx context.Context, raw, op string, stdin io.Reader) error {
@@ -348,7 +361,7 @@ func runHelper(ctx context.Context, raw, op string, stdin io.Reader) error {
 	cmd.Stdin = stdin
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.WaitDelay = 2 * time.Second
+	cmd.WaitDelay = helperWaitDelay
 	err := cmd.Run()
 	if err == nil {
 		return nil

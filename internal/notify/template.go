@@ -56,7 +56,7 @@ func fieldList() string {
 }
 
 // ParseTemplate reads the template of an event, checks every part of it
-// (the branches no sample takes too) and tries it on sample data.
+// and tries it on sample data down every branch.
 func ParseTemplate(ev Event, text string) (*Template, error) {
 	known := make(map[string]any, len(funcs))
 	for f := range funcs {
@@ -73,10 +73,49 @@ func ParseTemplate(ev Event, text string) (*Template, error) {
 	if err := t.check(t.tree.Root, true); err != nil {
 		return nil, err
 	}
-	if _, err := t.Render(sample); err != nil {
+	try := sample
+	try.Event = ev
+	if err := t.tryAll(&bytes.Buffer{}, t.tree.Root, try); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// tryAll renders n on sample data down every branch, taken or not (inside
+// a with, the dot is the pipeline's value even when it is empty), so that
+// a function given the wrong arguments in a branch the sample does not
+// take is refused at start, not when its event comes.
+func (t *Template) tryAll(b *bytes.Buffer, n parse.Node, dot any) error {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return nil
+		}
+		for _, c := range n.Nodes {
+			if err := t.tryAll(b, c, dot); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *parse.IfNode:
+		if _, err := t.pipe(n.Pipe, dot); err != nil {
+			return err
+		}
+		if err := t.tryAll(b, n.List, dot); err != nil {
+			return err
+		}
+		return t.tryAll(b, n.ElseList, dot)
+	case *parse.WithNode:
+		v, err := t.pipe(n.Pipe, dot)
+		if err != nil {
+			return err
+		}
+		if err := t.tryAll(b, n.List, v); err != nil {
+			return err
+		}
+		return t.tryAll(b, n.ElseList, dot)
+	}
+	return t.walk(b, n, dot)
 }
 
 // Render is the message for d.
@@ -84,6 +123,9 @@ func (t *Template) Render(d Data) (string, error) {
 	var b bytes.Buffer
 	if err := t.walk(&b, t.tree.Root, d); err != nil {
 		return "", err
+	}
+	if b.Len() > maxMessage {
+		return "", fmt.Errorf("template: %s: the message is longer than %d KiB", t.name, maxMessage>>10)
 	}
 	return b.String(), nil
 }
@@ -137,14 +179,14 @@ func (t *Template) checkPipe(p *parse.PipeNode, data bool) error {
 	if len(p.Decl) > 0 {
 		return t.errorf(p, "variables are not supported in a notification template")
 	}
-	for _, c := range p.Cmds {
+	for ci, c := range p.Cmds {
 		for i, a := range c.Args {
 			switch a := a.(type) {
 			case *parse.FieldNode:
 				if err := t.checkField(a, data); err != nil {
 					return err
 				}
-				if i == 0 && len(c.Args) > 1 {
+				if i == 0 && (len(c.Args) > 1 || ci > 0) {
 					return t.errorf(a, "%s is a field, not a function: it takes no arguments", a)
 				}
 			case *parse.IdentifierNode:
@@ -159,6 +201,9 @@ func (t *Template) checkPipe(p *parse.PipeNode, data bool) error {
 			default:
 				return t.errorf(a, "%s is not supported in a notification template", a)
 			}
+		}
+		if _, fn := c.Args[0].(*parse.IdentifierNode); !fn && (len(c.Args) > 1 || ci > 0) {
+			return t.errorf(c, "%s is not a function: it takes no arguments, and nothing can be piped into it", c.Args[0])
 		}
 	}
 	return nil
@@ -245,6 +290,23 @@ func (t *Template) pipe(p *parse.PipeNode, dot any) (any, error) {
 
 func (t *Template) command(c *parse.CommandNode, dot, prev any, piped bool) (any, error) {
 	if id, ok := c.Args[0].(*parse.IdentifierNode); ok {
+		if (id.Ident == "and" || id.Ident == "or") && len(c.Args) > 1 {
+			// As text/template: stop at the first argument that decides.
+			var v any
+			for _, a := range c.Args[1:] {
+				var err error
+				if v, err = t.arg(a, dot); err != nil {
+					return nil, err
+				}
+				if truth(v) != (id.Ident == "and") {
+					return v, nil
+				}
+			}
+			if piped {
+				return prev, nil
+			}
+			return v, nil
+		}
 		args := make([]any, 0, len(c.Args))
 		for _, a := range c.Args[1:] {
 			v, err := t.arg(a, dot)
@@ -287,7 +349,13 @@ func (t *Template) arg(n parse.Node, dot any) (any, error) {
 	case *parse.BoolNode:
 		return n.True, nil
 	case *parse.NumberNode:
+		// As text/template reads a constant: a float when written as one
+		// (2.0, 1e9), else an integer.
+		isHex := strings.HasPrefix(n.Text, "0x") || strings.HasPrefix(n.Text, "0X")
 		switch {
+		case n.IsComplex:
+		case n.IsFloat && !isHex && strings.ContainsAny(n.Text, ".eEpP"):
+			return n.Float64, nil
 		case n.IsInt:
 			return n.Int64, nil
 		case n.IsFloat:
@@ -320,13 +388,14 @@ func truth(v any) bool {
 }
 
 // basic turns a value into one eq can compare: durations and integers
-// alike, as text/template does for basic kinds.
+// alike, as text/template does for basic kinds; a time compares with a
+// time only.
 func basic(v any) any {
 	switch v := v.(type) {
 	case time.Duration:
 		return int64(v)
 	case time.Time:
-		return v.UnixNano()
+		return v.UTC()
 	}
 	return v
 }
@@ -358,7 +427,7 @@ func call(name string, args []any) (any, error) {
 			if fmt.Sprintf("%T", a) != fmt.Sprintf("%T", first) {
 				return nil, fmt.Errorf("cannot compare %v with %v: not of the same kind", args[0], a)
 			}
-			if a == first {
+			if ta, ok := a.(time.Time); ok && ta.Equal(first.(time.Time)) || !ok && a == first {
 				return name == "eq", nil
 			}
 		}
@@ -373,7 +442,7 @@ func call(name string, args []any) (any, error) {
 		}
 		return int64(len(s)), nil
 	case "print":
-		return fmt.Sprint(args...), nil
+		return bounded(fmt.Sprint(args...))
 	case "printf":
 		if len(args) == 0 {
 			return nil, errors.New("its first argument is the format")
@@ -382,7 +451,19 @@ func call(name string, args []any) (any, error) {
 		if !ok {
 			return nil, errors.New("its first argument is the format, a text")
 		}
-		return fmt.Sprintf(f, args[1:]...), nil
+		return bounded(fmt.Sprintf(f, args[1:]...))
 	}
 	return nil, errors.New("not a function of notification templates")
+}
+
+// maxMessage bounds a message and every value a template makes: a
+// notification is a line or a few, and a template that grows without end
+// (printf of printf...) must not take the agent's memory.
+const maxMessage = 64 << 10
+
+func bounded(s string) (any, error) {
+	if len(s) > maxMessage {
+		return nil, fmt.Errorf("makes more than %d KiB", maxMessage>>10)
+	}
+	return s, nil
 }

@@ -32,6 +32,8 @@ func TestTemplatesRenderAsTextTemplate(t *testing.T) {
 		"{{- /* a comment */ -}} {{.Node}}   {{- .Event -}}  !",
 		"{{with .Duration}}{{.}}{{end}}{{with .}}{{.Node}}{{end}}",
 		"{{if .Duration}}waited{{end}} {{if true}}t{{end}}{{if 0}}zero{{end}} {{if .Time}}time{{end}}",
+		`{{printf "%.1f" 2.0}} {{printf "%v %v" 1e3 0x10}} {{if eq .Time .Time}}same{{end}}`,
+		`{{if and .Policy (eq .Policy "gpu")}}gpu{{end}}{{if or .Reason (eq .Reason "x")}}r{{end}}`,
 	} {
 		tmpl, err := ParseTemplate(Failed, text)
 		if err != nil {
@@ -57,17 +59,25 @@ func TestTemplatesRenderAsTextTemplate(t *testing.T) {
 func TestTemplateRefusals(t *testing.T) {
 	for text, want := range map[string]string{
 		"{{.Nodename}}": "failed:1:2: can't evaluate field Nodename (a notification has .Duration .Event",
-		"{{if .Node}}{{else}}{{.Nodename}}{{end}}":   "can't evaluate field Nodename",
-		"{{with .Reason}}{{.Node}}{{end}}":           "inside with, the dot is the value",
-		"{{.Time.Format \"15:04\"}}":                 "fields of fields and methods are not supported",
-		"{{range .Node}}x{{end}}":                    "is not supported in a notification template",
-		"{{$x := .Node}}{{$x}}":                      "variables are not supported",
-		"{{define \"x\"}}y{{end}}{{template \"x\"}}": "not supported",
-		"{{upper .Node}}":                            `function "upper" not defined`,
-		"{{.Node 1}}":                                "is a field, not a function",
-		"{{.Node":                                    "unclosed action",
-		"{{printf 1}}":                               "printf: its first argument is the format",
-		"{{if eq .Node 1}}x{{end}}":                  "cannot compare",
+		"{{if .Node}}{{else}}{{.Nodename}}{{end}}":              "can't evaluate field Nodename",
+		"{{with .Reason}}{{.Node}}{{end}}":                      "inside with, the dot is the value",
+		"{{.Time.Format \"15:04\"}}":                            "fields of fields and methods are not supported",
+		"{{range .Node}}x{{end}}":                               "is not supported in a notification template",
+		"{{$x := .Node}}{{$x}}":                                 "variables are not supported",
+		"{{define \"x\"}}y{{end}}{{template \"x\"}}":            "not supported",
+		"{{upper .Node}}":                                       `function "upper" not defined`,
+		"{{.Node 1}}":                                           "is a field, not a function",
+		"{{.Node":                                               "unclosed action",
+		"{{printf 1}}":                                          "printf: its first argument is the format",
+		"{{if eq .Node 1}}x{{end}}":                             "cannot compare",
+		"{{if .Policy}}{{not 1 2}}{{end}}":                      "not: takes 1 argument",
+		"{{with .Reason}}x{{else}}{{len .Duration}}{{end}}":     "len: takes 1 text argument",
+		`{{if eq .Event "blocked"}}{{printf .Duration}}{{end}}`: "printf: its first argument is the format",
+		"{{. 1}}":              "is not a function",
+		`{{"x" | .Node}}`:      "is a field, not a function",
+		"{{eq .Duration 1e9}}": "cannot compare",
+		"{{eq .Time 0}}":       "cannot compare",
+		`{{printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" (printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" (printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" (printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" (printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" (printf "%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s%[1]s" .Node)))))}}`: "KiB",
 	} {
 		_, err := ParseTemplate(Failed, text)
 		if err == nil || !strings.Contains(err.Error(), want) {

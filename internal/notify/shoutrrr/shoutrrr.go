@@ -23,11 +23,18 @@ func Check(raw string) error {
 }
 
 // Send sends one message to the URL, once.
-func Send(raw, msg string) error {
+func Send(raw, msg string) (err error) {
 	svc, err := locate(raw)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		// A service that panics on what it was given: a failure, said
+		// without the URL's secrets.
+		if r := recover(); r != nil {
+			err = errors.New(notify.Scrub(fmt.Sprintf("shoutrrr failed (%v)", r), raw))
+		}
+	}()
 	if err := svc.Send(msg, &types.Params{}); err != nil {
 		return errors.New(notify.Scrub(err.Error(), raw))
 	}
