@@ -54,6 +54,23 @@ type probe struct {
 	try    func(context.Context) error
 }
 
+// admissionClients are the clients install and verify prove the policies
+// with, once the cluster is known to serve ValidatingAdmissionPolicy.
+func (o *options) admissionClients() (kubernetes.Interface, *rest.Config, error) {
+	client, err := o.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := o.restConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := servesAdmissionPolicies(client); err != nil {
+		return nil, nil, err
+	}
+	return client, rc, nil
+}
+
 // proveEnforced waits until each admission policy of the installation
 // refuses a dry run of a request it must refuse, made with the agents'
 // own ServiceAccount: a token bound to no Node, and one bound to a Node of

@@ -62,15 +62,8 @@ applied. --dry-run or -o yaml prints the manifests instead.`,
 			if err != nil {
 				return err
 			}
-			client, err := o.client()
+			client, rc, err := o.admissionClients()
 			if err != nil {
-				return err
-			}
-			rc, err := o.restConfig()
-			if err != nil {
-				return err
-			}
-			if err := servesAdmissionPolicies(client); err != nil {
 				return err
 			}
 			for _, obj := range objs {

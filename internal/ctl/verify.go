@@ -27,15 +27,8 @@ the API server's last answer.`,
   kustodian-ctl verify`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, err := o.client()
+			client, rc, err := o.admissionClients()
 			if err != nil {
-				return err
-			}
-			rc, err := o.restConfig()
-			if err != nil {
-				return err
-			}
-			if err := servesAdmissionPolicies(client); err != nil {
 				return err
 			}
 			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KubeletEvictions: kubeletEvictions}

@@ -38,7 +38,6 @@ var (
 )
 
 type binaries struct {
-	t    *testing.T
 	dir  string
 	help map[string]string
 }
@@ -69,13 +68,19 @@ func command(help string) string {
 	}
 	var path []string
 	for _, w := range strings.Fields(strings.SplitN(after, "\n", 2)[0]) {
-		if !regexp.MustCompile(`^[a-z][a-z0-9-]*$`).MatchString(w) {
+		if !word.MatchString(w) {
 			break
 		}
 		path = append(path, w)
 	}
 	return strings.Join(path, " ")
 }
+
+var (
+	// word is a command's name; flagWord a flag as a document writes it.
+	word     = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+	flagWord = regexp.MustCompile(`^(-{1,2}[a-zA-Z][a-z0-9-]*)`)
+)
 
 var flagLine = regexp.MustCompile(`(?m)^\s+(?:-([a-zA-Z]), )?--([a-z0-9-]+)`)
 
@@ -110,7 +115,7 @@ var invocation = regexp.MustCompile(`^\s*(?:\$ |# )?(?:sudo )?(kustodian-ctl|kub
 
 func TestDocumentsNameWhatExists(t *testing.T) {
 	top := root(t)
-	b := &binaries{t: t, dir: buildbin.Dir(t), help: map[string]string{}}
+	b := &binaries{dir: buildbin.Dir(t), help: map[string]string{}}
 	all := map[string]bool{} // every flag of every command
 	keys := map[string]bool{}
 	for _, m := range regexp.MustCompile(`key ([A-Za-z.]+)\)`).FindAllStringSubmatch(b.helpOf("kustodian", "agent"), -1) {
@@ -144,7 +149,7 @@ func TestDocumentsNameWhatExists(t *testing.T) {
 				checkInvocation(t, b, name, strings.Fields(m[1]), strings.Fields(m[2]), all)
 				continue
 			}
-			if f := regexp.MustCompile(`^(-{1,2}[a-zA-Z][a-z0-9-]*)`).FindString(span); f != "" {
+			if f := flagWord.FindString(span); f != "" {
 				alone = append(alone, standalone{name, f})
 			}
 		}
@@ -183,7 +188,7 @@ func checkInvocation(t *testing.T, b *binaries, file string, bin, words []string
 		return
 	}
 	args := []string{binary}
-	if len(words) > 0 && regexp.MustCompile(`^[a-z][a-z0-9-]*$`).MatchString(words[0]) {
+	if len(words) > 0 && word.MatchString(words[0]) {
 		if c := command(b.helpOf(binary, words[0])); c != binary+" "+words[0] {
 			t.Errorf("%s: %s %s is not a command (its --help describes %q)", file, binary, words[0], c)
 			return
@@ -196,7 +201,7 @@ func checkInvocation(t *testing.T, b *binaries, file string, bin, words []string
 			break
 		}
 		w = strings.Trim(w, "[]")
-		f := regexp.MustCompile(`^(-{1,2}[a-zA-Z][a-z0-9-]*)`).FindString(w)
+		f := flagWord.FindString(w)
 		if f == "" {
 			continue
 		}

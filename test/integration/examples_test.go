@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
 )
 
@@ -48,13 +49,7 @@ until [ -e /var/maintenance-required ]; do sleep 0.05; done
   --queue-heartbeat 1s --log-format json > "$LOG" 2>&1
 wait "$script"
 `
-	ctx, cancel := context.WithTimeout(e.Ctx, 2*cluster.DefaultTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "bash", "-c", driver)
-	cmd.Env = append(os.Environ(),
-		"VARDIR="+varDir, "SCRIPT="+script, "SCRIPTLOG="+filepath.Join(logDir, "script.log"), "KUSTODIAN="+kustodianBinary(t), "LOG="+logPath,
-		"KUBECONFIG="+e.Kubeconfig, "NODE="+nodes[0], "NAMESPACE="+e.Namespace)
-	out, err := cmd.CombinedOutput()
+	out, err := runWithPrivateVar(e, driver, varDir, script, logDir, logPath, nodes[0])
 	if err != nil {
 		agentLog, _ := os.ReadFile(logPath)
 		t.Fatalf("README script with the agent: %v\n%s\nagent log:\n%s", err, out, agentLog)
@@ -100,13 +95,7 @@ bash "$SCRIPT" false > "$SCRIPTLOG.2" 2>&1; echo "failing maintenance: exit $?"
 kill "$agent"; wait "$agent"
 exit 0
 `
-	ctx, cancel := context.WithTimeout(e.Ctx, 2*cluster.DefaultTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "bash", "-c", driver)
-	cmd.Env = append(os.Environ(),
-		"VARDIR="+varDir, "SCRIPT="+script, "SCRIPTLOG="+filepath.Join(logDir, "script.log"), "KUSTODIAN="+kustodianBinary(t), "LOG="+logPath,
-		"KUBECONFIG="+e.Kubeconfig, "NODE="+nodes[0], "NAMESPACE="+e.Namespace)
-	out, err := cmd.CombinedOutput()
+	out, err := runWithPrivateVar(e, driver, varDir, script, logDir, logPath, nodes[0])
 	agentLog, _ := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatalf("example script with the agent: %v\n%s\nagent log:\n%s", err, out, agentLog)
@@ -122,6 +111,20 @@ exit 0
 	if n := strings.Count(string(agentLog), `"to":"Completing"`); n != 1 {
 		t.Errorf("the agent completed %d maintenances, want 1 (the one that succeeded):\n%s", n, agentLog)
 	}
+}
+
+// runWithPrivateVar runs a driver script in a mount namespace of its own
+// (unshare), with the paths and names it needs in its environment: VARDIR
+// (to bind onto /var), SCRIPT, SCRIPTLOG, KUSTODIAN, LOG (the agent's),
+// KUBECONFIG, NODE and NAMESPACE.
+func runWithPrivateVar(e *cluster.Env, driver, varDir, script, logDir, logPath, node string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(e.Ctx, 2*cluster.DefaultTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "bash", "-c", driver)
+	cmd.Env = append(os.Environ(),
+		"VARDIR="+varDir, "SCRIPT="+script, "SCRIPTLOG="+filepath.Join(logDir, "script.log"), "KUSTODIAN="+buildbin.Kustodian(e.T), "LOG="+logPath,
+		"KUBECONFIG="+e.Kubeconfig, "NODE="+node, "NAMESPACE="+e.Namespace)
+	return cmd.CombinedOutput()
 }
 
 // The example script that fails keeps the request: the node stays in
