@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 
 	"github.com/kustodian/kustodian/internal/atomicfile"
@@ -100,11 +99,7 @@ func readRequest(path string) (*Request, error) {
 // modification time, so it stays the same while the file stays, and changes
 // when the file is removed and created again or touched again (a new request).
 func requestID(st os.FileInfo) string {
-	var ino uint64
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		ino = sys.Ino
-	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%d/%d", ino, st.ModTime().UnixNano()))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d/%d", inode(st), st.ModTime().UnixNano()))
 	return hex.EncodeToString(sum[:6])
 }
 
