@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench build docs fuzz chaos sim packages packages-host package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench build docs fuzz chaos sim packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -40,9 +40,9 @@ GORELEASER_SNAPSHOT = KUSTODIAN_VERSION='$(KUSTODIAN_VERSION)' KUSTODIAN_COMMIT=
 	  KUSTODIAN_TIMESTAMP="$$(git log -1 --format=%ct 2>/dev/null || date +%s)" \
 	  $(GORELEASER) release --snapshot --clean
 
-packages: deps $(GORELEASER) ## .deb and .rpm (amd64, arm64) into dist/, offline, with goreleaser and nfpm
+packages: deps $(GORELEASER) ## the release snapshot into dist/, offline: kustodian and kustodian-ctl .deb/.rpm (amd64, arm64), kustodian-ctl archives (linux, darwin, windows), checksums, krew manifest
 	$(GORELEASER_SNAPSHOT)
-	@ls dist/*.deb dist/*.rpm
+	@ls dist/*.deb dist/*.rpm dist/*.tar.gz dist/*.zip dist/checksums.txt dist/krew/*.yaml 2>/dev/null
 
 # The tests install only this machine's packages: goreleaser's release has no
 # --single-target, so a copy of the configuration with this architecture
@@ -50,11 +50,18 @@ packages: deps $(GORELEASER) ## .deb and .rpm (amd64, arm64) into dist/, offline
 HOST_ARCH := $(shell go env GOARCH 2>/dev/null)
 packages-host: deps $(GORELEASER) ## .deb and .rpm for this machine's architecture only (what make test installs)
 	mkdir -p build
-	sed 's/^\(    goarch: \)\[amd64, arm64\]$$/\1[$(HOST_ARCH)]/' .goreleaser.yaml > build/goreleaser-host.yaml
-	@grep -q '^    goarch: \[$(HOST_ARCH)\]$$' build/goreleaser-host.yaml || \
-	  { echo "make: .goreleaser.yaml has no 'goarch: [amd64, arm64]' line to narrow to $(HOST_ARCH)" >&2; exit 1; }
+	sed -e 's/^\(    goarch: \)\[amd64, arm64\]$$/\1[$(HOST_ARCH)]/' \
+	  -e 's/^\(    goos: \)\[linux, darwin, windows\]$$/\1[linux]/' .goreleaser.yaml > build/goreleaser-host.yaml
+	@grep -q '^    goarch: \[$(HOST_ARCH)\]$$' build/goreleaser-host.yaml && ! grep -q '^    goos: .*darwin' build/goreleaser-host.yaml || \
+	  { echo "make: .goreleaser.yaml has no 'goarch: [amd64, arm64]' or 'goos: [linux, darwin, windows]' line to narrow to linux/$(HOST_ARCH)" >&2; exit 1; }
 	$(GORELEASER_SNAPSHOT) --config build/goreleaser-host.yaml
 	@ls dist/*.deb dist/*.rpm
+
+# Signed APT and RPM repositories of the packages in dist/ (run make
+# packages first), into dist/repo: REPO_KEY is the signing key in your GnuPG
+# keyring; without it, a throwaway key in build/repo-gnupg.
+repo: deps ## signed APT (reprepro) and RPM (createrepo_c) repositories of dist/'s packages into dist/repo; REPO_KEY=<key>, else a throwaway key
+	packaging/make-repo.sh dist dist/repo
 
 # Prometheus's own tools from Debian's packages, unpacked into the cache and
 # never installed (installing them would start their services): promtool
@@ -79,16 +86,19 @@ $(GORELEASER):
 # completions and the documentation tree (goreleaser's before hook).
 package-assets: build
 	rm -rf build/assets
-	mkdir -p build/assets/man build/assets/completions build/assets/doc/docs build/assets/doc/examples
-	for page in docs/man/*.1; do gzip -9n < "$$page" > "build/assets/man/$$(basename "$$page").gz"; done
+	mkdir -p build/assets/man/agent build/assets/man/ctl build/assets/completions \
+	  build/assets/doc/agent/docs build/assets/doc/agent/examples build/assets/doc/ctl/docs
+	for page in docs/man/*.1; do \
+	  name=$$(basename "$$page"); case $$name in kustodian-ctl*) dir=ctl ;; *) dir=agent ;; esac; \
+	  gzip -9n < "$$page" > "build/assets/man/$$dir/$$name.gz"; \
+	done
 	for shell in bash zsh fish; do \
 	  bin/kustodian completion $$shell > build/assets/completions/kustodian.$$shell; \
 	  bin/kustodian-ctl completion $$shell > build/assets/completions/kustodian-ctl.$$shell; \
 	done
-	cp README.md build/assets/doc/
-	cp docs/*.md build/assets/doc/docs/
-	cp -r examples/. build/assets/doc/examples/
-	cp -r ansible build/assets/doc/
+	for pkg in agent ctl; do cp README.md build/assets/doc/$$pkg/ && cp docs/*.md build/assets/doc/$$pkg/docs/; done
+	cp -r examples/. build/assets/doc/agent/examples/
+	cp -r ansible build/assets/doc/ctl/
 	chmod -R u=rwX,go=rX build/assets/doc
 	{ echo "kustodian ($(KUSTODIAN_VERSION)) unstable; urgency=medium"; echo; \
 	  echo "  * Built from commit $(COMMIT); the changes are in the Git history."; echo; \
@@ -151,7 +161,7 @@ tools: deps ## build the control plane into the cache (minutes the first time)
 # system, systemd-container boots them (systemd-nspawn); lintian, rpm and
 # rpmlint check the packages; ansible and ansible-lint run and check the
 # rollout; dpkg-dev's dpkg-scanpackages makes a test's apt repository.
-APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint ansible ansible-lint dpkg-dev gcc
+APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint ansible ansible-lint dpkg-dev gcc reprepro createrepo-c gnupg
 deps: ## install what the tests need (Debian packages, as root), check Go
 	@command -v go >/dev/null || { echo "make: go is not installed; install Go 1.26 or newer" >&2; exit 1; }
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -8,14 +8,21 @@ import (
 	"testing"
 )
 
-// Package is the absolute path of the amd64 package of format ("deb",
-// "rpm") in the repository's dist/. A missing one fails the test: make test
-// builds the packages first.
-func Package(t testing.TB, format string) string {
+// The two packages one build makes.
+const (
+	Agent = "kustodian"     // the node's agent, its units and configuration
+	Ctl   = "kustodian-ctl" // the admin's CLI
+)
+
+// Package is the absolute path of the amd64 package name (Agent, Ctl) of
+// format ("deb", "rpm") in the repository's dist/. A missing one fails the
+// test: make test builds the packages first.
+func Package(t testing.TB, name, format string) string {
 	t.Helper()
-	matches, _ := filepath.Glob(filepath.Join(RepoRoot(t), "dist", "kustodian_*_linux_amd64."+format))
+	pattern := name + "_*_linux_amd64." + format
+	matches, _ := filepath.Glob(filepath.Join(RepoRoot(t), "dist", pattern))
 	if len(matches) != 1 {
-		t.Fatalf("want one dist/kustodian_*_linux_amd64.%s, found %v: run make packages", format, matches)
+		t.Fatalf("want one dist/%s, found %v: run make packages-host", pattern, matches)
 	}
 	return matches[0]
 }

@@ -57,7 +57,10 @@ func buildDeb(t *testing.T, dir, name, version string) string {
 // newerBuild repacks the .deb with a higher version: a newer package build.
 func newerBuild(t *testing.T, deb, dir string) (string, string) {
 	t.Helper()
-	root := filepath.Join(dir, "repack")
+	root, err := os.MkdirTemp(dir, "repack-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("dpkg-deb", "--raw-extract", deb, root).CombinedOutput(); err != nil {
 		t.Fatalf("dpkg-deb -R: %v\n%s", err, out)
 	}
@@ -66,18 +69,21 @@ func newerBuild(t *testing.T, deb, dir string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var version string
+	var name, version string
 	lines := strings.Split(string(b), "\n")
 	for i, l := range lines {
 		if v, ok := strings.CutPrefix(l, "Version: "); ok {
 			version = v + ".1"
 			lines[i] = "Version: " + version
 		}
+		if n, ok := strings.CutPrefix(l, "Package: "); ok {
+			name = n
+		}
 	}
 	if err := os.WriteFile(controlPath, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "kustodian_"+version+"_linux_amd64.deb")
+	out := filepath.Join(dir, name+"_"+version+"_linux_amd64.deb")
 	if b, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", root, out).CombinedOutput(); err != nil {
 		t.Fatalf("dpkg-deb -b: %v\n%s", err, b)
 	}
@@ -166,7 +172,7 @@ kustodian_ctl=%s
 kustodian_admin_kubeconfig=%s
 kustodian_namespace=%s
 kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay": "300ms"}}
-`, dist.Package(t, "deb"), buildbin.Ctl(t), e.Kubeconfig, e.Namespace)
+`, dist.Package(t, dist.Agent, "deb"), buildbin.Ctl(t), e.Kubeconfig, e.Namespace)
 	inv := filepath.Join(dir, "inventory")
 	if err := os.WriteFile(inv, []byte(inventory.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -233,28 +239,18 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 		t.Error(err)
 	}
 
-	// A newer build, while idle, from an apt repository this time (the
-	// role's other way in): upgraded, configuration kept.
-	newer, version := newerBuild(t, dist.Package(t, "deb"), dir)
-	repo := filepath.Join(dir, "repo")
-	copyFile(t, newer, filepath.Join(repo, filepath.Base(newer)), 0o644)
-	scan := exec.Command("sh", "-c", "dpkg-scanpackages --multiversion . /dev/null > Packages")
-	scan.Dir = repo
-	if out, err := scan.CombinedOutput(); err != nil {
-		t.Fatalf("dpkg-scanpackages: %v\n%s", err, out)
-	}
+	// A newer build, while idle, from Kustodian's signed repository this
+	// time (the role's other way in: it adds the repository and its key):
+	// upgraded, configuration kept.
+	newer, version := newerBuild(t, dist.Package(t, dist.Agent, "deb"), dir)
+	repo := newAptRepo(t)
+	repo.publish(newer)
 	for _, h := range hosts {
-		for _, f := range []string{filepath.Base(newer), "Packages"} {
-			copyFile(t, filepath.Join(repo, f), filepath.Join(h.Dir, "srv/kustodian-repo", f), 0o644)
-		}
-		list := "deb [trusted=yes] file:/srv/kustodian-repo ./\n"
-		if err := os.WriteFile(filepath.Join(h.Dir, "etc/apt/sources.list.d/kustodian.list"), []byte(list), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		// Only this repository: the test needs no mirror.
-		h.run("apt-get", "update", "-q", "-o", "Dir::Etc::sourcelist=sources.list.d/kustodian.list", "-o", "Dir::Etc::sourceparts=-", "-o", "APT::Get::List-Cleanup=0")
+		// The repository is the hosts' only source: the test needs no mirror.
+		writeFile(t, filepath.Join(h.Dir, "etc/apt/sources.list"), nil, 0o644)
 	}
-	playbook(t, inv, "site.yml", "-e", "kustodian_package_file=", "-e", "kustodian_package_state=latest")
+	playbook(t, inv, "site.yml", "-e", "kustodian_package_file=", "-e", "kustodian_package_state=latest",
+		"-e", "kustodian_repo_url="+strings.TrimSuffix(repo.URL, "/apt"), "-e", "kustodian_repo_key="+filepath.Join(repo.dir, "kustodian.asc"))
 	for _, h := range hosts {
 		if got := strings.TrimSpace(h.run("dpkg-query", "--show", "--showformat", "${Version}", "kustodian")); got != version {
 			t.Errorf("%s: kustodian %s after the upgrade, want %s", h.Name, got, version)

@@ -37,20 +37,26 @@ func newHost(t *testing.T, e *cluster.Env, i int) *host {
 // newBareHost is a booted host whose Node exists, without Kustodian.
 func newBareHost(t *testing.T, e *cluster.Env, i int) *host {
 	t.Helper()
+	name := fmt.Sprintf("%s-host%d", e.ID, i)
+	if err := cluster.CreateNode(e.Ctx, e.Client, name, map[string]string{cluster.LabelTestEnv: e.ID}); err != nil {
+		t.Fatal(err)
+	}
+	return bootHost(t, e, name)
+}
+
+// bootHost boots a host named name, without Kustodian.
+func bootHost(t *testing.T, e *cluster.Env, name string) *host {
+	t.Helper()
 	ctx := e.Ctx
 	tarball, err := nspawn.Tarball(ctx, testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := fmt.Sprintf("%s-host%d", e.ID, i)
 	h, err := nspawn.NewHost(ctx, tarball, filepath.Join(t.TempDir(), name), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hh := &host{Host: h, e: e, t: t}
-	if err := cluster.CreateNode(ctx, e.Client, name, map[string]string{cluster.LabelTestEnv: e.ID}); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("journal of %s (kustodian):\n%s", name, h.Journal(context.Background(), "kustodian.service"))
@@ -63,13 +69,19 @@ func newBareHost(t *testing.T, e *cluster.Env, i int) *host {
 	return hh
 }
 
-// install installs the .deb with apt on the booted host, as an operator
-// would, then gives it the node's own kubeconfig and a configuration for
-// the test's namespace.
+// install installs the agent's .deb with apt on the booted host, as an
+// operator would, and configures it.
 func (h *host) install() {
 	t := h.t
-	copyFile(t, dist.Package(t, "deb"), filepath.Join(h.Dir, "root/kustodian.deb"), 0o644)
+	copyFile(t, dist.Package(t, dist.Agent, "deb"), filepath.Join(h.Dir, "root/kustodian.deb"), 0o644)
 	h.run("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", "/root/kustodian.deb")
+	h.configure()
+}
+
+// configure gives the host the node's own kubeconfig and a configuration
+// for the test's namespace.
+func (h *host) configure() {
+	t := h.t
 	// The node's own kubeconfig (kustodian-ctl kubeconfig: a token bound to
 	// its Node, the CA inlined), as a fleet has it.
 	copyFile(t, nodecreds.Kubeconfig(h.e, h.Name), filepath.Join(h.Dir, "etc/kustodian/kubeconfig"), 0o600)

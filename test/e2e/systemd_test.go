@@ -14,7 +14,6 @@ import (
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/cluster"
-	"github.com/kustodian/kustodian/test/dist"
 	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
@@ -433,47 +432,6 @@ func TestKuredLockOnAHost(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// A package upgrade in the middle of a maintenance: the running agent is
-// neither stopped nor restarted, the node stays drained and keeps the lock,
-// and the maintenance completes afterwards.
-func TestUpgradeDuringMaintenance(t *testing.T) {
-	e := cluster.New(t)
-	h := newHost(t, e, 0)
-	h.pathUnitReady()
-	h.run("sh", "-c", "echo 'kernel upgrade' > /var/maintenance-required")
-	h.waitFor("the in-progress file", func() error {
-		if !h.exists("var/maintenance-in-progress") {
-			return fmt.Errorf("not yet; status %q", h.property("kustodian.service", "StatusText"))
-		}
-		return nil
-	})
-	pid := h.property("kustodian.service", "MainPID")
-
-	newer, version := newerBuild(t, dist.Package(t, "deb"), t.TempDir())
-	copyFile(t, newer, filepath.Join(h.Dir, "root/newer.deb"), 0o644)
-	out := h.run("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", "/root/newer.deb")
-	if got := strings.TrimSpace(h.run("dpkg-query", "--show", "--showformat", "${Version}", "kustodian")); got != version {
-		t.Fatalf("kustodian %s after the upgrade, want %s:\n%s", got, version, out)
-	}
-	if got := h.property("kustodian.service", "MainPID"); got != pid || h.property("kustodian.service", "ActiveState") != "active" {
-		t.Errorf("the upgrade touched the running agent: MainPID %s → %s, %s", pid, got, h.property("kustodian.service", "ActiveState"))
-	}
-	if !h.exists("var/maintenance-in-progress") || !nodeUnschedulable(t, e, h.Name) || lockHolder(t, e) != h.Name {
-		t.Errorf("after the upgrade: in-progress %v, cordoned %v, lock holder %q", h.exists("var/maintenance-in-progress"), nodeUnschedulable(t, e, h.Name), lockHolder(t, e))
-	}
-
-	h.run("rm", "/var/maintenance-required")
-	h.waitFor("the maintenance to complete", func() error {
-		if s := h.property("kustodian.service", "ActiveState"); s != "inactive" {
-			return fmt.Errorf("service %s (%s)", s, h.property("kustodian.service", "StatusText"))
-		}
-		return nil
-	})
-	if r := h.property("kustodian.service", "Result"); r != "success" || nodeUnschedulable(t, e, h.Name) {
-		t.Errorf("after the maintenance: result %q, cordoned %v", r, nodeUnschedulable(t, e, h.Name))
-	}
 }
 
 // hostWithBlockedDrain is a host whose drain blocks once it starts: two

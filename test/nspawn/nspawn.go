@@ -32,8 +32,9 @@ const Suite = "bookworm"
 
 // Packages are installed into the root file system besides debootstrap's
 // minimal base. Changing them changes the cache key.
-// openssh-server, python3 and python3-apt let Ansible manage a host.
-var Packages = []string{"systemd", "systemd-sysv", "dbus", "psmisc", "procps", "openssh-server", "python3", "python3-apt"}
+// openssh-server, python3 and python3-apt let Ansible manage a host; curl
+// fetches a repository's key, as the README's quickstart does.
+var Packages = []string{"systemd", "systemd-sysv", "dbus", "psmisc", "procps", "openssh-server", "python3", "python3-apt", "curl", "ca-certificates"}
 
 // imageVersion changes the cache key when prepareRoot changes.
 const imageVersion = "3"

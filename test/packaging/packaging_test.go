@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,29 +29,42 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 	return string(out)
 }
 
-// What both packages must hold.
-var wantFiles = []string{
-	"/usr/bin/kustodian",
-	"/usr/bin/kustodian-ctl",
-	"/usr/bin/kustodian-notify",
-	"/usr/bin/kubectl-kustodian",
-	"/lib/systemd/system/kustodian.path",
-	"/lib/systemd/system/kustodian.service",
-	"/etc/kustodian/config.yaml",
-	"/usr/share/man/man1/kustodian.1.gz",
-	"/usr/share/man/man1/kustodian-agent.1.gz",
-	"/usr/share/man/man1/kustodian-ctl.1.gz",
-	"/usr/share/man/man1/kustodian-ctl-status.1.gz",
-	"/usr/share/bash-completion/completions/kustodian",
-	"/usr/share/bash-completion/completions/kustodian-ctl",
-	"/usr/share/fish/vendor_completions.d/kustodian-ctl.fish",
-	"/usr/share/doc/kustodian/README.md",
-	"/usr/share/doc/kustodian/docs/security.md",
-	"/usr/share/doc/kustodian/examples/readme-maintenance.sh",
-}
+// What each package must hold, both formats.
+var (
+	agentFiles = []string{
+		"/usr/bin/kustodian",
+		"/usr/bin/kustodian-notify",
+		"/lib/systemd/system/kustodian.path",
+		"/lib/systemd/system/kustodian.service",
+		"/etc/kustodian/config.yaml",
+		"/usr/share/man/man1/kustodian.1.gz",
+		"/usr/share/man/man1/kustodian-agent.1.gz",
+		"/usr/share/bash-completion/completions/kustodian",
+		"/usr/share/fish/vendor_completions.d/kustodian.fish",
+		"/usr/share/doc/kustodian/README.md",
+		"/usr/share/doc/kustodian/docs/security.md",
+		"/usr/share/doc/kustodian/examples/readme-maintenance.sh",
+	}
+	ctlFiles = []string{
+		"/usr/bin/kustodian-ctl",
+		"/usr/bin/kubectl-kustodian",
+		"/usr/share/man/man1/kustodian-ctl.1.gz",
+		"/usr/share/man/man1/kustodian-ctl-status.1.gz",
+		"/usr/share/man/man1/kubectl-kustodian.1.gz",
+		"/usr/share/bash-completion/completions/kustodian-ctl",
+		"/usr/share/fish/vendor_completions.d/kustodian-ctl.fish",
+		"/usr/share/doc/kustodian-ctl/README.md",
+		"/usr/share/doc/kustodian-ctl/ansible/site.yml",
+	}
+	// Each package holds none of the other's: the agent's package is for
+	// nodes, the CLI's for the admin's machine.
+	notIn = map[string][]string{dist.Agent: ctlFiles, dist.Ctl: agentFiles}
+	want  = map[string][]string{dist.Agent: agentFiles, dist.Ctl: ctlFiles}
+)
 
-func TestDebLintianAndContents(t *testing.T) {
-	deb := dist.Package(t, "deb")
+// lintian reports no error on deb.
+func lintian(t *testing.T, deb string) {
+	t.Helper()
 	out, err := exec.Command("lintian", "--tag-display-limit", "0", deb).CombinedOutput()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
@@ -61,20 +75,42 @@ func TestDebLintianAndContents(t *testing.T) {
 			t.Errorf("lintian: %s", line)
 		}
 	}
-	t.Logf("lintian:\n%s", out)
+	t.Logf("lintian %s:\n%s", filepath.Base(deb), out)
+}
 
-	listing := run(t, nil, "dpkg", "-c", deb)
-	for _, f := range append(wantFiles, "/usr/share/zsh/vendor-completions/_kustodian-ctl", "/usr/share/doc/kustodian/copyright", "/usr/share/doc/kustodian/changelog.gz") {
-		if !strings.Contains(listing, "."+f) {
-			t.Errorf("dpkg -c lacks %s", f)
+// listed checks a package listing: every file of want, none of notIn.
+func listed(t *testing.T, pkg, listing string, want, notIn []string) {
+	t.Helper()
+	for _, f := range want {
+		if !strings.Contains(listing, f+"\n") && !strings.Contains(listing, f+" -> ") {
+			t.Errorf("%s lacks %s", filepath.Base(pkg), f)
 		}
 	}
+	for _, f := range notIn {
+		if strings.Contains(listing, f+"\n") || strings.Contains(listing, f+" -> ") {
+			t.Errorf("%s holds %s, which belongs to the other package", filepath.Base(pkg), f)
+		}
+	}
+}
+
+func TestDebLintianAndContents(t *testing.T) {
+	for _, name := range []string{dist.Agent, dist.Ctl} {
+		deb := dist.Package(t, name, "deb")
+		lintian(t, deb)
+		listing := run(t, nil, "dpkg", "-c", deb)
+		listing = regexp.MustCompile(`(?m)^.* \./`).ReplaceAllString(listing, "/")
+		extra := []string{"/usr/share/zsh/vendor-completions/_" + name, "/usr/share/doc/" + name + "/copyright", "/usr/share/doc/" + name + "/changelog.gz"}
+		listed(t, deb, listing, append(extra, want[name]...), notIn[name])
+	}
+
+	deb := dist.Package(t, dist.Agent, "deb")
+	listing := run(t, nil, "dpkg", "-c", deb)
 	// notify.urls hold tokens: the configuration is root's alone.
 	if !regexp.MustCompile(`(?m)^-rw------- root/root .* \./etc/kustodian/config\.yaml$`).MatchString(listing) {
 		t.Errorf("/etc/kustodian/config.yaml is not -rw------- root/root:\n%s", listing)
 	}
-	if !regexp.MustCompile(`\./usr/bin/kubectl-kustodian -> kustodian-ctl`).MatchString(listing) {
-		t.Errorf("kubectl-kustodian is not a link to kustodian-ctl:\n%s", listing)
+	if ctl := run(t, nil, "dpkg", "-c", dist.Package(t, dist.Ctl, "deb")); !regexp.MustCompile(`\./usr/bin/kubectl-kustodian -> kustodian-ctl`).MatchString(ctl) {
+		t.Errorf("kubectl-kustodian is not a link to kustodian-ctl:\n%s", ctl)
 	}
 	dir := t.TempDir()
 	run(t, nil, "dpkg-deb", "-e", deb, dir)
@@ -93,6 +129,17 @@ func TestDebLintianAndContents(t *testing.T) {
 			t.Errorf("no %s: %v", script, err)
 		}
 	}
+	// The split: kustodian-ctl takes its files over from the single
+	// package of before (Replaces), which must go with it (Breaks).
+	ctl := dist.Package(t, dist.Ctl, "deb")
+	for _, field := range []string{"Replaces", "Breaks"} {
+		if got := strings.TrimSpace(run(t, nil, "dpkg-deb", "--field", ctl, field)); !strings.HasPrefix(got, "kustodian (<< ") {
+			t.Errorf("kustodian-ctl's %s: %q, want kustodian (<< the split's version)", field, got)
+		}
+	}
+	if got := strings.TrimSpace(run(t, nil, "dpkg-deb", "--field", ctl, "Depends")); got != "" {
+		t.Errorf("kustodian-ctl depends on %q: the admin's CLI needs nothing of the node's", got)
+	}
 }
 
 // rpmlint unpacks a package with `rpm2cpio | cpio -id`; nfpm's payload names
@@ -107,40 +154,48 @@ func cpioWrapper(t *testing.T) string {
 }
 
 func TestRpmlintAndContents(t *testing.T) {
-	rpm := dist.Package(t, "rpm")
-	cmd := exec.Command("rpmlint", "-r", filepath.Join("..", "..", "packaging", "rpmlintrc"), rpm)
-	cmd.Env = append(os.Environ(), "PATH="+cpioWrapper(t)+":"+os.Getenv("PATH"))
-	out, _ := cmd.CombinedOutput()
-	t.Logf("rpmlint:\n%s", out)
-	if !strings.Contains(string(out), " 0 errors") {
-		t.Errorf("rpmlint reports errors")
-	}
-	listing := run(t, nil, "rpm", "-qpl", rpm)
-	for _, f := range append(wantFiles, "/usr/share/zsh/site-functions/_kustodian-ctl", "/usr/share/licenses/kustodian/LICENSE") {
-		if !strings.Contains(listing, f+"\n") {
-			t.Errorf("rpm -qpl lacks %s", f)
+	for _, name := range []string{dist.Agent, dist.Ctl} {
+		rpm := dist.Package(t, name, "rpm")
+		cmd := exec.Command("rpmlint", "-r", filepath.Join("..", "..", "packaging", name+".rpmlintrc"), rpm)
+		cmd.Env = append(os.Environ(), "PATH="+cpioWrapper(t)+":"+os.Getenv("PATH"))
+		out, _ := cmd.CombinedOutput()
+		t.Logf("rpmlint %s:\n%s", name, out)
+		if !strings.Contains(string(out), " 0 errors") {
+			t.Errorf("rpmlint reports errors on %s", name)
 		}
+		listing := run(t, nil, "rpm", "-qpl", rpm)
+		listed(t, rpm, listing, append(want[name], "/usr/share/zsh/site-functions/_"+name, "/usr/share/licenses/"+name+"/LICENSE"), notIn[name])
 	}
-	if config := run(t, nil, "rpm", "-qpc", rpm); strings.TrimSpace(config) != "/etc/kustodian/config.yaml" {
+	if config := run(t, nil, "rpm", "-qpc", dist.Package(t, dist.Agent, "rpm")); strings.TrimSpace(config) != "/etc/kustodian/config.yaml" {
 		t.Errorf("rpm -qpc: %q, want /etc/kustodian/config.yaml", config)
+	}
+	if got := run(t, nil, "rpm", "-qp", "--conflicts", dist.Package(t, dist.Ctl, "rpm")); !strings.HasPrefix(got, "kustodian < ") {
+		t.Errorf("kustodian-ctl's rpm conflicts with %q, want kustodian < the split's version", got)
 	}
 }
 
-// rpm -i --root into a scratch Debian root (no systemd running there): the
-// files land, the scriptlets enable the path unit without starting
-// anything; rpm -e removes both.
-func TestRpmInstallIntoScratchRoot(t *testing.T) {
-	rpm := dist.Package(t, "rpm")
+// scratchRoot is a Debian root file system (no systemd running there) to
+// install packages into with dpkg --root or rpm --root.
+func scratchRoot(t *testing.T) string {
+	t.Helper()
 	tarball, err := nspawn.Tarball(context.Background(), testLog{t})
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
 	run(t, nil, "tar", "-C", root, "-xf", tarball)
+	return root
+}
+
+// rpm -i --root into a scratch root: the files land, the scriptlets
+// enable the path unit without starting anything; rpm -e removes both.
+func TestRpmInstallIntoScratchRoot(t *testing.T) {
+	root := scratchRoot(t)
+	agent, ctl := dist.Package(t, dist.Agent, "rpm"), dist.Package(t, dist.Ctl, "rpm")
 	// The root's rpm database knows nothing of Debian's packages.
-	out := run(t, nil, "rpm", "--root", root, "--nodeps", "-i", rpm)
+	out := run(t, nil, "rpm", "--root", root, "--nodeps", "-i", agent, ctl)
 	t.Logf("rpm -i:\n%s", out)
-	for _, f := range wantFiles {
+	for _, f := range append(agentFiles, ctlFiles...) {
 		if _, err := os.Lstat(filepath.Join(root, f)); err != nil {
 			t.Errorf("not installed: %s", f)
 		}
@@ -152,12 +207,79 @@ func TestRpmInstallIntoScratchRoot(t *testing.T) {
 	if got := strings.TrimSpace(run(t, nil, "rpm", "--root", root, "-q", "kustodian")); !strings.HasPrefix(got, "kustodian-") {
 		t.Errorf("rpm -q: %q", got)
 	}
-	run(t, nil, "rpm", "--root", root, "-e", "kustodian")
-	for _, f := range append(wantFiles, "etc/systemd/system/multi-user.target.wants/kustodian.path") {
+	run(t, nil, "rpm", "--root", root, "-e", "kustodian", "kustodian-ctl")
+	for _, f := range append(append(agentFiles, ctlFiles...), "etc/systemd/system/multi-user.target.wants/kustodian.path") {
 		if _, err := os.Lstat(filepath.Join(root, f)); err == nil {
 			t.Errorf("left after rpm -e: %s", f)
 		}
 	}
+}
+
+// splitUpgrade installs the single package of before the split into a
+// scratch root with an edited configuration, then checks that the new CLI
+// package alone is refused while the old package stays, and that both new
+// packages together upgrade it in place: every file where it belongs, the
+// configuration kept, the path unit still enabled.
+func splitUpgrade(t *testing.T, format string, install func(root string, pkgs ...string) (string, error), owner func(root, file string) string) {
+	root := scratchRoot(t)
+	legacy := dist.Legacy(t, format, t.TempDir())
+	if out, err := install(root, legacy); err != nil {
+		t.Fatalf("installing the single package of before the split: %v\n%s", err, out)
+	}
+	for _, f := range slices.Concat(agentFiles[:5], ctlFiles[:2]) {
+		if got := owner(root, f); got != dist.Agent {
+			t.Fatalf("before the split, %s belongs to %q, want kustodian", f, got)
+		}
+	}
+	config := filepath.Join(root, "etc/kustodian/config.yaml")
+	edited := "# edited by the operator\nnamespace: maintenance\n"
+	if err := os.WriteFile(config, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent, ctl := dist.Package(t, dist.Agent, format), dist.Package(t, dist.Ctl, format)
+	if out, err := install(root, ctl); err == nil {
+		t.Errorf("kustodian-ctl alone went in beside the single package of before the split:\n%s", out)
+	} else {
+		t.Logf("kustodian-ctl alone, refused as it should be:\n%s", out)
+	}
+	if out, err := install(root, agent, ctl); err != nil {
+		t.Fatalf("upgrading to the two packages: %v\n%s", err, out)
+	}
+	for name, files := range want {
+		for _, f := range files {
+			if got := owner(root, f); got != name {
+				t.Errorf("after the split, %s belongs to %q, want %s", f, got, name)
+			}
+		}
+	}
+	if b, err := os.ReadFile(config); err != nil || string(b) != edited {
+		t.Errorf("the operator's configuration after the upgrade: %q %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "etc/systemd/system/multi-user.target.wants/kustodian.path")); err != nil {
+		t.Errorf("kustodian.path no longer enabled after the upgrade: %v", err)
+	}
+}
+
+func TestDebSplitUpgradeInPlace(t *testing.T) {
+	splitUpgrade(t, "deb", func(root string, pkgs ...string) (string, error) {
+		out, err := exec.Command("dpkg", append([]string{"--root", root, "--force-confold", "-i"}, pkgs...)...).CombinedOutput()
+		return string(out), err
+	}, func(root, file string) string {
+		out, _ := exec.Command("dpkg", "--root", root, "-S", file).Output()
+		name, _, _ := strings.Cut(string(out), ":")
+		return name
+	})
+}
+
+func TestRpmSplitUpgradeInPlace(t *testing.T) {
+	splitUpgrade(t, "rpm", func(root string, pkgs ...string) (string, error) {
+		// No --nodeps: it would also let kustodian-ctl past its Conflicts.
+		out, err := exec.Command("rpm", append([]string{"--root", root, "-U"}, pkgs...)...).CombinedOutput()
+		return string(out), err
+	}, func(root, file string) string {
+		out, _ := exec.Command("rpm", "--root", root, "-qf", "--queryformat", "%{NAME}", file).Output()
+		return string(out)
+	})
 }
 
 type testLog struct{ t *testing.T }
@@ -179,5 +301,62 @@ func TestAnsibleLint(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "Passed with production profile") {
 		t.Errorf("ansible-lint did not pass the production profile")
+	}
+}
+
+// make repo's script on this build's packages, with a throwaway key: the
+// APT repository's Release and the RPM repository's metadata carry valid
+// signatures of that key, each RPM is signed with it, and a key that is not
+// in the keyring is refused by name.
+func TestMakeRepo(t *testing.T) {
+	stage, out := t.TempDir(), filepath.Join(t.TempDir(), "repo")
+	for _, name := range []string{dist.Agent, dist.Ctl} {
+		for _, format := range []string{"deb", "rpm"} {
+			p := dist.Package(t, name, format)
+			run(t, nil, "cp", p, stage)
+		}
+	}
+	script := filepath.Join(dist.RepoRoot(t), "packaging", "make-repo.sh")
+	gnupg := filepath.Join(t.TempDir(), "gnupg")
+	t.Logf("make-repo.sh:\n%s", run(t, []string{"REPO_GNUPGHOME=" + gnupg, "REPO_KEY="}, script, stage, out))
+
+	keyring := filepath.Join(out, "kustodian.gpg")
+	release := filepath.Join(out, "apt", "dists", "stable")
+	t.Log(run(t, nil, "gpgv", "--keyring", keyring, filepath.Join(release, "InRelease")))
+	t.Log(run(t, nil, "gpgv", "--keyring", keyring, filepath.Join(release, "Release.gpg"), filepath.Join(release, "Release")))
+	for _, name := range []string{dist.Agent, dist.Ctl} {
+		packages := run(t, nil, "sh", "-c", `cat "$1"/main/binary-amd64/Packages`, "sh", release)
+		if !strings.Contains(packages, "Package: "+name+"\n") {
+			t.Errorf("the APT repository has no %s:\n%s", name, packages)
+		}
+	}
+	t.Log(run(t, nil, "gpgv", "--keyring", keyring, filepath.Join(out, "rpm", "repodata", "repomd.xml.asc"), filepath.Join(out, "rpm", "repodata", "repomd.xml")))
+	db := t.TempDir()
+	run(t, nil, "rpmkeys", "--dbpath", db, "--import", filepath.Join(out, "kustodian.asc"))
+	rpms, _ := filepath.Glob(filepath.Join(out, "rpm", "*.rpm"))
+	if len(rpms) != 2 {
+		t.Fatalf("the RPM repository holds %v, want the two packages", rpms)
+	}
+	for _, rpm := range rpms {
+		if got := run(t, nil, "rpmkeys", "--dbpath", db, "--checksig", rpm); !strings.Contains(got, "signatures OK") {
+			t.Errorf("rpmkeys --checksig %s: %s", filepath.Base(rpm), got)
+		}
+	}
+	// Tampered metadata fails the check the clients make.
+	b, err := os.ReadFile(filepath.Join(release, "Release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(release, "Release"), append(b, "X-Tampered: yes\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("gpgv", "--keyring", keyring, filepath.Join(release, "Release.gpg"), filepath.Join(release, "Release")).Run(); err == nil {
+		t.Errorf("gpgv accepted a Release changed after its signing")
+	}
+
+	cmd := exec.Command(script, stage, filepath.Join(t.TempDir(), "repo"))
+	cmd.Env = append(os.Environ(), "GNUPGHOME="+gnupg, "REPO_KEY=0000000000000000DEADBEEF")
+	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "REPO_KEY=0000000000000000DEADBEEF: no such secret key") {
+		t.Errorf("an unknown REPO_KEY: %v, %s", err, b)
 	}
 }
