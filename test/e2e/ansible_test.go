@@ -54,6 +54,23 @@ func buildDeb(t *testing.T, dir, name, version string) string {
 	return deb
 }
 
+// sshKeyPair makes an ed25519 key pair without a passphrase at key (and
+// key.pub) and returns the public key's line.
+func sshKeyPair(t *testing.T, key string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pub)
+}
+
 // newerBuild repacks the .deb with a higher version: a newer package build.
 func newerBuild(t *testing.T, deb, dir string) (string, string) {
 	t.Helper()
@@ -140,13 +157,7 @@ func TestAnsibleRollout(t *testing.T) {
 	nodecreds.Install(e, e.Namespace) // the cluster side, once: kustodian-ctl install
 	dir := t.TempDir()
 	key := filepath.Join(dir, "id_ed25519")
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v\n%s", err, out)
-	}
-	pub, err := os.ReadFile(key + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := sshKeyPair(t, key)
 	v1 := buildDeb(t, dir, "kustodian-example", "1.0")
 	v2 := buildDeb(t, dir, "kustodian-example", "2.0")
 
@@ -158,7 +169,7 @@ func TestAnsibleRollout(t *testing.T) {
 		t.Cleanup(h.KeepBooting(t.Logf)) // the example's reboots
 		hosts = append(hosts, h)
 		port := freePort(t)
-		if err := h.EnableSSH(e.Ctx, port, string(pub)); err != nil {
+		if err := h.EnableSSH(e.Ctx, port, pub); err != nil {
 			t.Fatal(err)
 		}
 		copyFile(t, v1, filepath.Join(h.Dir, "root/example.deb"), 0o644)
@@ -301,7 +312,7 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'E: the mirror is unreachable' >&2\nexit 4\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err = runPlaybook(t, inv, "rollout.yml", "-e", "rollout_script="+failing, "-e", "rollout_id=failing", "-e", "rollout_canary=false", "-e", "rollout_timeout=900")
+	out, err := runPlaybook(t, inv, "rollout.yml", "-e", "rollout_script="+failing, "-e", "rollout_id=failing", "-e", "rollout_canary=false", "-e", "rollout_timeout=900")
 	if err == nil {
 		t.Fatal("the failing rollout succeeded")
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -135,19 +134,9 @@ func TestQuickstartFromTheREADME(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, filepath.Join(admin.Dir, "root/.kube/config")); err != nil {
 		t.Fatal(err)
 	}
-	key := filepath.Join(admin.Dir, "root/.ssh/id_ed25519")
-	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v\n%s", err, out)
-	}
-	pub, err := os.ReadFile(key + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := sshKeyPair(t, filepath.Join(admin.Dir, "root/.ssh/id_ed25519"))
 	port := freePort(t)
-	if err := hosts[node].EnableSSH(e.Ctx, port, string(pub)); err != nil {
+	if err := hosts[node].EnableSSH(e.Ctx, port, pub); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(admin.Dir, "root/.ssh/config"),

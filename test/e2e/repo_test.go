@@ -51,8 +51,7 @@ func (r *aptRepo) publish(pkgs ...string) {
 		copyFile(r.t, p, filepath.Join(stage, filepath.Base(p)), 0o644)
 	}
 	cmd := exec.Command(filepath.Join(dist.RepoRoot(r.t), "packaging", "make-repo.sh"), stage, r.dir)
-	cmd.Env = append(os.Environ(), "REPO_GNUPGHOME="+r.gnupg)
-	cmd.Env = append(cmd.Env, "REPO_KEY=")
+	cmd.Env = append(os.Environ(), "REPO_GNUPGHOME="+r.gnupg, "REPO_KEY=")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		r.t.Fatalf("make-repo.sh: %v\n%s", err, out)
