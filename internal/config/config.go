@@ -171,6 +171,8 @@ const (
 	OnTimeoutRelease = "release"
 )
 
+const defaultStateDir = "/var/lib/kustodian"
+
 // Defaults returns the built-in configuration.
 func Defaults() Agent {
 	return Agent{
@@ -179,7 +181,7 @@ func Defaults() Agent {
 		RequestFile:    hostfiles.DefaultRequest,
 		InProgressFile: hostfiles.DefaultInProgress,
 		RebootSentinel: hostfiles.DefaultRebootSentinel,
-		StateDir:       "/var/lib/kustodian",
+		StateDir:       defaultStateDir,
 		Resync:         30 * time.Second,
 		LogFormat:      "auto",
 		Gates:          Gates{CommandTimeout: 20 * time.Second, Poll: 5 * time.Second},
@@ -215,16 +217,27 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Key + ": " + e.Err.Error() }
 func (e *FieldError) Unwrap() error { return e.Err }
 
-// Validate checks everything that can be checked without the cluster.
+// Validate checks everything that can be checked without the cluster and
+// returns the first problem, or nil.
 func (a Agent) Validate() error {
-	bad := func(key, format string, args ...any) error {
-		return &FieldError{Key: key, Err: fmt.Errorf(format, args...)}
+	if p := a.Problems(); len(p) > 0 {
+		return p[0]
+	}
+	return nil
+}
+
+// Problems checks everything that can be checked without the cluster and
+// returns every problem, each a *FieldError, in the order of the keys.
+func (a Agent) Problems() []*FieldError {
+	var problems []*FieldError
+	bad := func(key, format string, args ...any) {
+		problems = append(problems, &FieldError{Key: key, Err: fmt.Errorf(format, args...)})
 	}
 	if a.Kubeconfig == "" {
-		return bad("kubeconfig", "is empty; give the path of the node's kubeconfig")
+		bad("kubeconfig", "is empty; give the path of the node's kubeconfig")
 	}
 	if errs := validation.IsDNS1123Label(a.Namespace); len(errs) > 0 {
-		return bad("namespace", "%q is not a valid namespace name: %s", a.Namespace, strings.Join(errs, "; "))
+		bad("namespace", "%q is not a valid namespace name: %s", a.Namespace, strings.Join(errs, "; "))
 	}
 	for _, f := range []struct {
 		key, path    string
@@ -237,92 +250,102 @@ func (a Agent) Validate() error {
 		{"stateDir", a.StateDir, false},
 	} {
 		if err := checkPath(f.path, f.dirMustExist); err != nil {
-			return &FieldError{Key: f.key, Err: err}
+			problems = append(problems, &FieldError{Key: f.key, Err: err})
+		}
+	}
+	// The default state directory is the package's (and systemd's
+	// StateDirectory=); any other must exist, so that a mistyped path is
+	// refused instead of created.
+	if d := a.StateDir; d != defaultStateDir && filepath.IsAbs(d) {
+		if st, err := os.Stat(d); err != nil {
+			bad("stateDir", "%s cannot be used (%v); create it (mkdir -m 0700 %s) or fix the path", d, unwrapPathError(err), d)
+		} else if !st.IsDir() {
+			bad("stateDir", "%s is not a directory", d)
 		}
 	}
 	if a.RequestFile == a.InProgressFile {
-		return bad("inProgressFile", "is the same file as requestFile (%s)", a.RequestFile)
+		bad("inProgressFile", "is the same file as requestFile (%s)", a.RequestFile)
 	}
 	if a.Resync <= 0 {
-		return bad("resync", "must be positive, got %s", a.Resync)
+		bad("resync", "must be positive, got %s", a.Resync)
 	}
 	switch a.LogFormat {
 	case "auto", "text", "json":
 	default:
-		return bad("logFormat", "%q is not one of auto, text, json", a.LogFormat)
+		bad("logFormat", "%q is not one of auto, text, json", a.LogFormat)
 	}
 	if a.Lock.TTL < 0 {
-		return bad("lock.ttl", "must not be negative, got %s", a.Lock.TTL)
+		bad("lock.ttl", "must not be negative, got %s", a.Lock.TTL)
 	}
 	if a.Lock.TTL > 0 && a.Lock.TTL < 2*a.Queue.Heartbeat {
-		return bad("lock.ttl", "%s is shorter than two heartbeats (%s): the holder could not renew it in time", a.Lock.TTL, 2*a.Queue.Heartbeat)
+		bad("lock.ttl", "%s is shorter than two heartbeats (%s): the holder could not renew it in time", a.Lock.TTL, 2*a.Queue.Heartbeat)
 	}
 	if a.Queue.Heartbeat < 100*time.Millisecond {
-		return bad("queue.heartbeat", "must be at least 100ms, got %s", a.Queue.Heartbeat)
+		bad("queue.heartbeat", "must be at least 100ms, got %s", a.Queue.Heartbeat)
 	}
 	if a.Drain.Timeout < 0 {
-		return bad("drain.timeout", "must not be negative, got %s", a.Drain.Timeout)
+		bad("drain.timeout", "must not be negative, got %s", a.Drain.Timeout)
 	}
 	if a.Drain.OnTimeout != OnTimeoutHold && a.Drain.OnTimeout != OnTimeoutRelease {
-		return bad("drain.onTimeout", "%q is not one of hold, release", a.Drain.OnTimeout)
+		bad("drain.onTimeout", "%q is not one of hold, release", a.Drain.OnTimeout)
 	}
 	if a.Drain.EvictErrorRetryDelay < 100*time.Millisecond {
 		// Zero would make the drain retry a PDB's 429 in a busy loop.
-		return bad("drain.evictErrorRetryDelay", "must be at least 100ms, got %s", a.Drain.EvictErrorRetryDelay)
+		bad("drain.evictErrorRetryDelay", "must be at least 100ms, got %s", a.Drain.EvictErrorRetryDelay)
 	}
 	if a.Drain.SkipWaitForDeleteTimeout < 0 {
-		return bad("drain.skipWaitForDeleteTimeout", "must not be negative, got %s", a.Drain.SkipWaitForDeleteTimeout)
+		bad("drain.skipWaitForDeleteTimeout", "must not be negative, got %s", a.Drain.SkipWaitForDeleteTimeout)
 	}
 	switch k := a.Drain.KubeletKubeconfig; {
 	case k == KubeletKubeconfigAuto, k == KubeletKubeconfigNone:
 	case !filepath.IsAbs(k):
-		return bad("drain.kubeletKubeconfig", "%q is not auto, none or an absolute path", k)
+		bad("drain.kubeletKubeconfig", "%q is not auto, none or an absolute path", k)
 	}
 	if a.Gates.CommandTimeout < time.Second {
-		return bad("gates.commandTimeout", "must be at least 1s, got %s", a.Gates.CommandTimeout)
+		bad("gates.commandTimeout", "must be at least 1s, got %s", a.Gates.CommandTimeout)
 	}
 	if a.Gates.Poll < 500*time.Millisecond {
-		return bad("gates.poll", "must be at least 500ms, got %s", a.Gates.Poll)
+		bad("gates.poll", "must be at least 500ms, got %s", a.Gates.Poll)
 	}
 	switch a.Kured.Enabled {
 	case "auto", "true", "false":
 	default:
-		return bad("kured.enabled", "%q is not one of auto, true, false", a.Kured.Enabled)
+		bad("kured.enabled", "%q is not one of auto, true, false", a.Kured.Enabled)
 	}
 	if errs := validation.IsDNS1123Label(a.Kured.Namespace); len(errs) > 0 {
-		return bad("kured.namespace", "%q is not a valid namespace name: %s", a.Kured.Namespace, strings.Join(errs, "; "))
+		bad("kured.namespace", "%q is not a valid namespace name: %s", a.Kured.Namespace, strings.Join(errs, "; "))
 	}
 	if a.Kured.DaemonSet == "" {
-		return bad("kured.daemonSet", "is empty")
+		bad("kured.daemonSet", "is empty")
 	}
 	if _, err := labels.Parse(a.Drain.PodSelector); err != nil {
-		return bad("drain.podSelector", "%q is not a label selector: %v", a.Drain.PodSelector, err)
+		bad("drain.podSelector", "%q is not a label selector: %v", a.Drain.PodSelector, err)
 	}
 	if t := a.Metrics.Textfile; t != "" && t != "auto" {
 		if err := checkPath(t, true); err != nil {
-			return &FieldError{Key: "metrics.textfile", Err: err}
+			problems = append(problems, &FieldError{Key: "metrics.textfile", Err: err})
 		}
 		if !strings.HasSuffix(t, ".prom") {
-			return bad("metrics.textfile", "%q does not end in .prom: node_exporter reads only *.prom files", t)
+			bad("metrics.textfile", "%q does not end in .prom: node_exporter reads only *.prom files", t)
 		}
 	}
 	if l := a.Metrics.Listen; l != "" {
 		_, port, err := net.SplitHostPort(l)
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
-			return bad("metrics.listen", "%q is not an address like 127.0.0.1:9842 (host:port; empty for none)", l)
+			bad("metrics.listen", "%q is not an address like 127.0.0.1:9842 (host:port; empty for none)", l)
 		}
 	}
 	for i, u := range a.Notify.URLs {
 		if err := notify.CheckURL(u); err != nil {
-			return bad("notify.urls", "URL %d (%s): %v", i+1, notify.Redacted(u), err)
+			bad("notify.urls", "URL %d (%s): %v", i+1, notify.Redacted(u), err)
 		}
 	}
 	for ev, text := range a.Notify.Templates() {
 		if _, err := notify.ParseTemplate(ev, text); err != nil {
-			return bad("notify."+string(ev), "%v", err)
+			bad("notify."+string(ev), "%v", err)
 		}
 	}
-	return nil
+	return problems
 }
 
 func checkPath(path string, dirMustExist bool) error {
@@ -344,4 +367,13 @@ func checkPath(path string, dirMustExist bool) error {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
 	return nil
+}
+
+// unwrapPathError drops the path an *os.PathError repeats.
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

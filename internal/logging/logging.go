@@ -11,7 +11,7 @@ import (
 // New returns a logger writing to w in the given format: "text", "json" or
 // "auto" (text when w is a terminal).
 func New(w io.Writer, format string) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: durationsAsText}
 	if os.Getenv("KUSTODIAN_DEBUG") != "" {
 		opts.Level = slog.LevelDebug
 	}
@@ -25,6 +25,15 @@ func New(w io.Writer, format string) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationsAsText writes durations as Go writes them ("1m30s"), not as
+// slog's JSON handler does (nanoseconds, a number no reader can take in).
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // IsTerminal reports whether w is a terminal.

@@ -141,6 +141,26 @@ func Open(dir, textfile string) (*Store, error) {
 	return s, warn
 }
 
+// Read reads what the agent last kept in dir, changing nothing (for
+// commands that explain the agent's state), and when it was written.
+func Read(dir string) (Data, time.Time, error) {
+	path := filepath.Join(dir, "metrics.json")
+	f, err := os.Open(path)
+	if err != nil {
+		return Data{}, time.Time{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Data{}, time.Time{}, err
+	}
+	var d Data
+	if err := json.NewDecoder(f).Decode(&d); err != nil {
+		return Data{}, time.Time{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, st.ModTime(), nil
+}
+
 // Data is a copy of what the metrics say, for reading only: its maps and
 // bucket slices are shared with the store.
 func (s *Store) Data() Data {

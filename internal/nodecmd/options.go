@@ -1,9 +1,12 @@
 package nodecmd
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kustodian/kustodian/internal/config"
 )
@@ -75,6 +79,7 @@ type configFlags struct {
 	configFile string
 	values     config.Agent // what the flags parsed into
 	flags      *pflag.FlagSet
+	warn       io.Writer // where load's warnings go; nil: stderr
 }
 
 // addConfigFlags registers --config and every option's flag.
@@ -102,16 +107,39 @@ func addConfigFlags(fs *pflag.FlagSet) *configFlags {
 }
 
 // load builds the configuration: flag > environment > file > default. A bad
-// value is refused with one line naming where it came from.
+// value is refused with one line naming where it came from; unknown
+// KUSTODIAN_* variables and keys written in another case are warned about
+// on stderr.
 func (cf *configFlags) load() (config.Agent, error) {
-	cfg := config.Defaults()
+	cfg, problems, warnings := cf.resolve(true)
+	w := cf.warn
+	if w == nil {
+		w = os.Stderr
+	}
+	for _, s := range warnings {
+		fmt.Fprintln(w, "warning: "+s)
+	}
+	if len(problems) > 0 {
+		return cfg, problems[0]
+	}
+	return cfg, nil
+}
+
+// resolve reads every source and returns the configuration with every
+// problem found (each one line naming its source) and the warnings. With
+// env false, the environment is not read (kustodian config check).
+func (cf *configFlags) resolve(env bool) (cfg config.Agent, problems []error, warnings []string) {
+	cfg = config.Defaults()
 	path, explicit := cf.configFile, cf.flags.Changed("config")
-	if v, ok := os.LookupEnv(envPrefix + "CONFIG"); ok && !explicit {
+	if v, ok := lookupEnv(envPrefix+"CONFIG", env); ok && !explicit {
 		path, explicit = v, true
 	}
-	file, err := readFile(path, explicit)
-	if err != nil {
-		return cfg, err
+	file, problems, warnings := readFile(path, explicit)
+	if file == nil && len(problems) > 0 {
+		return cfg, problems, warnings
+	}
+	if env {
+		warnings = append(warnings, unknownEnv(os.Environ())...)
 	}
 	sources := map[string]string{}
 	for _, o := range agentOptions {
@@ -123,7 +151,7 @@ func (cf *configFlags) load() (config.Agent, error) {
 			copyValue(dst, o.field(&cf.values))
 			sources[o.key] = "--" + o.flag
 			continue
-		case lookupEnv(o.env(), &raw):
+		case env && envValue(o.env(), &raw):
 			source = o.env()
 		case file != nil && file.IsSet(o.key):
 			source = path + ": " + o.key
@@ -131,13 +159,14 @@ func (cf *configFlags) load() (config.Agent, error) {
 			if list, ok := dst.(*[]string); ok {
 				sources[o.key] = source
 				if err := listInto(list, v); err != nil {
-					return cfg, fmt.Errorf("%s: %w", source, err)
+					problems = append(problems, fmt.Errorf("%s: %w", source, err))
 				}
 				continue
 			}
 			switch v.(type) {
 			case []any, map[string]any:
-				return cfg, fmt.Errorf("%s: is a list or a map; give a single value", source)
+				problems = append(problems, fmt.Errorf("%s: is a list or a map; give a single value", source))
+				continue
 			}
 			raw = fmt.Sprint(v)
 		default:
@@ -146,27 +175,60 @@ func (cf *configFlags) load() (config.Agent, error) {
 		}
 		sources[o.key] = source
 		if err := parseInto(dst, raw); err != nil {
-			return cfg, fmt.Errorf("%s: %w", source, err)
+			problems = append(problems, fmt.Errorf("%s: %w", source, err))
 		}
 	}
-	if err := cfg.Validate(); err != nil {
-		var fe *config.FieldError
-		if errors.As(err, &fe) {
-			if src := sources[fe.Key]; src != "" && src != "default" {
-				return cfg, fmt.Errorf("%s: %w", src, fe.Err)
-			}
+	for _, fe := range cfg.Problems() {
+		if src := sources[fe.Key]; src != "" && src != "default" {
+			problems = append(problems, fmt.Errorf("%s: %w", src, fe.Err))
+		} else {
+			problems = append(problems, fmt.Errorf("configuration: %w", fe))
 		}
-		return cfg, fmt.Errorf("configuration: %w", err)
 	}
-	return cfg, nil
+	return cfg, problems, warnings
 }
 
-func lookupEnv(name string, into *string) bool {
+// envValue reads an option's environment variable: an empty one counts as
+// unset (systemd's Environment=NAME= and an exported NAME= both mean
+// "not given").
+func envValue(name string, into *string) bool {
 	v, ok := os.LookupEnv(name)
-	if ok {
-		*into = v
+	if !ok || strings.TrimSpace(v) == "" {
+		return false
 	}
-	return ok
+	*into = v
+	return true
+}
+
+func lookupEnv(name string, env bool) (string, bool) {
+	var v string
+	return v, env && envValue(name, &v)
+}
+
+// otherEnv are the KUSTODIAN_* variables besides the options'.
+var otherEnv = []string{envPrefix + "CONFIG", envPrefix + "DEBUG"}
+
+// unknownEnv warns about KUSTODIAN_* variables that are no option's, with
+// the closest known name.
+func unknownEnv(environ []string) []string {
+	known := append([]string(nil), otherEnv...)
+	for _, o := range agentOptions {
+		known = append(known, o.env())
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix) || slices.Contains(known, name) {
+			continue
+		}
+		msg := fmt.Sprintf("environment variable %s is not one of kustodian's and is ignored", name)
+		if s := suggest(name, known); s != "" {
+			msg += fmt.Sprintf("; did you mean %s?", s)
+		}
+		out = append(out, msg)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // removedKeys were agent settings before MaintenancePolicies: a file that
@@ -177,38 +239,105 @@ var removedKeys = map[string]string{
 	"queue.priority": "priority is the Node annotation kustodian.io/priority, set by an admin",
 }
 
-// readFile reads the YAML file and refuses unknown keys. nil, nil when the
-// default file does not exist.
-func readFile(path string, explicit bool) (*viper.Viper, error) {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && !explicit {
-		return nil, nil
+// readFile reads the YAML file and refuses unknown keys, each with the
+// closest known key. nil when the default file does not exist, or when the
+// file cannot be read at all (the problem says why). A known key written in
+// another case (viper matches keys in any case) is a warning.
+func readFile(path string, explicit bool) (*viper.Viper, []error, []string) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !explicit {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, []error{fmt.Errorf("configuration file: %w", err)}, nil
 	}
 	v := viper.New()
-	v.SetConfigFile(path)
 	v.SetConfigType("yaml")
-	if err := v.ReadInConfig(); err != nil {
+	var tree map[string]any
+	if err = yaml.Unmarshal(data, &tree); err == nil {
+		err = v.ReadConfig(bytes.NewReader(data))
+	}
+	if err != nil {
 		// YAML's errors span lines ("unmarshal errors:\n  line 1: ..."):
 		// the refusal is one.
-		return nil, fmt.Errorf("configuration file %s: %s", path, strings.Join(strings.Fields(err.Error()), " "))
+		return nil, []error{fmt.Errorf("configuration file %s: %s", path, strings.Join(strings.Fields(err.Error()), " "))}, nil
 	}
-	known := map[string]bool{}
+	known := map[string]string{} // lower-cased: as documented
+	var documented []string
 	for _, o := range agentOptions {
-		known[strings.ToLower(o.key)] = true
+		known[strings.ToLower(o.key)] = o.key
+		documented = append(documented, o.key)
 	}
-	var unknown []string
-	for _, k := range v.AllKeys() {
-		if !known[k] {
-			unknown = append(unknown, k)
+	var problems []error
+	var warnings []string
+	for _, k := range leafKeys(tree, "") {
+		want, ok := known[strings.ToLower(k)]
+		switch {
+		case ok && want != k:
+			warnings = append(warnings, fmt.Sprintf("%s: key %s is read as %s; write it so", path, k, want))
+		case ok:
+		case removedKeys[strings.ToLower(k)] != "":
+			problems = append(problems, fmt.Errorf("%s: %s is no longer an agent setting: %s; remove it", path, k, removedKeys[strings.ToLower(k)]))
+		default:
+			msg := fmt.Sprintf("%s: unknown key %q", path, k)
+			if s := suggest(k, documented); s != "" {
+				msg += fmt.Sprintf("; did you mean %s?", s)
+			} else {
+				msg += "; the keys are listed in /etc/kustodian/config.yaml as the package ships it and by kustodian agent --help"
+			}
+			problems = append(problems, errors.New(msg))
 		}
 	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		if why, ok := removedKeys[unknown[0]]; ok {
-			return nil, fmt.Errorf("%s: %s is no longer an agent setting: %s; remove it", path, unknown[0], why)
+	return v, problems, warnings
+}
+
+// leafKeys are the dotted keys of a YAML tree's values, as written, sorted.
+// A key that holds a map is a section (drain:), not a value, unless the map
+// is empty.
+func leafKeys(tree map[string]any, prefix string) []string {
+	var out []string
+	for k, v := range tree {
+		if m, ok := v.(map[string]any); ok && len(m) > 0 {
+			out = append(out, leafKeys(m, prefix+k+".")...)
+			continue
 		}
-		return nil, fmt.Errorf("%s: unknown key %q; known keys are listed by kustodian agent --help", path, unknown[0])
+		out = append(out, prefix+k)
 	}
-	return v, nil
+	sort.Strings(out)
+	return out
+}
+
+// suggest is the candidate closest to s (case aside), when close enough to
+// be a typo: at most a third of its letters off.
+func suggest(s string, candidates []string) string {
+	best, bestD := "", len(s)/3+1
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func copyValue(dst, src any) {

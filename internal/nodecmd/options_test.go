@@ -2,6 +2,7 @@ package nodecmd
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -79,7 +80,9 @@ func TestLoadErrorsNameTheSource(t *testing.T) {
 		args []string
 		want string
 	}{
-		"unknown key":                  {file: "drain:\n  timout: 5m\n", want: `config.yaml: unknown key "drain.timout"`},
+		"unknown key":                  {file: "drain:\n  timout: 5m\n", want: `config.yaml: unknown key "drain.timout"; did you mean drain.timeout?`},
+		"unknown key, in its case":     {file: "drain:\n  onTimout: hold\n", want: `config.yaml: unknown key "drain.onTimout"; did you mean drain.onTimeout?`},
+		"mistyped state directory":     {args: []string{"--state-dir", "/var/lib/kustodain"}, want: `--state-dir: /var/lib/kustodain cannot be used (no such file or directory); create it (mkdir -m 0700 /var/lib/kustodain) or fix the path`},
 		"a key that moved to policies": {file: "lock:\n  slots: 2\n", want: `config.yaml: lock.slots is no longer an agent setting: how many nodes go at once is a MaintenancePolicy's concurrency (docs/policy.md); remove it`},
 		"bad duration in file":         {file: "drain:\n  timeout: 5 minutes\n", want: `config.yaml: drain.timeout: "5 minutes" is not a duration`},
 		"duration without unit":        {file: "queue:\n  heartbeat: 10\n", want: `queue.heartbeat: "10" is not a duration`},
@@ -139,6 +142,78 @@ func TestLoadNotifyURLs(t *testing.T) {
 	}
 }
 
+func TestLoadWarnings(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	cf := addConfigFlags(fs)
+	var warned bytes.Buffer
+	cf.warn = &warned
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("drain:\n  ontimeout: release\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUSTODIAN_DRAIN_TIMEOUTS", "5m")
+	t.Setenv("KUSTODIAN_NAMESPACE", "")
+	t.Setenv("KUSTODIAN_RESYNC", " ")
+	if err := fs.Parse([]string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := cf.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Namespace != "kustodian" || cfg.Resync != 30*time.Second {
+		t.Errorf("an empty variable counted as set: namespace %q, resync %s", cfg.Namespace, cfg.Resync)
+	}
+	if cfg.Drain.OnTimeout != "release" {
+		t.Errorf("a key in another case was not read: onTimeout %q", cfg.Drain.OnTimeout)
+	}
+	for _, want := range []string{
+		"warning: environment variable KUSTODIAN_DRAIN_TIMEOUTS is not one of kustodian's and is ignored; did you mean KUSTODIAN_DRAIN_TIMEOUT?\n",
+		"warning: " + path + ": key drain.ontimeout is read as drain.onTimeout; write it so\n",
+	} {
+		if !strings.Contains(warned.String(), want) {
+			t.Errorf("warnings\n%s\nlack %q", warned.String(), want)
+		}
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	check := func(file string) (string, error) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		cmd := NewRoot()
+		cmd.SetOut(&out)
+		cmd.SetArgs([]string{"config", "check", path})
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	t.Setenv("KUSTODIAN_DRAIN_TIMEOUT", "soon") // not read: the file alone is checked
+	out, err := check("namespace: kube-maint\ndrain:\n  timeout: 10m\n")
+	if err != nil || out != path+": OK\n" {
+		t.Fatalf("a good file: %v, %q", err, out)
+	}
+	out, err = check("namespce: x\ndrain:\n  timeout: 5 minutes\n  onTimeout: panic\nqueue:\n  heartbeat: 1ms\nstateDir: /nonexistent/kustodian\n")
+	if !errors.Is(err, ErrSilentExit1) {
+		t.Errorf("exit: %v, want 1", err)
+	}
+	for _, want := range []string{
+		`error: ` + path + `: unknown key "namespce"; did you mean namespace?`,
+		`error: ` + path + `: drain.timeout: "5 minutes" is not a duration`,
+		`error: ` + path + `: drain.onTimeout: "panic" is not one of hold, release`,
+		`error: ` + path + `: queue.heartbeat: must be at least 100ms, got 1ms`,
+		`error: ` + path + `: stateDir: /nonexistent/kustodian cannot be used`,
+		path + `: 5 problem(s); the agent would refuse this configuration`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output\n%s\nlacks %q", out, want)
+		}
+	}
+}
+
 func TestLoadMissingExplicitFile(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	cf := addConfigFlags(fs)
@@ -185,9 +260,9 @@ func TestDefaultConfigFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Join(uncommented, "\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	v, err := readFile(path, true)
-	if err != nil {
-		t.Fatal(err)
+	v, problems, warnings := readFile(path, true)
+	if len(problems) > 0 || len(warnings) > 0 {
+		t.Fatal(problems, warnings)
 	}
 	for _, o := range agentOptions {
 		if !v.IsSet(o.key) {

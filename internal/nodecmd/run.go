@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/metrics"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -67,8 +69,8 @@ instead). Automation polls it that way, across the job's reboots.`,
 			id = "job-" + time.Now().UTC().Format("20060102-150405")
 		} else if existing, err := store.Get(id); err == nil {
 			// Submitted before (a re-run of a playbook): report, or follow, it.
-			return followExisting(cmd.Context(), store, existing, args, cfg.RequestFile, wait, cmd.OutOrStdout(), func(ctx context.Context) string {
-				return blockedBy(ctx, cfg)
+			return followExisting(cmd.Context(), store, existing, args, cfg.RequestFile, wait, cmd.OutOrStdout(), func(ctx context.Context) (string, string) {
+				return whyPending(ctx, cfg, time.Now())
 			})
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -102,32 +104,77 @@ const (
 	ExitBlocked = 76
 )
 
-// blockedBy says why this node's pending job cannot get a lock: every slot
-// of its group is held by another node whose maintenance Failed. "" when a
-// slot is free or may become free, or when the cluster cannot be asked.
-func blockedBy(ctx context.Context, cfg config.Agent) string {
+// whyPending says why this node's pending job has not run yet: what the
+// agent last saw (metrics.json in the state directory: its state, its place
+// in the queue, the gates that hold it, its failing steps), whether the
+// agent still runs, and whether this node reaches the API server. blocked
+// is not "" when every slot of its group is held by another node whose
+// maintenance Failed: the job will not run until an admin steps in.
+func whyPending(ctx context.Context, cfg config.Agent, now time.Time) (why, blocked string) {
+	var parts []string
+	if d, at, err := metrics.Read(cfg.StateDir); err == nil {
+		parts = append(parts, agentView(d, at, now))
+	} else if errors.Is(err, os.ErrNotExist) {
+		parts = append(parts, "the agent has not run yet on this node (systemctl status kustodian.path kustodian.service)")
+	}
 	nc, err := connectWith(ctx, cfg, false, nil, nil)
 	if err != nil {
-		return ""
+		return strings.Join(append(parts, "from here: "+err.Error()), "; "), ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	held, err := (&lock.Client{Kube: nc.kube, Namespace: nc.cfg.Namespace}).FailedHolders(ctx, nc.node)
 	if err != nil {
-		return ""
+		return strings.Join(append(parts, "from here: "+err.Error()), "; "), ""
 	}
-	var why []string
+	var holders []string
 	for _, h := range held {
-		why = append(why, fmt.Sprintf("%s holds %s and Failed: %s", status.Printable(h.Node), h.Lock, status.Printable(h.Message)))
+		holders = append(holders, fmt.Sprintf("%s holds %s and Failed: %s", status.Printable(h.Node), h.Lock, status.Printable(h.Message)))
 	}
-	return strings.Join(why, "; ")
+	return strings.Join(parts, "; "), strings.Join(holders, "; ")
+}
+
+// agentStale is how long the agent may go without writing its state while
+// it runs (it writes at every change and every minute) before it counts as
+// stopped.
+const agentStale = 150 * time.Second
+
+// agentView puts what the agent last kept into words.
+func agentView(d metrics.Data, at, now time.Time) string {
+	ago := now.Sub(at).Round(time.Second)
+	if ago > agentStale {
+		return fmt.Sprintf("the agent has written nothing since %s (%s ago), when it was %s: is it running? (systemctl status kustodian.service; journalctl -u kustodian.service)",
+			at.UTC().Format(time.RFC3339), ago, d.State)
+	}
+	s := "the agent: " + d.State
+	if !d.StateSince.IsZero() {
+		s += " since " + d.StateSince.UTC().Format(time.RFC3339)
+	}
+	if d.QueuePosition > 0 {
+		s += fmt.Sprintf(", position %d in its queue", d.QueuePosition)
+	}
+	var closed []string
+	for gate, shut := range d.Blocked {
+		if shut {
+			closed = append(closed, gate)
+		}
+	}
+	if len(closed) > 0 {
+		sort.Strings(closed)
+		s += ", held by " + strings.Join(closed, ", ") + " (kustodian-ctl status NODE says why)"
+	}
+	if d.StepFailures > 0 {
+		s += fmt.Sprintf(", its steps failing since %s (%d in a row: the API server unreachable, or refusing; journalctl -u kustodian.service)",
+			d.FailingSince.UTC().Format(time.RFC3339), d.StepFailures)
+	}
+	return s
 }
 
 // followExisting reports a job submitted before under the same ID instead
 // of submitting it again: exit 0 once it succeeded and the node is given
 // back, its exit code once it failed, ExitPending meanwhile (or, with
 // --wait, follows it to its end).
-func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []string, request string, wait bool, out io.Writer, blocked func(context.Context) string) error {
+func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []string, request string, wait bool, out io.Writer, pending func(context.Context) (why, blocked string)) error {
 	if strings.Join(j.Command, "\x00") != strings.Join(args, "\x00") {
 		return fmt.Errorf("job %s exists already with another command (%s); choose another --id", j.ID, strings.Join(j.Command, " "))
 	}
@@ -139,9 +186,13 @@ func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []s
 		return err
 	}
 	if j.State == jobs.Pending {
-		if why := blocked(ctx); why != "" {
-			fmt.Fprintln(out, "blocked: "+why+"; the job runs once an admin repairs that node or releases its lock (kustodian-ctl release)")
+		why, blocked := pending(ctx)
+		if blocked != "" {
+			fmt.Fprintln(out, "blocked: "+blocked+"; the job runs once an admin repairs that node or releases its lock (kustodian-ctl release)")
 			return exitCode(ExitBlocked)
+		}
+		if why != "" {
+			fmt.Fprintln(out, "pending: "+why)
 		}
 	}
 	fmt.Fprintln(out, "not done yet")

@@ -1,11 +1,16 @@
 package nodecmd
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/kustodian/kustodian/internal/jobs"
+	"github.com/kustodian/kustodian/internal/metrics"
 )
 
 // A failed job's exit code reaches automation as it is, unless it would
@@ -35,5 +40,59 @@ func TestFailedJobExitCode(t *testing.T) {
 				t.Errorf("exit code %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// A pending job says why it waits, from what the agent last kept.
+func TestAgentView(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	since := now.Add(-5 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		d    metrics.Data
+		at   time.Time
+		want string
+	}{
+		{"queued behind others", metrics.Data{State: "Waiting", StateSince: since, QueuePosition: 3}, now.Add(-20 * time.Second),
+			"the agent: Waiting since 2026-11-25T11:55:00Z, position 3 in its queue"},
+		{"held by gates", metrics.Data{State: "Waiting", StateSince: since, QueuePosition: 1, Blocked: map[string]bool{"window": true, "spacing": false, "health": true}}, now,
+			"the agent: Waiting since 2026-11-25T11:55:00Z, position 1 in its queue, held by health, window (kustodian-ctl status NODE says why)"},
+		{"the API server unreachable", metrics.Data{State: "Waiting", StepFailures: 7, FailingSince: since}, now.Add(-time.Minute),
+			"the agent: Waiting, its steps failing since 2026-11-25T11:55:00Z (7 in a row: the API server unreachable, or refusing; journalctl -u kustodian.service)"},
+		{"the agent stopped", metrics.Data{State: "Idle", StateSince: since}, now.Add(-10 * time.Minute),
+			"the agent has written nothing since 2026-11-25T11:50:00Z (10m0s ago), when it was Idle: is it running? (systemctl status kustodian.service; journalctl -u kustodian.service)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := agentView(tc.d, tc.at, now); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// `kustodian run --id` of a pending job prints why it is pending, and
+// exits 76 only when it is blocked.
+func TestFollowExistingSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	store := jobs.Store{Dir: filepath.Join(dir, "jobs")}
+	j := &jobs.Job{ID: "patch", Command: []string{"/bin/true"}, State: jobs.Pending}
+	request := filepath.Join(dir, "maintenance-required")
+	for _, tc := range []struct {
+		why, blocked string
+		code         int
+		want         string
+	}{
+		{"the agent: Waiting, position 2 in its queue", "", ExitPending, "pending: the agent: Waiting, position 2 in its queue\nnot done yet\n"},
+		{"", "node-2 holds lock-default-0 and Failed: job exited 3", ExitBlocked, "blocked: node-2 holds lock-default-0 and Failed: job exited 3; "},
+	} {
+		var out bytes.Buffer
+		err := followExisting(context.Background(), store, j, j.Command, request, false, &out, func(context.Context) (string, string) { return tc.why, tc.blocked })
+		var code exitCode
+		if !errors.As(err, &code) || int(code) != tc.code {
+			t.Errorf("exit %v, want %d", err, tc.code)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("output\n%s\nlacks %q", out.String(), tc.want)
+		}
 	}
 }

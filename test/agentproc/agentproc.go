@@ -52,7 +52,9 @@ func (s Spec) Args() []string {
 
 // Start starts the agent with its output appended to LogFile.
 func Start(s Spec) (*exec.Cmd, error) {
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+	// The state directory is there, as the package's is: the agent
+	// refuses one that is not (a mistyped path).
+	if err := os.MkdirAll(filepath.Join(s.Dir, "state"), 0o700); err != nil {
 		return nil, err
 	}
 	log, err := os.OpenFile(s.LogFile(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
