@@ -26,6 +26,7 @@ INTEGRATION_PKGS := ./test/...
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
 	ln -sf kustodian-ctl bin/kubectl-kustodian
+	install -m 0755 packaging/kubectl_complete-kustodian bin/
 
 # Heavy tools are built once into the cache, outside the repository (the same
 # place test/cluster uses).

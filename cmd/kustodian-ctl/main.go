@@ -18,7 +18,7 @@ func main() {
 	err := ctl.NewRoot(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, os.Args[0]).ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "kustodian-ctl: "+err.Error())
-		os.Exit(1)
+		fmt.Fprintln(os.Stderr, ctl.ErrorLine(os.Args[0], err))
+		os.Exit(ctl.ExitCode(err))
 	}
 }

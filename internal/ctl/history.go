@@ -80,6 +80,7 @@ jsonpath, go-template and custom-columns read too; -o name prints node/NAME.`, h
 		},
 	}
 	out = addOutput(cmd, true)
+	cmd.ValidArgsFunction = o.completeNodes
 	return cmd
 }
 

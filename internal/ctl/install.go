@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,7 +24,7 @@ import (
 
 func newInstallCommand(o *options) *cobra.Command {
 	var output string
-	var dryRun, kubeletEvictions bool
+	var kubeletEvictions bool
 	var maxLeases int
 	cmd := &cobra.Command{
 		Use:   "install",
@@ -44,7 +45,9 @@ enforces them: each must refuse a dry run of a request it exists to refuse, made
 with the agents' own ServiceAccount (a token bound to no Node, and one bound to the
 first Node listed), within a minute. A cluster that does not serve
 ValidatingAdmissionPolicy (Kubernetes 1.30 or later) is refused before anything is
-applied. --dry-run or -o yaml prints the manifests instead.`,
+applied. --dry-run=client or -o yaml prints the manifests instead; --dry-run=server
+sends every apply as a dry run (the API server validates and admits each, and
+keeps nothing) and says what each would do.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, MaxLeases: maxLeases, KubeletEvictions: kubeletEvictions}
@@ -52,7 +55,7 @@ applied. --dry-run or -o yaml prints the manifests instead.`,
 				return fmt.Errorf("--max-leases 0 would let no node write its record; give a number, or -1 for no quota")
 			}
 			objs := manifests.Objects(mo)
-			if dryRun || output == "yaml" {
+			if o.dryRun == dryRunClient || output == "yaml" {
 				return printManifests(o.streams.Out, objs)
 			}
 			if output != "" {
@@ -66,17 +69,28 @@ applied. --dry-run or -o yaml prints the manifests instead.`,
 			if err != nil {
 				return err
 			}
+			server := o.dryRun == dryRunServer
 			for _, obj := range objs {
-				what, err := apply(cmd.Context(), dyn, obj)
+				what, err := apply(cmd.Context(), dyn, obj, server)
+				if server && apierrors.IsNotFound(err) {
+					// A dry run creates no namespace, so what goes in it
+					// cannot be checked before the namespace exists.
+					fmt.Fprintf(o.streams.Out, "%s not checked (server dry run): %v\n", obj.Resource.Resource, err)
+					continue
+				}
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(o.streams.Out, what)
-				if obj.Resource == manifests.GVRCustomResourceDefinition {
+				fmt.Fprintln(o.streams.Out, what+o.dryRun.suffix())
+				if obj.Resource == manifests.GVRCustomResourceDefinition && !server {
 					if err := waitEstablished(cmd.Context(), dyn, manifests.CRDName); err != nil {
 						return err
 					}
 				}
+			}
+			if server {
+				fmt.Fprintf(o.streams.Out, "nothing was changed (server dry run); install without --dry-run applies it and proves the admission policies enforced\n")
+				return nil
 			}
 			what, err := ensureControl(cmd.Context(), client.CoreV1().ConfigMaps(o.namespace()), o.namespace())
 			if err != nil {
@@ -87,7 +101,8 @@ applied. --dry-run or -o yaml prints the manifests instead.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml: print the manifests instead of applying them")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the manifests instead of applying them")
+	addDryRun(cmd, o, "print the manifests instead of applying them")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().IntVar(&maxLeases, "max-leases", manifests.DefaultMaxLeases, "the namespace's quota of Leases (a record per node in maintenance, the locks of every group); -1: none")
 	cmd.Flags().BoolVar(&kubeletEvictions, "kubelet-evictions", false, "give the agents no right to evict: each evicts its node's pods with the kubelet's kubeconfig (agent key drain.kubeletKubeconfig), which the API server holds to that node's own pods; agents without one refuse to start")
 	return cmd
@@ -103,7 +118,10 @@ func printManifests(w io.Writer, objs []manifests.Object) error {
 }
 
 // apply server-side-applies one object and says what happened to it.
-func apply(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (string, error) {
+// With dry, the apply is a server dry run (the client sends it so): the
+// API server returns the object as it would be, with the resourceVersion
+// it has, so only its content tells whether it would change.
+func apply(ctx context.Context, dyn dynamic.Interface, obj manifests.Object, dry bool) (string, error) {
 	ri, m, name, err := target(dyn, obj)
 	if err != nil {
 		return "", err
@@ -125,7 +143,7 @@ func apply(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (st
 	switch {
 	case !existed:
 		return name + " created", nil
-	case unchanged(before, after):
+	case unchanged(before, after, dry):
 		return name + " unchanged", nil
 	default:
 		return name + " configured", nil
@@ -135,9 +153,17 @@ func apply(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (st
 // unchanged tells whether an apply left an object as it was. Objects with a
 // generation (the admission policies) count only changes of their spec: a
 // controller writes their status at any time.
-func unchanged(before, after *unstructured.Unstructured) bool {
+func unchanged(before, after *unstructured.Unstructured, dry bool) bool {
 	if after.GetGeneration() != 0 {
 		return before.GetGeneration() == after.GetGeneration()
+	}
+	if dry {
+		b, a := before.DeepCopy(), after.DeepCopy()
+		for _, u := range []*unstructured.Unstructured{b, a} {
+			u.SetManagedFields(nil)
+			u.SetResourceVersion("")
+		}
+		return equality.Semantic.DeepEqual(b.Object, a.Object)
 	}
 	return before.GetResourceVersion() == after.GetResourceVersion()
 }

@@ -53,6 +53,24 @@ func addOutput(cmd *cobra.Command, wide bool) *output {
 	cmd.Flags().StringVar(&o.SortBy, "sort-by", "", "sort the rows by the value of this JSONPath in each (as in -o json), e.g. '{.node}' or .waitingSeconds")
 	o.templates.AddFlags(cmd)
 	o.changed = func() bool { return cmd.Flag("output").Changed }
+	// The formats that take no argument complete whole; the others up to
+	// their "=" (no space after it).
+	var complete []string
+	for _, f := range formats {
+		complete = append(complete, strings.TrimSuffix(f, "..."))
+	}
+	_ = cmd.RegisterFlagCompletionFunc("output", func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		d := cobra.ShellCompDirectiveNoFileComp
+		if strings.Contains(toComplete, "=") {
+			return nil, cobra.ShellCompDirectiveDefault // a template or a file
+		}
+		for _, f := range complete {
+			if strings.HasSuffix(f, "=") && strings.HasPrefix(f, toComplete) {
+				d |= cobra.ShellCompDirectiveNoSpace
+			}
+		}
+		return matching(complete, nil, toComplete), d
+	})
 	return o
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/lock"
@@ -30,25 +31,27 @@ lets it go again.`,
 				return err
 			}
 			if len(args) == 1 {
-				if err := setHold(cmd.Context(), client, args[0], true, reason); err != nil {
+				if err := setHold(cmd.Context(), client, args[0], true, reason, o.dryRun); err != nil {
 					return err
 				}
-				fmt.Fprintf(o.streams.Out, "node %s held: it stays Waiting and the nodes behind it go ahead, until kustodian-ctl resume %s\n", args[0], args[0])
+				fmt.Fprintf(o.streams.Out, "node %s held: it stays Waiting and the nodes behind it go ahead, until kustodian-ctl resume %s%s\n", args[0], args[0], o.dryRun.suffix())
 				return nil
 			}
-			if err := setPaused(cmd.Context(), client, o.namespace(), true, reason); err != nil {
+			if err := setPaused(cmd.Context(), client, o.namespace(), true, reason, o.dryRun); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.Out, "maintenance paused in namespace %s: nodes in maintenance finish, no other node starts until kustodian-ctl resume\n", o.namespace())
+			fmt.Fprintf(o.streams.Out, "maintenance paused in namespace %s: nodes in maintenance finish, no other node starts until kustodian-ctl resume%s\n", o.namespace(), o.dryRun.suffix())
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, shown by status and in the waiting nodes' messages")
+	addDryRun(cmd, o, "check, change nothing")
+	cmd.ValidArgsFunction = o.completeNodes
 	return cmd
 }
 
 func newResumeCommand(o *options) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "resume [NODE]",
 		Short: "Grant maintenance again after a pause (with NODE: let a held node go again)",
 		Args:  cobra.MaximumNArgs(1),
@@ -58,24 +61,34 @@ func newResumeCommand(o *options) *cobra.Command {
 				return err
 			}
 			if len(args) == 1 {
-				if err := setHold(cmd.Context(), client, args[0], false, ""); err != nil {
+				if err := setHold(cmd.Context(), client, args[0], false, "", o.dryRun); err != nil {
 					return err
 				}
-				fmt.Fprintf(o.streams.Out, "node %s no longer held\n", args[0])
+				fmt.Fprintf(o.streams.Out, "node %s no longer held%s\n", args[0], o.dryRun.suffix())
 				return nil
 			}
-			if err := setPaused(cmd.Context(), client, o.namespace(), false, ""); err != nil {
+			if err := setPaused(cmd.Context(), client, o.namespace(), false, "", o.dryRun); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.Out, "maintenance resumed in namespace %s\n", o.namespace())
+			fmt.Fprintf(o.streams.Out, "maintenance resumed in namespace %s%s\n", o.namespace(), o.dryRun.suffix())
 			return nil
 		},
 	}
+	addDryRun(cmd, o, "check, change nothing")
+	cmd.ValidArgsFunction = o.completeNodes
+	return cmd
 }
 
-// setHold sets or clears a node's hold (lock.Client.SetHold).
-func setHold(ctx context.Context, client kubernetes.Interface, node string, hold bool, reason string) error {
-	if err := (&lock.Client{Kube: client}).SetHold(ctx, node, hold, reason); err != nil {
+// setHold sets or clears a node's hold (lock.Client.SetHold); a client
+// dry run only checks that the node exists.
+func setHold(ctx context.Context, client kubernetes.Interface, node string, hold bool, reason string, dry dryRun) error {
+	var err error
+	if dry == dryRunClient {
+		_, err = client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	} else {
+		err = (&lock.Client{Kube: client}).SetHold(ctx, node, hold, reason)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("node %s does not exist (kubectl get nodes lists them)", node)
 		}
@@ -85,8 +98,8 @@ func setHold(ctx context.Context, client kubernetes.Interface, node string, hold
 }
 
 // setPaused pauses or resumes the namespace (lock.Client.SetPaused).
-func setPaused(ctx context.Context, client kubernetes.Interface, ns string, paused bool, reason string) error {
-	if err := (status.Reader{Client: client, Namespace: ns}).CheckInstalled(ctx); err != nil {
+func setPaused(ctx context.Context, client kubernetes.Interface, ns string, paused bool, reason string, dry dryRun) error {
+	if err := (status.Reader{Client: client, Namespace: ns}).CheckInstalled(ctx); err != nil || dry == dryRunClient {
 		return err
 	}
 	if err := (&lock.Client{Kube: client, Namespace: ns}).SetPaused(ctx, paused, reason); err != nil {

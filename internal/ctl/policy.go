@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -18,22 +19,26 @@ import (
 func newPolicyCommand(o *options) *cobra.Command {
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "policy",
+		Use:   "policy [NAME...]",
 		Short: "List the MaintenancePolicies with their nodes, groups, slots in use and next window",
 		Long: `policy lists the MaintenancePolicies of the namespace as the agents apply them:
 how many nodes follow each (the built-in policy "default" for nodes no policy
 selects), its groups with their slots in use and holders, and whether its window
 is open now or when it opens next. Nodes a policy cannot be applied to (a tie of
-precedence, a missing groupBy label) are listed with the reason.`,
+precedence, a missing groupBy label) are listed with the reason. NAMEs list only
+those policies.`,
 		Example: `  kustodian-ctl policy
   kustodian-ctl policy -o yaml`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		ValidArgsFunction: o.completePolicies,
+		RunE: func(cmd *cobra.Command, names []string) error {
 			if err := out.Check(); err != nil {
 				return err
 			}
 			list, err := readPolicies(cmd.Context(), o)
 			if err != nil {
+				return err
+			}
+			if list.Items, err = namedPolicies(list.Items, names, o.namespace()); err != nil {
 				return err
 			}
 			if err := sortRows(out, list.Items); err != nil {
@@ -52,6 +57,23 @@ precedence, a missing groupBy label) are listed with the reason.`,
 	}
 	out = addOutput(cmd, false)
 	return cmd
+}
+
+// namedPolicies keeps the policies named, in the order named; all without
+// names.
+func namedPolicies(items []status.PolicyStatus, names []string, ns string) ([]status.PolicyStatus, error) {
+	if len(names) == 0 {
+		return items, nil
+	}
+	var out []status.PolicyStatus
+	for _, name := range names {
+		i := slices.IndexFunc(items, func(p status.PolicyStatus) bool { return p.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("maintenancepolicy %q not found in namespace %s (kustodian-ctl policy lists them)", name, ns)
+		}
+		out = append(out, items[i])
+	}
+	return out, nil
 }
 
 func readPolicies(ctx context.Context, o *options) (status.PolicyList, error) {

@@ -35,6 +35,8 @@ Idle, and a new request starts over.`,
 		},
 	}
 	cmd.Flags().BoolVar(&uncordon, "uncordon", false, "also make the node schedulable again")
+	addDryRun(cmd, o, "say what would be released, change nothing")
+	cmd.ValidArgsFunction = o.completeNodes
 	return cmd
 }
 
@@ -62,25 +64,35 @@ func release(ctx context.Context, o *options, client kubernetes.Interface, node 
 	if len(held) == 0 {
 		return fmt.Errorf("node %s holds no lock in namespace %s (it is %s); nothing to release", node, ns, current.State)
 	}
-	out := o.streams.Out
-	released, err := (&lock.Client{Kube: client, Namespace: ns}).ReleaseByAdmin(ctx, node, "kustodian-ctl", status.DefaultStaleAfter)
-	if err != nil {
-		return status.Explain(err, "update", "leases.coordination.k8s.io", ns)
-	}
+	out, dry := o.streams.Out, o.dryRun.suffix()
 	since := map[string]*time.Time{}
+	var released []string
 	for _, l := range held {
 		since[l.Name] = l.Since
+		released = append(released, l.Name)
+	}
+	if o.dryRun != dryRunClient {
+		released, err = (&lock.Client{Kube: client, Namespace: ns}).ReleaseByAdmin(ctx, node, "kustodian-ctl", status.DefaultStaleAfter)
+		if err != nil {
+			return status.Explain(err, "update", "leases.coordination.k8s.io", ns)
+		}
 	}
 	for _, name := range released {
-		fmt.Fprintf(out, "released %s, held by %s for %s\n", name, node, age(since[name], time.Now()))
+		fmt.Fprintf(out, "released %s, held by %s for %s%s\n", name, node, age(since[name], time.Now()), dry)
 	}
 	if uncordon {
-		if err := drain.UncordonByAdmin(ctx, client, node); err != nil {
-			return status.Explain(err, "patch", "nodes", "")
+		if o.dryRun != dryRunClient {
+			if err := drain.UncordonByAdmin(ctx, client, node); err != nil {
+				return status.Explain(err, "patch", "nodes", "")
+			}
 		}
-		fmt.Fprintf(out, "uncordoned %s\n", node)
+		fmt.Fprintf(out, "uncordoned %s%s\n", node, dry)
 	} else if current.CordonedBy != "" {
 		fmt.Fprintf(out, "%s stays cordoned: repair it, then remove its request file (its agent uncordons it), or run kubectl uncordon %s\n", node, node)
+	}
+	if dry != "" {
+		fmt.Fprintf(out, "nothing was changed%s\n", dry)
+		return nil
 	}
 	fmt.Fprintf(out, "the agent on %s records Failed and will not take the lock again for this request; the next node in the queue may proceed\n", node)
 	return nil

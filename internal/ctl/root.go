@@ -8,8 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
-	"strings"
+	"net/http"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -36,6 +35,9 @@ type options struct {
 	// Kured's DaemonSet, which carries its lock (as the agents'
 	// kured.namespace and kured.daemonSet).
 	kuredNamespace, kuredDaemonSet string
+	// dryRun is the --dry-run of the command that runs (none when it has
+	// none): with server, every write the clients send is a dry run.
+	dryRun dryRun
 }
 
 func (o *options) namespace() string {
@@ -99,7 +101,7 @@ func (o *options) reader() (status.Reader, error) {
 // program's name (os.Args[0]): as kubectl-kustodian, usage reads "kubectl kustodian".
 func NewRoot(streams genericiooptions.IOStreams, invokedAs string) *cobra.Command {
 	use, display := "kustodian-ctl", "kustodian-ctl"
-	if strings.HasPrefix(filepath.Base(invokedAs), PluginName) {
+	if pluginMode(invokedAs) {
 		use, display = "kustodian", "kubectl kustodian"
 	}
 	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
@@ -107,6 +109,9 @@ func NewRoot(streams genericiooptions.IOStreams, invokedAs string) *cobra.Comman
 	// an apply per object, take 400 ms per object after the first five.
 	o.config.WrapConfigFn = func(c *rest.Config) *rest.Config {
 		c.QPS, c.Burst = 50, 100
+		if o.dryRun == dryRunServer {
+			c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return serverDryRun{rt} })
+		}
 		return c
 	}
 	ns := DefaultNamespace
@@ -139,6 +144,10 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newVerifyCommand(o),
 		newUninstallCommand(o),
 		version.NewCommand("kustodian-ctl"),
+		newWaitCommand(o),
 	)
+	if pluginMode(invokedAs) {
+		renameForPlugin(root)
+	}
 	return root
 }

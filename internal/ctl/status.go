@@ -42,7 +42,10 @@ jsonpath, go-template and custom-columns read too; -o name prints node/NAME per 
 		},
 	}
 	out = addOutput(cmd, true)
-	cmd.Flags().BoolVarP(&all, "all", "A", false, "include Idle nodes")
+	cmd.Flags().BoolVar(&all, "all", false, "include Idle nodes")
+	cmd.Flags().BoolVar(&all, "include-idle", false, "include Idle nodes (as --all)")
+	refuseAllNamespaces(cmd)
+	cmd.ValidArgsFunction = o.completeNodes
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the status, print every change as it happens")
 	return cmd
 }

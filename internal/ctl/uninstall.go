@@ -58,16 +58,17 @@ by every installation: it is deleted only when no other namespace has policies.`
 						continue
 					}
 				}
-				what, err := remove(ctx, dyn, objs[i])
+				what, err := remove(ctx, dyn, objs[i], o.dryRun == dryRunClient)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(o.streams.Out, what)
+				fmt.Fprintln(o.streams.Out, what+o.dryRun.suffix())
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "uninstall even while a node holds a lock")
+	addDryRun(cmd, o, "say what would be deleted, delete nothing")
 	return cmd
 }
 
@@ -92,12 +93,18 @@ func policiesElsewhere(ctx context.Context, dyn dynamic.Interface, ns string) ([
 	return out, nil
 }
 
-func remove(ctx context.Context, dyn dynamic.Interface, obj manifests.Object) (string, error) {
+// remove deletes one object and says so; with look, it only looks whether
+// the object is there (a client dry run).
+func remove(ctx context.Context, dyn dynamic.Interface, obj manifests.Object, look bool) (string, error) {
 	ri, m, name, err := target(dyn, obj)
 	if err != nil {
 		return "", err
 	}
-	err = ri.Delete(ctx, m.GetName(), metav1.DeleteOptions{})
+	if look {
+		_, err = ri.Get(ctx, m.GetName(), metav1.GetOptions{})
+	} else {
+		err = ri.Delete(ctx, m.GetName(), metav1.DeleteOptions{})
+	}
 	switch {
 	case err == nil:
 		return name + " deleted", nil

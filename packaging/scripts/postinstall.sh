@@ -23,7 +23,7 @@ if [ "$first" = yes ] && command -v systemctl >/dev/null 2>&1; then
 		systemctl start kustodian.path || echo "kustodian: could not start kustodian.path" >&2
 	fi
 	if [ ! -e /etc/kustodian/kubeconfig ]; then
-		echo "kustodian: this node has no kubeconfig yet. From an admin's machine (not this node: it needs admin credentials), mint it with kustodian-ctl kubeconfig NODE -f NODE.kubeconfig, then copy it here as /etc/kustodian/kubeconfig, mode 0600 (see /usr/share/doc/kustodian/docs/security.md)"
+		echo "kustodian: this node has no kubeconfig yet. From an admin's machine (not this node: it needs admin credentials), mint it with kustodian-ctl kubeconfig NODE --output-file NODE.kubeconfig, then copy it here as /etc/kustodian/kubeconfig, mode 0600 (see /usr/share/doc/kustodian/docs/security.md)"
 	fi
 fi
 exit 0

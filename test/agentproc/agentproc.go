@@ -27,6 +27,14 @@ func (s Spec) RequestFile() string    { return filepath.Join(s.Dir, "maintenance
 func (s Spec) InProgressFile() string { return filepath.Join(s.Dir, "maintenance-in-progress") }
 func (s Spec) LogFile() string        { return filepath.Join(s.Dir, "agent.log") }
 
+// StateDir is the agent's --state-dir.
+func (s Spec) StateDir() string { return filepath.Join(s.Dir, "state") }
+
+// Prepare creates the agent's directories: the state directory is there
+// before the agent starts, as the package's is (the agent refuses a
+// --state-dir that is not: a mistyped path).
+func (s Spec) Prepare() error { return os.MkdirAll(s.StateDir(), 0o700) }
+
 // Args are the agent's command-line arguments: fast heartbeats and retries
 // suit simulated nodes.
 func (s Spec) Args() []string {
@@ -38,7 +46,7 @@ func (s Spec) Args() []string {
 		"--request-file", s.RequestFile(),
 		"--in-progress-file", s.InProgressFile(),
 		"--reboot-sentinel", filepath.Join(s.Dir, "reboot-required"),
-		"--state-dir", filepath.Join(s.Dir, "state"),
+		"--state-dir", s.StateDir(),
 		"--queue-heartbeat", "1s",
 		"--drain-evict-error-retry-delay", "300ms",
 		// Not the kubelet kubeconfig of the machine the tests run on.
@@ -52,9 +60,7 @@ func (s Spec) Args() []string {
 
 // Start starts the agent with its output appended to LogFile.
 func Start(s Spec) (*exec.Cmd, error) {
-	// The state directory is there, as the package's is: the agent
-	// refuses one that is not (a mistyped path).
-	if err := os.MkdirAll(filepath.Join(s.Dir, "state"), 0o700); err != nil {
+	if err := s.Prepare(); err != nil {
 		return nil, err
 	}
 	log, err := os.OpenFile(s.LogFile(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)

@@ -944,7 +944,7 @@ func TestAgentKuredLock(t *testing.T) {
 func runJob(t *testing.T, a *agentProc, args ...string) *exec.Cmd {
 	t.Helper()
 	full := append([]string{"run", "--config", "/dev/null", "--request-file", a.requestFile(),
-		"--in-progress-file", a.inProgressFile(), "--state-dir", a.spec.Dir + "/state",
+		"--in-progress-file", a.inProgressFile(), "--state-dir", a.spec.StateDir(),
 		"--kubeconfig", a.spec.Kubeconfig, "--namespace", a.spec.Namespace, "--node-name", a.node}, args...)
 	return exec.CommandContext(a.env.Ctx, kustodianBinary(t), full...)
 }

@@ -88,6 +88,9 @@ func prepareAgent(t *testing.T, e *cluster.Env, node, kubeconfig string, extra .
 	t.Helper()
 	spec := agentproc.Spec{Binary: kustodianBinary(t), Kubeconfig: kubeconfig, Namespace: e.Namespace,
 		Node: node, Dir: t.TempDir(), Extra: extra}
+	if err := spec.Prepare(); err != nil {
+		t.Fatal(err)
+	}
 	p := &agentProc{t: t, env: e, node: node, dir: spec.Dir, args: spec.Args(), logPath: spec.LogFile(), spec: spec}
 	t.Cleanup(func() {
 		p.kill()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/clientcmd"
@@ -350,4 +352,90 @@ func restrictedKubeconfig(t *testing.T, e *cluster.Env) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// What a script and a kubectl user do with kustodian-ctl against a real API
+// server: kubectl's own plugin completion offers the nodes; a server dry
+// run of install and of pause is checked and kept by nothing; wait follows
+// a node's maintenance to its end, and times out with exit 3.
+func TestCtlScripting(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+
+	// kubectl finds the plugin and its completion on the PATH.
+	k8sBin, err := cluster.BinDir(e.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathDir := t.TempDir()
+	if err := os.Symlink(ctlBinary(t), filepath.Join(pathDir, "kubectl-kustodian")); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(repoFile(t, "packaging/kubectl_complete-kustodian"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pathDir, "kubectl_complete-kustodian"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	complete := exec.CommandContext(e.Ctx, filepath.Join(k8sBin, "kubectl"), "__complete", "kustodian", "--kubeconfig", e.Kubeconfig, "status", "")
+	complete.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
+	out, err := complete.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl __complete kustodian status: %v\n%s", err, out)
+	}
+	for _, n := range nodes {
+		if !regexp.MustCompile(`(?m)^` + n + `$`).Match(out) {
+			t.Errorf("kubectl's completion of kubectl kustodian status lacks node %s:\n%s", n, out)
+		}
+	}
+
+	// A server dry run: the API server checks each write and keeps none.
+	// Before the install (the test's namespace exists, nothing else):
+	vap := "kustodian-agent-" + e.Namespace + "-events"
+	// (with Kured's namespace as the test's install has it)
+	dry := mustCtl(t, e, "install", "--kured-namespace", e.Namespace, "--dry-run=server")
+	if !strings.Contains(dry, "validatingadmissionpolicies "+vap+" created (server dry run)") || !strings.Contains(dry, "nothing was changed (server dry run)") {
+		t.Errorf("install --dry-run=server before the install:\n%s", dry)
+	}
+	if _, err := e.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(e.Ctx, vap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after install --dry-run=server, the policy %s: %v, want not found", vap, err)
+	}
+	a := newAgent(t, e, nodes[0]) // installs Kustodian, mints the node's kubeconfig
+	dry = mustCtl(t, e, "install", "--kured-namespace", e.Namespace, "--dry-run=server")
+	if !strings.Contains(dry, "validatingadmissionpolicies "+vap+" unchanged (server dry run)") ||
+		strings.Contains(dry, " created (server dry run)") || strings.Contains(dry, " configured (server dry run)") {
+		t.Errorf("install --dry-run=server on an install that is up to date:\n%s", dry)
+	}
+	mustCtl(t, e, "pause", "--reason", "dry", "--dry-run=server")
+	if s := mustCtl(t, e, "status", "-o", "jsonpath={.paused}"); s != "false" {
+		t.Errorf("paused %q after pause --dry-run=server", s)
+	}
+
+	// wait --for=done follows a maintenance, started before it was requested.
+	wait := exec.CommandContext(e.Ctx, ctlBinary(t), "--kubeconfig", e.Kubeconfig, "-n", e.Namespace,
+		"wait", nodes[0], "--for=done", "--timeout", "2m")
+	var waitOut strings.Builder
+	wait.Stdout, wait.Stderr = &waitOut, &waitOut
+	if err := wait.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.request("patch")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	a.completes()
+	if err := wait.Wait(); err != nil {
+		t.Errorf("wait --for=done: %v\n%s", err, waitOut.String())
+	}
+	for _, want := range []string{nodes[0] + ": Idle", nodes[0] + ": done"} {
+		if !strings.Contains(waitOut.String(), want) {
+			t.Errorf("wait --for=done output lacks %q:\n%s", want, waitOut.String())
+		}
+	}
+	// Nothing is requested on the other node: --for=maintenance times out.
+	_, err = ctl(t, e, "wait", nodes[1], "--for=maintenance", "--timeout", "3s")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("wait --for=maintenance on an idle node: %v, want exit 3", err)
+	}
 }

@@ -43,7 +43,7 @@ func TestNodeKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "node.kubeconfig")
-	out := mustCtl(t, e, "kubeconfig", nodes[0], "-f", path)
+	out := mustCtl(t, e, "kubeconfig", nodes[0], "--output-file", path)
 	if !strings.Contains(out, "wrote "+path) {
 		t.Errorf("kubeconfig said %q", out)
 	}
@@ -77,13 +77,13 @@ func TestNodeKubeconfig(t *testing.T) {
 
 	// --rotate renews in place: a new token for the same node, the rest kept.
 	before, _ := os.ReadFile(path)
-	if out := mustCtl(t, e, "kubeconfig", nodes[0], "-f", path, "--rotate", "--renew-before", "2000h"); !strings.Contains(out, "not renewed") {
+	if out := mustCtl(t, e, "kubeconfig", nodes[0], "--output-file", path, "--rotate", "--renew-before", "2000h"); !strings.Contains(out, "not renewed") {
 		t.Errorf("--rotate with 90 days left and --renew-before 2000h: %q, want it left alone", out)
 	}
 	if now, _ := os.ReadFile(path); string(now) != string(before) {
 		t.Error("--rotate changed a token it said it left alone")
 	}
-	if out := mustCtl(t, e, "kubeconfig", nodes[0], "-f", path, "--rotate", "--duration", "48h", "--renew-before", "2161h"); !strings.Contains(out, "renewed "+path) {
+	if out := mustCtl(t, e, "kubeconfig", nodes[0], "--output-file", path, "--rotate", "--duration", "48h", "--renew-before", "2161h"); !strings.Contains(out, "renewed "+path) {
 		t.Errorf("--rotate: %q", out)
 	}
 	rotated, err := clientcmd.BuildConfigFromFlags("", path)
@@ -98,7 +98,7 @@ func TestNodeKubeconfig(t *testing.T) {
 	if _, err := kubernetes.NewForConfigOrDie(rotated).AuthenticationV1().SelfSubjectReviews().Create(e.Ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("the renewed token: %v", err)
 	}
-	if out, err := ctl(t, e, "kubeconfig", nodes[1], "-f", path, "--rotate"); err == nil || !strings.Contains(out, "is the kubeconfig of node "+nodes[0]+", not "+nodes[1]) {
+	if out, err := ctl(t, e, "kubeconfig", nodes[1], "--output-file", path, "--rotate"); err == nil || !strings.Contains(out, "is the kubeconfig of node "+nodes[0]+", not "+nodes[1]) {
 		t.Errorf("--rotate for another node: %v %s", err, out)
 	}
 
@@ -115,7 +115,7 @@ func TestNodeKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	insecureCtl := func(extra ...string) (string, error) {
-		out, err := exec.CommandContext(e.Ctx, ctlBinary(t), append([]string{"--kubeconfig", insecureAdmin, "-n", e.Namespace, "kubeconfig", nodes[1], "-f", "-"}, extra...)...).CombinedOutput()
+		out, err := exec.CommandContext(e.Ctx, ctlBinary(t), append([]string{"--kubeconfig", insecureAdmin, "-n", e.Namespace, "kubeconfig", nodes[1]}, extra...)...).CombinedOutput()
 		return string(out), err
 	}
 	if out, err := insecureCtl(); err == nil || !strings.Contains(out, "would skip TLS verification (as the admin's does): give the API server's CA with --certificate-authority FILE") {
@@ -134,10 +134,10 @@ func TestNodeKubeconfig(t *testing.T) {
 	}
 
 	// Errors.
-	if out, err := ctl(t, e, "kubeconfig", "no-such-node", "-f", "-"); err == nil || !strings.Contains(out, `node "no-such-node" not found`) {
+	if out, err := ctl(t, e, "kubeconfig", "no-such-node"); err == nil || !strings.Contains(out, `node "no-such-node" not found`) {
 		t.Errorf("unknown node: %v %s", err, out)
 	}
-	bare := exec.CommandContext(e.Ctx, ctlBinary(t), "--kubeconfig", e.Kubeconfig, "-n", "default", "kubeconfig", nodes[0], "-f", "-")
+	bare := exec.CommandContext(e.Ctx, ctlBinary(t), "--kubeconfig", e.Kubeconfig, "-n", "default", "kubeconfig", nodes[0])
 	if out, err := bare.CombinedOutput(); err == nil || !strings.Contains(string(out), "no ServiceAccount kustodian-agent in namespace default") {
 		t.Errorf("namespace without the ServiceAccount: %v %s", err, out)
 	}
@@ -180,7 +180,7 @@ func TestInstallThenNodeScopedCycle(t *testing.T) {
 	}
 
 	path := filepath.Join(t.TempDir(), "node.kubeconfig")
-	mustCtl(t, e, "kubeconfig", nodes[0], "-f", path)
+	mustCtl(t, e, "kubeconfig", nodes[0], "--output-file", path)
 	e.Cordon(nodes[1])
 	e.Deployment("web", 4)
 	e.PDB("web", "web", 3)

@@ -364,7 +364,7 @@ func TestSecurityAgentWarnsBeforeItsTokenExpires(t *testing.T) {
 	node := e.Nodes(1)[0]
 	nodecreds.Install(e, e.Namespace)
 	path := filepath.Join(t.TempDir(), "short.kubeconfig")
-	mustCtl(t, e, "kubeconfig", node, "-f", path, "--duration", "240h")
+	mustCtl(t, e, "kubeconfig", node, "--output-file", path, "--duration", "240h")
 	a := newAgent(t, e, node, "--kubeconfig", path)
 	a.notify = listenNotify(t)
 	a.request("patch")

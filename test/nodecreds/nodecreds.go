@@ -55,7 +55,7 @@ func (c Ctl) Install(ctx context.Context, kuredNamespace string, extra ...string
 
 // NodeKubeconfig writes node's own kubeconfig to path.
 func (c Ctl) NodeKubeconfig(ctx context.Context, node, path string) error {
-	if out, err := c.Run(ctx, "kubeconfig", node, "-f", path); err != nil {
+	if out, err := c.Run(ctx, "kubeconfig", node, "--output-file", path); err != nil {
 		return fmt.Errorf("kustodian-ctl kubeconfig %s: %w\n%s", node, err, out)
 	}
 	return nil

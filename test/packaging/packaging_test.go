@@ -48,6 +48,7 @@ var (
 	ctlFiles = []string{
 		"/usr/bin/kustodian-ctl",
 		"/usr/bin/kubectl-kustodian",
+		"/usr/bin/kubectl_complete-kustodian",
 		"/usr/share/man/man1/kustodian-ctl.1.gz",
 		"/usr/share/man/man1/kustodian-ctl-status.1.gz",
 		"/usr/share/man/man1/kubectl-kustodian.1.gz",

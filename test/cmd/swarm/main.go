@@ -43,6 +43,10 @@ func main() {
 	for _, node := range strings.Split(nodes, ",") {
 		s := agentproc.Spec{Namespace: ns, Node: node, Dir: filepath.Join(workdir, ns, node), Extra: append([]string{"--stay"}, extra...)}
 		s.Kubeconfig = filepath.Join(s.Dir, "kubeconfig")
+		if err := s.Prepare(); err != nil {
+			fmt.Fprintf(os.Stderr, "swarm: %v\n", err)
+			os.Exit(1)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
