@@ -32,6 +32,7 @@ func jobStore(stateDir string) jobs.Store { return jobs.Store{Dir: filepath.Join
 func newRunCommand() *cobra.Command {
 	var id, reboot string
 	var wait bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run [--id ID] [--reboot auto|never] [--wait] -- CMD [ARGS...]",
 		Short: "Submit a maintenance job: the agent runs it once this node's turn comes",
@@ -49,13 +50,19 @@ same command), it is not submitted again; run prints its state and exits 0
 once it succeeded and the node is given back, with the job's exit code once
 it failed (1 for a job's own 75 or 76), 75 while it is pending or running, and
 76 when it is pending behind a lock that a Failed node holds (--wait follows it
-instead). Automation polls it that way, across the job's reboots.`,
+instead). Automation polls it that way, across the job's reboots.
+
+--wait prints a line at each change of the job's state and, while it is
+pending, of why (the agent's place in the queue, the gates that hold it, the
+API server unreachable); it exits 76 as soon as the job is blocked behind a
+Failed node, and with --timeout D, 75 when the job is still going after D.`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	cf := addConfigFlags(cmd.Flags())
 	cmd.Flags().StringVar(&id, "id", "", "the job's ID (default: job-<time>)")
 	cmd.Flags().StringVar(&reboot, "reboot", jobs.RebootAuto, "reboot when the job leaves the reboot sentinel: auto or never")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the job to end and exit with its exit code")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --wait: exit 75 when the job is still going after this long (0: wait for its end)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg, err := cf.load()
 		if err != nil {
@@ -64,14 +71,17 @@ instead). Automation polls it that way, across the job's reboots.`,
 		if reboot != jobs.RebootAuto && reboot != jobs.RebootNever {
 			return fmt.Errorf("--reboot %q: use auto or never", reboot)
 		}
+		if timeout < 0 || (timeout > 0 && !wait) {
+			return fmt.Errorf("--timeout %s: give a positive duration, with --wait", timeout)
+		}
 		store := jobStore(cfg.StateDir)
+		f := follower{store: store, request: cfg.RequestFile, out: cmd.OutOrStdout(), timeout: timeout,
+			pending: func(ctx context.Context) (string, string) { return whyPending(ctx, cfg, time.Now()) }}
 		if id == "" {
 			id = "job-" + time.Now().UTC().Format("20060102-150405")
 		} else if existing, err := store.Get(id); err == nil {
 			// Submitted before (a re-run of a playbook): report, or follow, it.
-			return followExisting(cmd.Context(), store, existing, args, cfg.RequestFile, wait, cmd.OutOrStdout(), func(ctx context.Context) (string, string) {
-				return whyPending(ctx, cfg, time.Now())
-			})
+			return f.existing(cmd.Context(), existing, args, wait)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
@@ -90,7 +100,7 @@ instead). Automation polls it that way, across the job's reboots.`,
 		if !wait {
 			return nil
 		}
-		return waitJob(cmd.Context(), store, id, cfg.RequestFile, cmd.OutOrStdout())
+		return f.wait(cmd.Context(), id)
 	}
 	return cmd
 }
@@ -170,33 +180,54 @@ func agentView(d metrics.Data, at, now time.Time) string {
 	return s
 }
 
-// followExisting reports a job submitted before under the same ID instead
-// of submitting it again: exit 0 once it succeeded and the node is given
-// back, its exit code once it failed, ExitPending meanwhile (or, with
-// --wait, follows it to its end).
-func followExisting(ctx context.Context, store jobs.Store, j *jobs.Job, args []string, request string, wait bool, out io.Writer, pending func(context.Context) (why, blocked string)) error {
+// follower reports and follows a managed job.
+type follower struct {
+	store   jobs.Store
+	request string
+	out     io.Writer
+	timeout time.Duration // of wait; 0: none
+	// pending says why a pending job has not run, and blocked, when it
+	// cannot run until an admin steps in.
+	pending func(context.Context) (why, blocked string)
+}
+
+// existing reports a job submitted before under the same ID instead of
+// submitting it again: exit 0 once it succeeded and the node is given
+// back, its exit code once it failed, ExitPending meanwhile (ExitBlocked
+// behind a Failed node); with wait, follows it to its end.
+func (f follower) existing(ctx context.Context, j *jobs.Job, args []string, wait bool) error {
 	if strings.Join(j.Command, "\x00") != strings.Join(args, "\x00") {
 		return fmt.Errorf("job %s exists already with another command (%s); choose another --id", j.ID, strings.Join(j.Command, " "))
 	}
 	if wait {
-		return waitJob(ctx, store, j.ID, request, out)
+		return f.wait(ctx, j.ID)
 	}
-	fmt.Fprintln(out, j.Summary())
-	if ended, err := jobEnded(j, request); ended {
+	fmt.Fprintln(f.out, j.Summary())
+	if ended, err := jobEnded(j, f.request); ended {
 		return err
 	}
 	if j.State == jobs.Pending {
-		why, blocked := pending(ctx)
-		if blocked != "" {
-			fmt.Fprintln(out, "blocked: "+blocked+"; the job runs once an admin repairs that node or releases its lock (kustodian-ctl release)")
-			return exitCode(ExitBlocked)
-		}
-		if why != "" {
-			fmt.Fprintln(out, "pending: "+why)
+		if err := f.explain(ctx, new(string)); err != nil {
+			return err
 		}
 	}
-	fmt.Fprintln(out, "not done yet")
+	fmt.Fprintln(f.out, "not done yet")
 	return exitCode(ExitPending)
+}
+
+// explain prints why the pending job has not run, when that changed from
+// *last, and returns ExitBlocked when it is blocked.
+func (f follower) explain(ctx context.Context, last *string) error {
+	why, blocked := f.pending(ctx)
+	if blocked != "" {
+		fmt.Fprintln(f.out, "blocked: "+blocked+"; the job runs once an admin repairs that node or releases its lock (kustodian-ctl release)")
+		return exitCode(ExitBlocked)
+	}
+	if why != "" && why != *last {
+		fmt.Fprintln(f.out, "pending: "+why)
+	}
+	*last = why
+	return nil
 }
 
 // jobEnded tells whether a job has ended for good: failed (err is its exit
@@ -230,35 +261,60 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("the job exited %d", int(e)) }
 
-// waitJob follows a job until it has ended (jobEnded) and returns nil for
-// a success, the job's exit code (an exitCode) for a failure.
-func waitJob(ctx context.Context, store jobs.Store, id, request string, out io.Writer) error {
+// explainEvery is how often wait asks again why a pending job waits.
+var explainEvery = 15 * time.Second
+
+// wait follows a job until it has ended (jobEnded), printing its state at
+// each change and, while it is pending, why: nil for a success, the job's
+// exit code (an exitCode) for a failure, ExitBlocked as soon as it is
+// blocked, ExitPending at the timeout.
+func (f follower) wait(ctx context.Context, id string) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	for _, dir := range []string{store.Dir, filepath.Dir(request)} {
+	for _, dir := range []string{f.store.Dir, filepath.Dir(f.request)} {
 		if err := w.Add(dir); err != nil {
 			return err
 		}
 	}
-	last := ""
+	var deadline <-chan time.Time
+	if f.timeout > 0 {
+		t := time.NewTimer(f.timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	ask := time.NewTicker(explainEvery)
+	defer ask.Stop()
+	last, lastWhy := "", ""
+	explain := true
 	for {
-		j, err := store.Get(id)
+		j, err := f.store.Get(id)
 		if err != nil {
 			return err
 		}
 		if s := j.Summary(); s != last {
-			fmt.Fprintln(out, s)
+			fmt.Fprintln(f.out, s)
 			last = s
 		}
-		if ended, err := jobEnded(j, request); ended {
+		if ended, err := jobEnded(j, f.request); ended {
 			return err
 		}
+		if j.State == jobs.Pending && explain {
+			if err := f.explain(ctx, &lastWhy); err != nil {
+				return err
+			}
+		}
+		explain = false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-deadline:
+			fmt.Fprintf(f.out, "job %s not done after %s\n", id, f.timeout)
+			return exitCode(ExitPending)
+		case <-ask.C:
+			explain = true
 		case <-w.Events:
 		case err := <-w.Errors:
 			return err

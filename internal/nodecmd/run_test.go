@@ -86,7 +86,8 @@ func TestFollowExistingSaysWhy(t *testing.T) {
 		{"", "node-2 holds lock-default-0 and Failed: job exited 3", ExitBlocked, "blocked: node-2 holds lock-default-0 and Failed: job exited 3; "},
 	} {
 		var out bytes.Buffer
-		err := followExisting(context.Background(), store, j, j.Command, request, false, &out, func(context.Context) (string, string) { return tc.why, tc.blocked })
+		f := follower{store: store, request: request, out: &out, pending: func(context.Context) (string, string) { return tc.why, tc.blocked }}
+		err := f.existing(context.Background(), j, j.Command, false)
 		var code exitCode
 		if !errors.As(err, &code) || int(code) != tc.code {
 			t.Errorf("exit %v, want %d", err, tc.code)
@@ -94,5 +95,50 @@ func TestFollowExistingSaysWhy(t *testing.T) {
 		if !strings.Contains(out.String(), tc.want) {
 			t.Errorf("output\n%s\nlacks %q", out.String(), tc.want)
 		}
+	}
+}
+
+// --wait prints why a pending job waits, exits 76 once it is blocked, 75
+// at --timeout, and 0 once it succeeded and the node is given back.
+func TestWaitJob(t *testing.T) {
+	dir := t.TempDir()
+	store := jobs.Store{Dir: filepath.Join(dir, "jobs")}
+	request := filepath.Join(dir, "maintenance-required")
+	if err := store.Create(&jobs.Job{ID: "patch", Command: []string{"/bin/true"}, State: jobs.Pending}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, why, blocked string
+		code               int
+		want               string
+	}{
+		{"timeout", "the agent: Waiting, position 2 in its queue", "", ExitPending, "pending: the agent: Waiting, position 2 in its queue\njob patch not done after 200ms\n"},
+		{"blocked", "", "node-2 holds lock-default-0 and Failed: exit 3", ExitBlocked, "blocked: node-2 holds lock-default-0 and Failed: exit 3"},
+	} {
+		var out bytes.Buffer
+		f := follower{store: store, request: request, out: &out, timeout: 200 * time.Millisecond,
+			pending: func(context.Context) (string, string) { return tc.why, tc.blocked }}
+		err := f.wait(context.Background(), "patch")
+		var code exitCode
+		if !errors.As(err, &code) || int(code) != tc.code {
+			t.Errorf("%s: %v, want exit %d", tc.name, err, tc.code)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%s: output\n%s\nlacks %q", tc.name, out.String(), tc.want)
+		}
+	}
+	j, err := store.Get("patch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	j.State, j.ExitCode = jobs.Succeeded, &code
+	if err := store.Save(j); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	f := follower{store: store, request: request, out: &out, pending: func(context.Context) (string, string) { return "", "" }}
+	if err := f.wait(context.Background(), "patch"); err != nil {
+		t.Errorf("a succeeded job: %v\n%s", err, out.String())
 	}
 }
