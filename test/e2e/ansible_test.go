@@ -119,8 +119,16 @@ func playbook(t *testing.T, inventory, name string, extra ...string) string {
 
 func runPlaybook(t *testing.T, inventory, name string, extra ...string) (string, error) {
 	t.Helper()
+	return runPlaybookIn(t, "", inventory, name, extra...)
+}
+
+// runPlaybookIn runs ansible-playbook in dir (the test's own directory when
+// "").
+func runPlaybookIn(t *testing.T, dir, inventory, name string, extra ...string) (string, error) {
+	t.Helper()
 	args := append([]string{"-i", inventory, filepath.Join(dist.RepoRoot(t), "ansible", name)}, extra...)
 	cmd := exec.Command("ansible-playbook", args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"ANSIBLE_HOST_KEY_CHECKING=False",
 		"ANSIBLE_SSH_ARGS=-o ControlMaster=auto -o ControlPersist=30s -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no",
@@ -128,12 +136,16 @@ func runPlaybook(t *testing.T, inventory, name string, extra ...string) (string,
 		"ANSIBLE_NOCOLOR=1",
 		"ANSIBLE_RETRY_FILES_ENABLED=False",
 		"ANSIBLE_LOCAL_TEMP="+t.TempDir(),
+		"ANSIBLE_CONFIG="+filepath.Join(dist.RepoRoot(t), "ansible", "ansible.cfg"),
 	)
+	if dir != "" {
+		cmd.Env = append(cmd.Env, "PWD="+dir) // as a shell sets it
+	}
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	shown := string(out)
 	if err == nil {
-		shown = lastLinesOf(shown, 40)
+		shown = lastLinesOf(shown, 80)
 	}
 	t.Logf("ansible-playbook %s (%s):\n%s", name, time.Since(start).Round(100*time.Millisecond), shown)
 	return string(out), err
@@ -147,11 +159,15 @@ func lastLinesOf(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Three Debian hosts with sshd: the role installs the package and each
-// node's own kubeconfig, rollout.yml rolls examples/upgrade-package.sh
-// (which needs a reboot) across them, canary first, one node at a time;
-// then a newer package build installed while idle keeps the configuration,
-// and a purge leaves nothing running.
+// Three Debian hosts with sshd, in an inventory that lists the control
+// plane first: the role installs the package and each node's own
+// kubeconfig (and shows why when it cannot mint one, and refuses a
+// configuration with a typo); rollout.yml rolls
+// examples/upgrade-package.sh (which needs a reboot) across the workers
+// (--limit workers), the first worker as the canary, one node at a time;
+// --check and a relative script from another directory; a rollout with
+// fewer forks than nodes; then a newer package build installed while idle
+// keeps the configuration, and a purge leaves nothing running.
 func TestAnsibleRollout(t *testing.T) {
 	e := cluster.New(t)
 	nodecreds.Install(e, e.Namespace) // the cluster side, once: kustodian-ctl install
@@ -163,8 +179,9 @@ func TestAnsibleRollout(t *testing.T) {
 
 	var hosts []*host
 	var inventory strings.Builder
-	inventory.WriteString("[nodes]\n")
 	for i := range 3 {
+		// The control plane first, as inventories have it.
+		inventory.WriteString([]string{"[control_plane]\n", "[workers]\n", ""}[i])
 		h := newBareHost(t, e, i)
 		t.Cleanup(h.KeepBooting(t.Logf)) // the example's reboots
 		hosts = append(hosts, h)
@@ -177,6 +194,10 @@ func TestAnsibleRollout(t *testing.T) {
 		fmt.Fprintf(&inventory, "%s ansible_host=127.0.0.1 ansible_port=%d ansible_user=root ansible_ssh_private_key_file=%s\n", h.Name, port, key)
 	}
 	fmt.Fprintf(&inventory, `
+[nodes:children]
+control_plane
+workers
+
 [nodes:vars]
 kustodian_package_file=%s
 kustodian_ctl=%s
@@ -189,7 +210,12 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 		t.Fatal(err)
 	}
 
-	// The role.
+	// The role. A node whose inventory name is not its Node's: the mint's
+	// refusal is shown, with its reason.
+	out, err := runPlaybook(t, inv, "site.yml", "--limit", hosts[0].Name, "-e", "kustodian_node_name=no-such-node", "-e", "kustodian_rounds=1")
+	if err == nil || !strings.Contains(out, `mint the kubeconfig: kustodian-ctl: node "no-such-node" not found`) || strings.Contains(out, "no_log") {
+		t.Errorf("site.yml with a wrong node name: %v; the output does not show why the mint failed", err)
+	}
 	playbook(t, inv, "site.yml")
 	configs := map[string]string{}
 	for _, h := range hosts {
@@ -204,17 +230,60 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 		}
 		configs[h.Name] = string(b)
 	}
+	// A typo in kustodian_config: kustodian config check refuses it before
+	// it replaces the node's configuration.
+	out, err = runPlaybook(t, inv, "site.yml", "--limit", hosts[0].Name, "--tags", "config", "-e", `{"kustodian_config": {"drain": {"timout": "5m"}}}`, "-e", "kustodian_rounds=1")
+	if err == nil || !strings.Contains(out, `unknown key "drain.timout"; did you mean drain.timeout?`) {
+		t.Errorf("site.yml with a typo in kustodian_config: %v; the output does not show the check's refusal", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(hosts[0].Dir, "etc/kustodian/config.yaml")); string(b) != configs[hosts[0].Name] {
+		t.Errorf("%s: a configuration with a typo replaced the good one:\n%s", hosts[0].Name, b)
+	}
+
+	// --check, and a script named relative to the directory
+	// ansible-playbook runs in (not the playbook's).
+	failing := filepath.Join(dir, "failing.sh")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'E: the mirror is unreachable' >&2\nexit 4\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runPlaybookIn(t, dir, inv, "rollout.yml", "--check", "-e", "rollout_script=failing.sh", "-e", "rollout_id=checked")
+	want := fmt.Sprintf("check mode, nothing is done: job checked runs %s from /var/lib/kustodian/rollout/checked on 3 nodes: canary %s alone, then %s, %s",
+		failing, hosts[1].Name, hosts[0].Name, hosts[2].Name)
+	if err != nil || !strings.Contains(out, want) {
+		t.Errorf("rollout.yml --check: %v; the output lacks %q", err, want)
+	}
+	for _, h := range hosts {
+		if h.exists("/var/lib/kustodian/jobs/checked.json") || h.exists("/var/lib/kustodian/rollout/checked") {
+			t.Errorf("%s: rollout.yml --check submitted or copied something", h.Name)
+		}
+	}
+	out, err = runPlaybookIn(t, dir, inv, "rollout.yml", "-e", "rollout_script=./nope.sh")
+	if err == nil || !strings.Contains(out, "not a file on the controller: "+filepath.Join(dir, "nope.sh")) {
+		t.Errorf("rollout.yml with a missing relative script: %v; the output does not name the path tried", err)
+	}
 
 	// The rollout.
 	tl := recordTimeline(t, e)
 	const id = "upgrade-example"
-	out := playbook(t, inv, "rollout.yml", "-e", "rollout_script="+filepath.Join(dist.RepoRoot(t), "examples", "upgrade-package.sh"),
+	out = playbook(t, inv, "rollout.yml", "--limit", "workers", "-e", "rollout_script="+filepath.Join(dist.RepoRoot(t), "examples", "upgrade-package.sh"),
 		"-e", "rollout_id="+id, "-e", fmt.Sprintf(`{"rollout_files": [%q], "rollout_args": ["/var/lib/kustodian/rollout/%s/%s"]}`, v2, id, filepath.Base(v2)))
 	if !strings.Contains(out, "failed=0") {
 		t.Errorf("the rollout reported failures")
 	}
+	for _, want := range []string{"canary " + hosts[1].Name + " alone, then " + hosts[2].Name + ",", hosts[1].Name + ": succeeded (job " + id, hosts[2].Name + ": succeeded (job " + id} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the rollout's output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "FAILED - RETRYING") {
+		t.Errorf("the rollout printed retry lines while following its jobs")
+	}
+	// The control-plane node is not in the run (--limit workers).
+	if got := strings.TrimSpace(hosts[0].run("dpkg-query", "--show", "--showformat", "${Version}", "kustodian-example")); got != "1.0" || hosts[0].exists("/var/lib/kustodian/jobs/"+id+".json") {
+		t.Errorf("%s (control plane, not in --limit workers): kustodian-example %s, or its job exists", hosts[0].Name, got)
+	}
 	var names []string
-	for _, h := range hosts {
+	for _, h := range hosts[1:] {
 		names = append(names, h.Name)
 		if got := strings.TrimSpace(h.run("dpkg-query", "--show", "--showformat", "${Version}", "kustodian-example")); got != "2.0" {
 			t.Errorf("%s: kustodian-example %s, want 2.0", h.Name, got)
@@ -230,13 +299,13 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 	if err := tl.CheckExclusive(1); err != nil {
 		t.Error(err)
 	}
-	// The canary was done before any other node asked.
+	// The canary (the first worker) was done before any other node asked.
 	var canaryDone, othersFirst time.Time
 	for _, tr := range tl.Transitions() {
 		switch {
-		case tr.Node == names[0] && tr.State == lock.Idle:
+		case tr.Node == hosts[1].Name && tr.State == lock.Idle:
 			canaryDone = tr.At
-		case tr.Node != names[0] && othersFirst.IsZero() && tr.State != lock.Idle:
+		case tr.Node != hosts[1].Name && othersFirst.IsZero() && tr.State != lock.Idle:
 			othersFirst = tr.At
 		}
 	}
@@ -246,6 +315,26 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 	t.Logf("timeline:\n%s", tl)
 
 	rolloutWithRebootsDuringPolls(t, e, hosts, inv, dir)
+	if err := tl.CheckExclusive(1); err != nil {
+		t.Error(err)
+	}
+
+	// One fork for the two nodes after the canary: the plan says so, the
+	// nodes are followed in turn, and the rollout ends as it would with
+	// more.
+	quick := filepath.Join(dir, "quick.sh")
+	if err := os.WriteFile(quick, []byte("#!/bin/sh\necho patched\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out = playbook(t, inv, "rollout.yml", "-f", "1", "-e", "rollout_script="+quick, "-e", "rollout_id=one-fork")
+	if !strings.Contains(out, "Only 1 forks (-f) for 2 nodes after the canary") {
+		t.Errorf("the plan does not say that the forks are fewer than the nodes")
+	}
+	for _, h := range hosts {
+		if !strings.Contains(out, h.Name+": succeeded (job one-fork (run 1): succeeded, exit 0") {
+			t.Errorf("%s: the report of the rollout with one fork does not say it succeeded", h.Name)
+		}
+	}
 	if err := tl.CheckExclusive(1); err != nil {
 		t.Error(err)
 	}
@@ -308,11 +397,7 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 	// A script that fails: its node stays Failed with the lock, and the
 	// playbook stops for every node at once (the others are blocked behind
 	// it), reporting the failure, instead of waiting for rollout_timeout.
-	failing := filepath.Join(dir, "failing.sh")
-	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'E: the mirror is unreachable' >&2\nexit 4\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out, err := runPlaybook(t, inv, "rollout.yml", "-e", "rollout_script="+failing, "-e", "rollout_id=failing", "-e", "rollout_canary=false", "-e", "rollout_timeout=900")
+	out, err = runPlaybook(t, inv, "rollout.yml", "-e", "rollout_script="+failing, "-e", "rollout_id=failing", "-e", "rollout_canary=false", "-e", "rollout_timeout=900")
 	if err == nil {
 		t.Fatal("the failing rollout succeeded")
 	}
@@ -341,26 +426,32 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 }
 
 // pollWrapper stands in front of the real kustodian on the hosts for
-// rolloutWithRebootsDuringPolls: rollout.yml's polls of the job
-// reboot-during-polls, while the job runs (in-progress exists), take 20 s
-// and leave a marker meanwhile, so the job can time its reboot to land in
-// one. Each poll logs its start and end with the boot's ID: a start
-// without an end is a poll that a reboot cut.
+// rolloutWithRebootsDuringPolls: while rollout.yml follows the job
+// reboot-during-polls (kustodian run --id ... --wait), a marker exists, so
+// the job can time its reboot to land in a follow. Each follow logs its
+// start and end with the boot's ID: a start without an end is a follow
+// that a reboot cut.
 const pollWrapper = `#!/bin/sh
-if [ "$1 $2 $3" = "run --id reboot-during-polls" ] && [ -e /var/maintenance-in-progress ]; then
-	boot=$(cat /proc/sys/kernel/random/boot_id)
-	mkdir -p /run/kustodian-test /var/lib/kustodian-test
-	echo "start $boot $$" >> /var/lib/kustodian-test/polls
-	touch /run/kustodian-test/poll
-	sleep 20
-	rm -f /run/kustodian-test/poll
-	echo "end $boot $$" >> /var/lib/kustodian-test/polls
-fi
+case " $* " in
+*" --wait "*)
+	if [ "$1 $2 $3" = "run --id reboot-during-polls" ]; then
+		boot=$(cat /proc/sys/kernel/random/boot_id)
+		mkdir -p /run/kustodian-test /var/lib/kustodian-test
+		echo "start $boot $$" >> /var/lib/kustodian-test/polls
+		touch /run/kustodian-test/poll
+		/usr/bin/kustodian "$@"
+		rc=$?
+		rm -f /run/kustodian-test/poll
+		echo "end $boot $$" >> /var/lib/kustodian-test/polls
+		exit $rc
+	fi
+	;;
+esac
 exec /usr/bin/kustodian "$@"
 `
 
 // rebootsDuringPolls is the job's script: it needs two reboots, and asks
-// for each one only while a poll of rollout.yml is running on its node.
+// for each one only while rollout.yml follows it on its node.
 const rebootsDuringPolls = `#!/bin/sh
 set -eu
 count=/var/lib/kustodian-test/reboots
@@ -380,10 +471,10 @@ touch /run/reboot-required
 echo "reboot $((n + 1)), while a poll runs"
 `
 
-// A job whose reboots land while rollout.yml is polling it, for certain:
-// every node reboots twice, each time in the middle of a poll. The
-// rollout must wait for the node to come back and ask again, and end
-// with every job done.
+// A job whose reboots land while rollout.yml is following it, for
+// certain: every node reboots twice, each time in the middle of a follow.
+// The rollout must wait for the node to come back and follow again, and
+// end with every job done.
 func rolloutWithRebootsDuringPolls(t *testing.T, e *cluster.Env, hosts []*host, inv, dir string) {
 	t.Helper()
 	for _, h := range hosts {
@@ -412,7 +503,7 @@ func rolloutWithRebootsDuringPolls(t *testing.T, e *cluster.Env, hosts []*host, 
 	out := playbook(t, inv, "rollout.yml", "-e", "rollout_script="+script, "-e", "rollout_id="+id, "-e", "rollout_timeout=900")
 	for _, h := range hosts {
 		// The playbook saw each reboot cut a round short, and carried on.
-		cut := regexp.MustCompile(`\[` + regexp.QuoteMeta(h.Name) + `\] => \{\s*"msg": "round \d+ cut short: `)
+		cut := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(h.Name) + `: round \d+ cut short: `)
 		if n := len(cut.FindAllString(out, -1)); n < 2 {
 			t.Errorf("%s: %d rounds cut short in the playbook's output, want one per reboot (2)", h.Name, n)
 		}
