@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/status"
 )
@@ -227,34 +229,33 @@ func TestPluginMode(t *testing.T) {
 }
 
 func TestWaitConditions(t *testing.T) {
-	since := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	before, after := since.Add(-time.Minute), since.Add(time.Minute)
+	at := time.Date(2026, 11, 25, 10, 1, 0, 0, time.UTC)
+	ok := &history.Entry{Ended: at, Result: history.Succeeded}
+	bad := &history.Entry{Ended: at, Result: history.Failed}
 	for _, tc := range []struct {
 		state lock.State
 		cond  string
-		ended time.Time
-		busy  bool
+		ended *history.Entry // the last since --since
 		want  bool
 	}{
-		{lock.Idle, forIdle, time.Time{}, false, true},
-		{lock.Waiting, forIdle, time.Time{}, false, false},
-		{lock.Waiting, forWaiting, time.Time{}, false, true},
-		{lock.Draining, forWaiting, time.Time{}, false, true},
-		{lock.Idle, forWaiting, after, false, false},
-		{lock.Draining, forMaintenance, time.Time{}, false, false},
-		{lock.InMaintenance, forMaintenance, time.Time{}, false, true},
-		{lock.Rebooting, forMaintenance, time.Time{}, false, true},
-		{lock.Idle, forMaintenance, after, false, true}, // a quick one, missed between polls
-		{lock.Idle, forMaintenance, before, false, false},
-		{lock.Idle, forDone, time.Time{}, false, false}, // not picked up yet
-		{lock.Idle, forDone, before, false, false},
-		{lock.Idle, forDone, after, false, true},
-		{lock.Idle, forDone, time.Time{}, true, true}, // seen busy, back
-		{lock.InMaintenance, forDone, after, true, false},
+		{lock.Idle, forIdle, nil, true},
+		{lock.Waiting, forIdle, nil, false},
+		{lock.Waiting, forWaiting, nil, true},
+		{lock.Draining, forWaiting, nil, true},
+		{lock.Idle, forWaiting, ok, false},
+		{lock.Draining, forMaintenance, nil, false},
+		{lock.InMaintenance, forMaintenance, nil, true},
+		{lock.Rebooting, forMaintenance, nil, true},
+		{lock.Idle, forMaintenance, ok, true}, // a quick one, missed between polls
+		{lock.Idle, forMaintenance, bad, false},
+		{lock.Idle, forDone, nil, false}, // not picked up yet, or withdrawn
+		{lock.Idle, forDone, ok, true},
+		{lock.Idle, forDone, bad, false}, // repaired, not done
+		{lock.InMaintenance, forDone, ok, false},
 	} {
-		got, verdict := meets(status.Node{Name: "n", State: tc.state}, tc.cond, tc.ended, since, tc.busy)
+		got, verdict := meets(status.Node{Name: "n", State: tc.state}, tc.cond, tc.ended)
 		if got != tc.want {
-			t.Errorf("%s --for=%s (ended %v, busy %v): %v (%s), want %v", tc.state, tc.cond, tc.ended, tc.busy, got, verdict, tc.want)
+			t.Errorf("%s --for=%s (ended %+v): %v (%s), want %v", tc.state, tc.cond, tc.ended, got, verdict, tc.want)
 		}
 	}
 }
@@ -270,6 +271,9 @@ func TestWaitExitCodes(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kustodian"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Unschedulable: true}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}},
+		// Repaired after a failure: Idle, its last maintenance failed.
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n4", Annotations: map[string]string{
+			history.Annotation: history.Append("", history.Entry{Requested: now, Ended: now.Add(time.Second), Result: history.Failed, Message: "job patch exited 3"})}}},
 		&failed,
 	)
 	r := status.Reader{Client: client, Namespace: "kustodian"}
@@ -285,6 +289,8 @@ func TestWaitExitCodes(t *testing.T) {
 		{[]string{"n2", "n1"}, forDone, ExitFailed, "node n1 is Failed: job patch exited 3"},
 		{[]string{"n2"}, forWaiting, ExitTimeout, "timed out waiting for --for=waiting; last seen: n2: Idle"},
 		{[]string{"n3"}, forIdle, 1, `node "n3" not found`},
+		{[]string{"n4"}, forDone, ExitFailed, "the maintenance of node n4 that ended"},
+		{[]string{"n4"}, forIdle, 0, "n4: Idle"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		var out bytes.Buffer
@@ -296,5 +302,12 @@ func TestWaitExitCodes(t *testing.T) {
 		if got := out.String() + fmt.Sprint(err); !strings.Contains(got, tc.want) {
 			t.Errorf("wait %v --for=%s said %q, want %q", tc.nodes, tc.cond, got, tc.want)
 		}
+	}
+	// Interrupted (Ctrl-C cancels the context): not a timeout.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	err := waitFor(ctx, r, []string{"n2"}, forWaiting, now, io.Discard)
+	if code := ExitCode(err); code != 1 || !strings.Contains(fmt.Sprint(err), "interrupted") {
+		t.Errorf("an interrupted wait: exit %d (%v), want 1", code, err)
 	}
 }

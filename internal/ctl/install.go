@@ -11,11 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/manifests"
@@ -71,13 +73,19 @@ keeps nothing) and says what each would do.`,
 			}
 			server := o.dryRun == dryRunServer
 			for _, obj := range objs {
-				what, err := apply(cmd.Context(), dyn, obj, server)
-				if server && apierrors.IsNotFound(err) {
-					// A dry run creates no namespace, so what goes in it
-					// cannot be checked before the namespace exists.
-					fmt.Fprintf(o.streams.Out, "%s not checked (server dry run): %v\n", obj.Resource.Resource, err)
-					continue
+				if server {
+					// A dry run creates no namespace, so what goes in one
+					// that does not exist yet cannot be checked.
+					if ns := objectNamespace(obj); ns != "" {
+						if missing, err := namespaceMissing(cmd.Context(), client, ns); err != nil {
+							return err
+						} else if missing {
+							fmt.Fprintf(o.streams.Out, "%s in %s not checked (server dry run): namespace %s does not exist yet\n", obj.Resource.Resource, ns, ns)
+							continue
+						}
+					}
 				}
+				what, err := apply(cmd.Context(), dyn, obj, server)
 				if err != nil {
 					return err
 				}
@@ -106,6 +114,29 @@ keeps nothing) and says what each would do.`,
 	cmd.Flags().IntVar(&maxLeases, "max-leases", manifests.DefaultMaxLeases, "the namespace's quota of Leases (a record per node in maintenance, the locks of every group); -1: none")
 	cmd.Flags().BoolVar(&kubeletEvictions, "kubelet-evictions", false, "give the agents no right to evict: each evicts its node's pods with the kubelet's kubeconfig (agent key drain.kubeletKubeconfig), which the API server holds to that node's own pods; agents without one refuse to start")
 	return cmd
+}
+
+// objectNamespace is the namespace an object goes in ("" for a cluster-wide
+// one).
+func objectNamespace(obj manifests.Object) string {
+	m, err := meta.Accessor(obj.Object)
+	if err != nil {
+		return ""
+	}
+	return m.GetNamespace()
+}
+
+// namespaceMissing tells whether ns does not exist.
+func namespaceMissing(ctx context.Context, client kubernetes.Interface, ns string) (bool, error) {
+	_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return false, nil
+	case apierrors.IsNotFound(err):
+		return true, nil
+	default:
+		return false, status.Explain(err, "get", "namespaces", "")
+	}
 }
 
 func printManifests(w io.Writer, objs []manifests.Object) error {

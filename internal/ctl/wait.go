@@ -69,17 +69,20 @@ the condition of --for, printing a line for each node whose state changes:
   waiting      a maintenance of the node is requested: it waits in its queue or is
                past that (any state but Idle)
   maintenance  the node is drained and its maintenance runs (InMaintenance,
-               Rebooting, Completing), or one ended since --since
-  done         a maintenance of the node ended since --since (its history says so)
-               and the node is Idle again
+               Rebooting, Completing), or one succeeded since --since
+  done         a maintenance of the node succeeded since --since (its history says
+               so) and the node is Idle again; a request withdrawn before its
+               maintenance began is not one
 
 --since (default: when wait starts) is an RFC 3339 time or a duration ago (10m):
 give it when the maintenance may have ended before wait started.
 
 Exit codes: 0 every node meets the condition; 1 an error (bad arguments, a node
 that does not exist, the API server); 3 --timeout passed first (the nodes not
-there are named); 4 a node is Failed: its maintenance failed and it holds its
-lock, cordoned, until an admin steps in (kustodian-ctl release).`,
+there are named); 4 a node is Failed (its maintenance failed and it holds its
+lock, cordoned, until an admin steps in: kustodian-ctl release), or, for
+maintenance and done, the node's last maintenance since --since failed. An
+interrupted wait (Ctrl-C) exits 1.`,
 		Example: `  kustodian-ctl wait node-1 --for=done --timeout 2h
   kustodian-ctl wait -l pool=blue --for=idle
   ssh node-1 'kustodian run --id patch -- /root/patch.sh' && kustodian-ctl wait node-1 --for=done
@@ -161,12 +164,11 @@ func selectedNodes(ctx context.Context, r status.Reader, selector string) ([]str
 // waitFor polls until every node meets cond.
 func waitFor(ctx context.Context, r status.Reader, nodes []string, cond string, since time.Time, out io.Writer) error {
 	last := map[string]string{}
-	seenBusy := map[string]bool{} // left Idle during the wait
 	for {
 		in, err := r.Inputs(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return timedOut(nodes, last, cond)
+				return stopped(ctx, nodes, last, cond)
 			}
 			return err
 		}
@@ -175,23 +177,23 @@ func waitFor(ctx context.Context, r status.Reader, nodes []string, cond string, 
 		for _, n := range s.Nodes {
 			byName[n.Name] = n
 		}
-		ended := lastEnded(in.Nodes)
+		ended := lastEnded(in.Nodes, since)
 		pending := 0
 		for _, name := range nodes {
 			n, ok := byName[name]
 			if !ok {
 				return fmt.Errorf("node %q not found: there is no such Node and no Kustodian record for it in namespace %s", name, s.Namespace)
 			}
-			if n.State != lock.Idle {
-				seenBusy[name] = true
-			}
-			met, verdict := meets(n, cond, ended[name], since, seenBusy[name])
+			met, verdict := meets(n, cond, ended[name])
 			if line := fmt.Sprintf("%s: %s", name, verdict); line != last[name] {
 				fmt.Fprintln(out, line)
 				last[name] = line
 			}
 			if n.State == lock.Failed {
 				return &exitError{code: ExitFailed, msg: fmt.Sprintf("node %s is Failed: %s; it stays so until an admin repairs it and removes its request, or releases it (kustodian-ctl release %s)", name, status.Printable(n.Message), name)}
+			}
+			if e := ended[name]; (cond == forDone || cond == forMaintenance) && e != nil && e.Result == history.Failed {
+				return &exitError{code: ExitFailed, msg: fmt.Sprintf("the maintenance of node %s that ended %s failed: %s", name, e.Ended.UTC().Format(time.RFC3339), status.Printable(e.Message))}
 			}
 			if !met {
 				pending++
@@ -202,13 +204,18 @@ func waitFor(ctx context.Context, r status.Reader, nodes []string, cond string, 
 		}
 		select {
 		case <-ctx.Done():
-			return timedOut(nodes, last, cond)
+			return stopped(ctx, nodes, last, cond)
 		case <-time.After(waitPoll):
 		}
 	}
 }
 
-func timedOut(nodes []string, last map[string]string, cond string) error {
+// stopped is why a wait stopped before the nodes got there: its --timeout
+// (exit 3), or an interruption (the error, exit 1).
+func stopped(ctx context.Context, nodes []string, last map[string]string, cond string) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("wait --for=%s interrupted: %w", cond, ctx.Err())
+	}
 	var where []string
 	for _, n := range nodes {
 		if last[n] != "" {
@@ -218,15 +225,14 @@ func timedOut(nodes []string, last map[string]string, cond string) error {
 	return &exitError{code: ExitTimeout, msg: fmt.Sprintf("timed out waiting for --for=%s; last seen: %s", cond, strings.Join(where, "; "))}
 }
 
-// meets tells whether a node meets cond, and says where it stands.
-// endedAt is when its last maintenance ended (its history); busy, whether
-// it left Idle during the wait.
-func meets(n status.Node, cond string, endedAt, since time.Time, busy bool) (bool, string) {
+// meets tells whether a node meets cond, and says where it stands. ended
+// is its last maintenance that ended since --since (nil: none).
+func meets(n status.Node, cond string, ended *history.Entry) (bool, string) {
 	state := string(n.State)
 	if n.State == lock.Waiting && n.QueuePosition > 0 {
 		state += fmt.Sprintf(" (position %d)", n.QueuePosition)
 	}
-	endedSince := !endedAt.IsZero() && !endedAt.Before(since)
+	succeeded := ended != nil && ended.Result == history.Succeeded
 	switch cond {
 	case forIdle:
 		return n.State == lock.Idle, state
@@ -237,30 +243,30 @@ func meets(n status.Node, cond string, endedAt, since time.Time, busy bool) (boo
 		case lock.InMaintenance, lock.Rebooting, lock.Completing:
 			return true, state
 		}
-		if endedSince {
-			return true, state + ", a maintenance ended " + endedAt.UTC().Format(time.RFC3339)
+		if succeeded {
+			return true, state + ", a maintenance succeeded " + ended.Ended.UTC().Format(time.RFC3339)
 		}
 		return false, state
 	default: // done
-		if n.State == lock.Idle && (endedSince || busy) {
-			if endedSince {
-				return true, "done (ended " + endedAt.UTC().Format(time.RFC3339) + ")"
-			}
-			return true, "done"
+		if n.State == lock.Idle && succeeded {
+			return true, "done (succeeded " + ended.Ended.UTC().Format(time.RFC3339) + ")"
 		}
 		return false, state
 	}
 }
 
-// lastEnded is when each node's last maintenance ended, from its history.
-func lastEnded(nodes []corev1.Node) map[string]time.Time {
-	out := map[string]time.Time{}
+// lastEnded is each node's last maintenance that ended at since or later,
+// from its history.
+func lastEnded(nodes []corev1.Node, since time.Time) map[string]*history.Entry {
+	out := map[string]*history.Entry{}
 	for _, n := range nodes {
 		entries, err := history.Parse(n.Annotations[history.Annotation])
 		if err != nil || len(entries) == 0 {
 			continue
 		}
-		out[n.Name] = entries[len(entries)-1].Ended
+		if e := entries[len(entries)-1]; !e.Ended.Before(since) {
+			out[n.Name] = &e
+		}
 	}
 	return out
 }

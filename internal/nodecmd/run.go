@@ -76,7 +76,13 @@ Failed node, and with --timeout D, 75 when the job is still going after D.`,
 		}
 		store := jobStore(cfg.StateDir)
 		f := follower{store: store, request: cfg.RequestFile, out: cmd.OutOrStdout(), timeout: timeout,
-			pending: func(ctx context.Context) (string, string) { return whyPending(ctx, cfg, time.Now()) }}
+			pending: func(ctx context.Context) (string, string) {
+				var submitted time.Time
+				if j, err := store.Get(id); err == nil {
+					submitted = j.Created
+				}
+				return whyPending(ctx, cfg, submitted, time.Now())
+			}}
 		if id == "" {
 			id = "job-" + time.Now().UTC().Format("20060102-150405")
 		} else if existing, err := store.Get(id); err == nil {
@@ -120,10 +126,10 @@ const (
 // agent still runs, and whether this node reaches the API server. blocked
 // is not "" when every slot of its group is held by another node whose
 // maintenance Failed: the job will not run until an admin steps in.
-func whyPending(ctx context.Context, cfg config.Agent, now time.Time) (why, blocked string) {
+func whyPending(ctx context.Context, cfg config.Agent, submitted, now time.Time) (why, blocked string) {
 	var parts []string
 	if d, at, err := metrics.Read(cfg.StateDir); err == nil {
-		parts = append(parts, agentView(d, at, now))
+		parts = append(parts, agentView(d, at, submitted, now))
 	} else if errors.Is(err, os.ErrNotExist) {
 		parts = append(parts, "the agent has not run yet on this node (systemctl status kustodian.path kustodian.service)")
 	}
@@ -149,8 +155,16 @@ func whyPending(ctx context.Context, cfg config.Agent, now time.Time) (why, bloc
 // stopped.
 const agentStale = 150 * time.Second
 
-// agentView puts what the agent last kept into words.
-func agentView(d metrics.Data, at, now time.Time) string {
+// agentView puts what the agent last kept (at) into words. The agent exits
+// when its node is Idle, so what it kept before the job was submitted is
+// an earlier maintenance's: it has not picked the request up yet.
+func agentView(d metrics.Data, at, submitted, now time.Time) string {
+	if at.Before(submitted) {
+		if waited := now.Sub(submitted).Round(time.Second); waited > agentStale {
+			return fmt.Sprintf("the agent has not picked up the request in %s: is kustodian.path enabled? (systemctl status kustodian.path kustodian.service; journalctl -u kustodian.service)", waited)
+		}
+		return "the agent has not picked up the request yet (kustodian.path starts it)"
+	}
 	ago := now.Sub(at).Round(time.Second)
 	if ago > agentStale {
 		return fmt.Sprintf("the agent has written nothing since %s (%s ago), when it was %s: is it running? (systemctl status kustodian.service; journalctl -u kustodian.service)",

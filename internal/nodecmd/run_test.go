@@ -47,12 +47,15 @@ func TestFailedJobExitCode(t *testing.T) {
 func TestAgentView(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	since := now.Add(-5 * time.Minute)
+	submitted := now.Add(-30 * time.Minute)
 	for _, tc := range []struct {
 		name string
 		d    metrics.Data
 		at   time.Time
 		want string
 	}{
+		{"not picked up yet", metrics.Data{State: "Idle"}, now.Add(-48 * time.Hour), "the agent has not picked up the request yet (kustodian.path starts it)"},
+		{"never picked up", metrics.Data{State: "Idle"}, now.Add(-48 * time.Hour), "the agent has not picked up the request in 30m0s: is kustodian.path enabled? (systemctl status kustodian.path kustodian.service; journalctl -u kustodian.service)"},
 		{"queued behind others", metrics.Data{State: "Waiting", StateSince: since, QueuePosition: 3}, now.Add(-20 * time.Second),
 			"the agent: Waiting since 2026-11-25T11:55:00Z, position 3 in its queue"},
 		{"held by gates", metrics.Data{State: "Waiting", StateSince: since, QueuePosition: 1, Blocked: map[string]bool{"window": true, "spacing": false, "health": true}}, now,
@@ -63,7 +66,11 @@ func TestAgentView(t *testing.T) {
 			"the agent has written nothing since 2026-11-25T11:50:00Z (10m0s ago), when it was Idle: is it running? (systemctl status kustodian.service; journalctl -u kustodian.service)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := agentView(tc.d, tc.at, now); got != tc.want {
+			sub := submitted
+			if tc.name == "not picked up yet" {
+				sub = now.Add(-10 * time.Second)
+			}
+			if got := agentView(tc.d, tc.at, sub, now); got != tc.want {
 				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
 			}
 		})
