@@ -43,6 +43,7 @@ func recordTimeline(t *testing.T, e *cluster.Env) *timeline.Timeline {
 // waitingAgent is an agent process on this machine playing a kwok node,
 // to wait in the queue behind a real host.
 type waitingAgent struct {
+	t    *testing.T
 	spec agentproc.Spec
 	cmd  *exec.Cmd
 }
@@ -53,7 +54,7 @@ func newWaitingAgent(t *testing.T, e *cluster.Env) *waitingAgent {
 	if err := cluster.CreateNode(e.Ctx, e.Client, node, nil); err != nil {
 		t.Fatal(err)
 	}
-	w := &waitingAgent{spec: agentproc.Spec{Binary: filepath.Join(binaries(t), "kustodian"), Kubeconfig: nodecreds.Kubeconfig(e, node),
+	w := &waitingAgent{t: t, spec: agentproc.Spec{Binary: filepath.Join(binaries(t), "kustodian"), Kubeconfig: nodecreds.Kubeconfig(e, node),
 		Namespace: e.Namespace, Node: node, Dir: t.TempDir(), Extra: []string{"--stay"}}}
 	cmd, err := agentproc.Start(w.spec)
 	if err != nil {
@@ -71,7 +72,10 @@ func newWaitingAgent(t *testing.T, e *cluster.Env) *waitingAgent {
 }
 
 func (w *waitingAgent) request() {
-	_ = os.WriteFile(w.spec.RequestFile(), nil, 0o644)
+	w.t.Helper()
+	if err := os.WriteFile(w.spec.RequestFile(), nil, 0o644); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 func (w *waitingAgent) inProgress() bool {

@@ -411,7 +411,10 @@ func TestKuredLockOnAHost(t *testing.T) {
 	if h.exists("var/maintenance-in-progress") {
 		t.Fatal("maintenance started while Kured reboots a node")
 	}
-	got, _ := dss.Get(e.Ctx, "kured", metav1.GetOptions{})
+	got, err := dss.Get(e.Ctx, "kured", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	delete(got.Annotations, kured.LockAnnotation) // Kured is done
 	if _, err := dss.Update(e.Ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -179,7 +179,9 @@ func TestAgentFiveNodesOneAtATime(t *testing.T) {
 			}
 			work := time.NewTimer(time.Duration(rand.IntN(300)) * time.Millisecond) // the script's work
 			<-work.C
-			a.finish()
+			if err := a.removeRequest(); err != nil {
+				t.Error(err)
+			}
 		}()
 	}
 	wg.Wait()

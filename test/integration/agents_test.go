@@ -222,10 +222,13 @@ func (p *agentProc) request(reason string) {
 // finish removes the request file: the script is done.
 func (p *agentProc) finish() {
 	p.t.Helper()
-	if err := os.Remove(p.requestFile()); err != nil {
+	if err := p.removeRequest(); err != nil {
 		p.t.Fatal(err)
 	}
 }
+
+// removeRequest is finish for a goroutine, which must not call t.Fatal.
+func (p *agentProc) removeRequest() error { return os.Remove(p.requestFile()) }
 
 func (p *agentProc) inProgress() bool {
 	_, err := os.Stat(p.inProgressFile())

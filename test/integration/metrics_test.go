@@ -90,7 +90,9 @@ func TestMetricsTextfile(t *testing.T) {
 		`kustodian_maintenances_total{result="succeeded"} 1`,
 		`kustodian_maintenances_total{result="failed"} 0`,
 	)
-	if b, _ := os.ReadFile(textfile); strings.Contains(string(b), "kustodian_last_success_timestamp_seconds 0\n") {
+	if b, err := os.ReadFile(textfile); err != nil {
+		t.Fatal(err)
+	} else if strings.Contains(string(b), "kustodian_last_success_timestamp_seconds 0\n") {
 		t.Errorf("no time of the last success:\n%s", b)
 	}
 
