@@ -115,37 +115,6 @@ func TestQueueOrder(t *testing.T) {
 	if got, want := nodes(q), []string{"urgent", "a", "b", "c", "skewed"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("queue %v, want %v", got, want)
 	}
-	if pos, total := Position(q, "b"); pos != 3 || total != 5 {
-		t.Errorf("position of b: %d of %d", pos, total)
-	}
-	if pos, _ := Position(q, "dead"); pos != 0 {
-		t.Errorf("a dead record is at position %d", pos)
-	}
-}
-
-func TestMayTry(t *testing.T) {
-	q := []Record{rec("a", 0, 0, 0), rec("b", 0, 1, 0), rec("c", 0, 2, 0)}
-	blocked := []Record{q[0], q[1], q[2]}
-	blocked[0].Blocked = "outside its maintenance window"
-	for _, tc := range []struct {
-		queue []Record
-		node  string
-		free  int
-		want  bool
-	}{
-		{q, "a", 1, true},
-		{q, "b", 1, false},
-		{q, "b", 2, true},
-		{q, "c", 2, false},
-		{q, "a", 0, false},
-		{q, "zzz", 5, false},
-		{blocked, "a", 1, false}, // its own gates are closed
-		{blocked, "b", 1, true},  // and it does not hold b back
-	} {
-		if got := MayTry(tc.queue, tc.node, tc.free); got != tc.want {
-			t.Errorf("MayTry(%v, %s, %d) = %v, want %v", nodes(tc.queue), tc.node, tc.free, got, tc.want)
-		}
-	}
 }
 
 func TestRecordRoundTrip(t *testing.T) {

@@ -34,35 +34,3 @@ func Queue(records []Record, group GroupRef, now time.Time, staleAfter time.Dura
 	})
 	return q
 }
-
-// Position is node's 1-based place in the queue, and the queue's length;
-// 0 when node is not in it.
-func Position(queue []Record, node string) (pos, total int) {
-	for i, r := range queue {
-		if r.Node == node {
-			return i + 1, len(queue)
-		}
-	}
-	return 0, len(queue)
-}
-
-// MayTry reports whether node is among the first freeSlots eligible records
-// of the queue: only those try to take a lock, the others just watch.
-// Records whose own gates are closed (Blocked) are skipped, so they never
-// hold back the nodes behind them.
-func MayTry(queue []Record, node string, freeSlots int) bool {
-	n := 0
-	for _, r := range queue {
-		if r.Blocked != "" {
-			continue
-		}
-		if n >= freeSlots {
-			return false
-		}
-		if r.Node == node {
-			return true
-		}
-		n++
-	}
-	return false
-}
