@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -82,7 +82,7 @@ func release(ctx context.Context, o *options, client kubernetes.Interface, node 
 	}
 	if uncordon {
 		if o.dryRun != dryRunClient {
-			if err := drain.UncordonByAdmin(ctx, client, node); err != nil {
+			if err := nodemarks.UncordonByAdmin(ctx, client, node); err != nil {
 				return status.Explain(err, "patch", "nodes", "")
 			}
 		}

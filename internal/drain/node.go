@@ -2,104 +2,33 @@ package drain
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 )
 
-// The marks Kustodian puts on the Node object (docs/design.md, "Cluster objects").
-const (
-	AnnotationCordoned = lock.AnnotationCordoned
-)
+// The Node's marks are internal/nodemarks'; the drainer writes them with
+// its client.
 
-// CordonedByKustodian reports whether Kustodian's cordon is on the node.
-func CordonedByKustodian(n *corev1.Node) bool {
-	return n.Spec.Unschedulable && n.Annotations[AnnotationCordoned] == "true"
-}
+func (d *Drainer) marks() nodemarks.Marks { return nodemarks.Marks{Client: d.Client} }
 
-// Cordon makes the node unschedulable and marks that Kustodian did it, in one
-// patch, so that a crash can never leave a cordon whose author is unknown. A
-// node that is already unschedulable without the mark was cordoned by an
-// admin: it is left as it is (and stays cordoned after maintenance).
-// It returns whether an admin's cordon was found.
+// Cordon is nodemarks.Marks.Cordon.
 func (d *Drainer) Cordon(ctx context.Context, n *corev1.Node) (byAdmin bool, err error) {
-	if n.Spec.Unschedulable {
-		return n.Annotations[AnnotationCordoned] != "true", nil
-	}
-	patch := map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: "true"}},
-		"spec":     map[string]any{"unschedulable": true},
-	}
-	return false, d.patch(ctx, n.Name, patch, "cordoning")
+	return d.marks().Cordon(ctx, n)
 }
 
-// Uncordon undoes Kustodian's cordon. An admin's cordon is left in place.
+// Uncordon is nodemarks.Marks.Uncordon.
 func (d *Drainer) Uncordon(ctx context.Context, n *corev1.Node) error {
-	if _, ours := n.Annotations[AnnotationCordoned]; !ours {
-		return nil
-	}
-	patch := map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: nil}},
-	}
-	if n.Annotations[AnnotationCordoned] == "true" {
-		patch["spec"] = map[string]any{"unschedulable": false}
-	}
-	return d.patch(ctx, n.Name, patch, "uncordoning")
+	return d.marks().Uncordon(ctx, n)
 }
 
-// UncordonByAdmin makes node schedulable again for an admin, whoever
-// cordoned it, and removes Kustodian's marks (its cordon, its state
-// label).
-func UncordonByAdmin(ctx context.Context, client kubernetes.Interface, node string) error {
-	patch := map[string]any{
-		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: nil}, "labels": map[string]any{lock.LabelState: nil}},
-		"spec":     map[string]any{"unschedulable": false},
-	}
-	return (&Drainer{Client: client}).patch(ctx, node, patch, "uncordoning")
-}
-
-func (d *Drainer) patch(ctx context.Context, node string, patch map[string]any, doing string) error {
-	body, err := json.Marshal(patch)
-	if err != nil {
-		return err
-	}
-	if _, err := d.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "kustodian"}); err != nil {
-		return fmt.Errorf("%s node %s: %w", doing, node, err)
-	}
-	return nil
-}
-
-// The cluster autoscaler leaves a node alone while it carries this
-// annotation; AnnotationProtected says Kustodian set it, so Kustodian
-// removes it afterwards and never removes an admin's.
-const (
-	AnnotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
-	AnnotationProtected         = "kustodian.io/autoscaler-protected"
-)
-
-// Protect keeps the cluster autoscaler off the node (policy
-// autoscaler.protect) until Unprotect.
+// Protect is nodemarks.Marks.Protect.
 func (d *Drainer) Protect(ctx context.Context, n *corev1.Node) error {
-	if _, set := n.Annotations[AnnotationScaleDownDisabled]; set {
-		return nil // ours already, or an admin's
-	}
-	return d.patch(ctx, n.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
-		AnnotationScaleDownDisabled: "true", AnnotationProtected: "true",
-	}}}, "protecting from the autoscaler")
+	return d.marks().Protect(ctx, n)
 }
 
-// Unprotect removes what Protect set.
+// Unprotect is nodemarks.Marks.Unprotect.
 func (d *Drainer) Unprotect(ctx context.Context, n *corev1.Node) error {
-	if _, ours := n.Annotations[AnnotationProtected]; !ours {
-		return nil
-	}
-	return d.patch(ctx, n.Name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
-		AnnotationScaleDownDisabled: nil, AnnotationProtected: nil,
-	}}}, "ending the autoscaler protection of")
+	return d.marks().Unprotect(ctx, n)
 }

@@ -7,11 +7,11 @@ import (
 	admv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/identity"
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 	mpolicy "github.com/kustodian/kustodian/internal/policy"
 )
 
@@ -281,7 +281,7 @@ func mine(s string) string {
 // admin's: a node may not move itself up the queue or lift its own hold.
 var (
 	nodeLabels      = []string{lock.LabelState}
-	nodeAnnotations = []string{lock.AnnotationCordoned, drain.AnnotationProtected, scaleDownDisabled, history.Annotation}
+	nodeAnnotations = []string{lock.AnnotationCordoned, nodemarks.AnnotationProtected, scaleDownDisabled, history.Annotation}
 	leaseLabels     = []string{lock.LabelManagedBy, lock.LabelPolicy}
 )
 
@@ -311,7 +311,7 @@ func oneOf(keys []string) string {
 // scaleDownDisabled keeps the cluster autoscaler off a node in maintenance
 // (a policy's autoscaler.protect): the one annotation outside kustodian.io/
 // an agent may write on its Node.
-const scaleDownDisabled = drain.AnnotationScaleDownDisabled
+const scaleDownDisabled = nodemarks.AnnotationScaleDownDisabled
 
 func ptr[T any](v T) *T { return &v }
 

@@ -24,9 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/test/cluster"
 )
 
@@ -66,7 +66,7 @@ func TestAgentHappyPath(t *testing.T) {
 	a.waitInProgress(cluster.DefaultTimeout)
 
 	// The in-progress file exists only once the node is cordoned and empty.
-	if n := nodeObject(e, nodes[0]); !n.Spec.Unschedulable || n.Annotations[drain.AnnotationCordoned] != "true" {
+	if n := nodeObject(e, nodes[0]); !n.Spec.Unschedulable || n.Annotations[nodemarks.AnnotationCordoned] != "true" {
 		t.Errorf("node when the in-progress file appeared: unschedulable=%v annotations=%v", n.Spec.Unschedulable, n.Annotations)
 	}
 	if pods, err := podsOn(e.Ctx, e, nodes[0]); err != nil || len(pods) != 0 {
@@ -94,7 +94,7 @@ func TestAgentHappyPath(t *testing.T) {
 	if n.Spec.Unschedulable {
 		t.Error("the node is still cordoned")
 	}
-	if _, ok := n.Annotations[drain.AnnotationCordoned]; ok {
+	if _, ok := n.Annotations[nodemarks.AnnotationCordoned]; ok {
 		t.Error("the cordoned annotation is still there")
 	}
 	if _, ok := n.Labels[lock.LabelState]; ok {
@@ -555,7 +555,7 @@ func TestAgentKeepsAnAdminCordon(t *testing.T) {
 	a.request("upgrade")
 	a.start()
 	a.waitInProgress(cluster.DefaultTimeout)
-	if _, ours := nodeObject(e, nodes[0]).Annotations[drain.AnnotationCordoned]; ours {
+	if _, ours := nodeObject(e, nodes[0]).Annotations[nodemarks.AnnotationCordoned]; ours {
 		t.Error("Kustodian claimed an admin's cordon")
 	}
 	a.completes()
@@ -836,7 +836,7 @@ func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
 	a.start()
 	a.exitsZero()
 	n := nodeObject(e, holder)
-	if n.Spec.Unschedulable || n.Labels[lock.LabelState] != "" || n.Annotations[drain.AnnotationCordoned] != "" {
+	if n.Spec.Unschedulable || n.Labels[lock.LabelState] != "" || n.Annotations[nodemarks.AnnotationCordoned] != "" {
 		t.Errorf("node after completion: unschedulable=%v labels=%v annotations=%v", n.Spec.Unschedulable, n.Labels, n.Annotations)
 	}
 	if a.inProgress() {
