@@ -22,7 +22,8 @@ func TestCtlImportsNoHostCode(t *testing.T) {
 	for _, dep := range deps {
 		for _, banned := range []string{"github.com/godbus/dbus", "github.com/coreos/go-systemd", "github.com/kustodian/kustodian/internal/systemd", "github.com/kustodian/kustodian/internal/agent", "github.com/kustodian/kustodian/internal/login1",
 			"k8s.io/kubectl/pkg/drain", "github.com/kustodian/kustodian/internal/drain", "github.com/fsnotify/fsnotify",
-			"github.com/containrrr/shoutrrr", "github.com/nicholas-fedor/shoutrrr", "github.com/kustodian/kustodian/internal/notify"} {
+			"github.com/containrrr/shoutrrr", "github.com/nicholas-fedor/shoutrrr", "github.com/kustodian/kustodian/internal/notify",
+			"k8s.io/client-go/informers", "k8s.io/client-go/listers"} {
 			if strings.HasPrefix(dep, banned) {
 				t.Errorf("kustodian-ctl depends on %s", dep)
 			}

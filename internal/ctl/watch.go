@@ -14,13 +14,38 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/logging"
 	"github.com/kustodian/kustodian/internal/status"
 )
+
+// informerOf is an informer of one kind of object, listed and watched with
+// list and watch (tweak narrows both), never resynced: client-go's
+// informer factory would link every kind's informer for these four. The
+// client tells the reflector whether it may stream the initial list (a
+// fake clientset cannot).
+func informerOf(client any, obj runtime.Object, tweak func(*metav1.ListOptions), list func(metav1.ListOptions) (runtime.Object, error),
+	watchFn func(metav1.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			if tweak != nil {
+				tweak(&o)
+			}
+			return list(o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			if tweak != nil {
+				tweak(&o)
+			}
+			return watchFn(o)
+		},
+	}
+	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, 0, cache.Indexers{})
+}
 
 // watchStatus prints the status once, then every change, driven by watches
 // of the Leases, the Nodes, the control ConfigMap and Kured's DaemonSet
@@ -39,35 +64,38 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
 		UpdateFunc: func(any, any) { notify(changed) },
 		DeleteFunc: func(any) { notify(changed) },
 	}
-	byName := func(name string) informers.SharedInformerOption {
-		return informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	byName := func(name string) func(*metav1.ListOptions) {
+		return func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-		})
+		}
 	}
-	inNS := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(r.Namespace))
-	control := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(r.Namespace), byName(lock.ControlConfigMap))
-	nodes := informers.NewSharedInformerFactory(r.Client, 0)
-	leaseInf := inNS.Coordination().V1().Leases().Informer()
-	controlInf := control.Core().V1().ConfigMaps().Informer()
-	nodeInf := nodes.Core().V1().Nodes().Informer()
+	leases := r.Client.CoordinationV1().Leases(r.Namespace)
+	leaseInf := informerOf(r.Client, &coordv1.Lease{}, nil,
+		func(o metav1.ListOptions) (runtime.Object, error) { return leases.List(ctx, o) },
+		func(o metav1.ListOptions) (watch.Interface, error) { return leases.Watch(ctx, o) })
+	cms := r.Client.CoreV1().ConfigMaps(r.Namespace)
+	controlInf := informerOf(r.Client, &corev1.ConfigMap{}, byName(lock.ControlConfigMap),
+		func(o metav1.ListOptions) (runtime.Object, error) { return cms.List(ctx, o) },
+		func(o metav1.ListOptions) (watch.Interface, error) { return cms.Watch(ctx, o) })
+	nodes := r.Client.CoreV1().Nodes()
+	nodeInf := informerOf(r.Client, &corev1.Node{}, nil,
+		func(o metav1.ListOptions) (runtime.Object, error) { return nodes.List(ctx, o) },
+		func(o metav1.ListOptions) (watch.Interface, error) { return nodes.Watch(ctx, o) })
 	infs := []cache.SharedIndexInformer{leaseInf, controlInf, nodeInf}
 	var kuredInf cache.SharedIndexInformer
 	if first.Kured != nil { // installed and readable
 		ns, name := r.Kured()
-		k := informers.NewSharedInformerFactoryWithOptions(r.Client, 0, informers.WithNamespace(ns), byName(name))
-		kuredInf = k.Apps().V1().DaemonSets().Informer()
+		dss := r.Client.AppsV1().DaemonSets(ns)
+		kuredInf = informerOf(r.Client, &appsv1.DaemonSet{}, byName(name),
+			func(o metav1.ListOptions) (runtime.Object, error) { return dss.List(ctx, o) },
+			func(o metav1.ListOptions) (watch.Interface, error) { return dss.Watch(ctx, o) })
 		infs = append(infs, kuredInf)
-		defer k.Shutdown()
-		k.Start(ctx.Done())
 	}
 	for _, inf := range infs {
 		if _, err := inf.AddEventHandler(poke); err != nil {
 			return err
 		}
-	}
-	for _, f := range []informers.SharedInformerFactory{inNS, control, nodes} {
-		defer f.Shutdown()
-		f.Start(ctx.Done())
+		go inf.Run(ctx.Done())
 	}
 	synced := make([]cache.InformerSynced, len(infs))
 	for i, inf := range infs {
