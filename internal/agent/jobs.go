@@ -349,7 +349,7 @@ func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (s
 		if err := a.jobs.ClearCurrent(); err != nil {
 			return "", false, err
 		}
-		if err := os.Remove(a.cfg.RequestFile); err != nil && !os.IsNotExist(err) {
+		if err := a.files.RemoveRequest(); err != nil {
 			return "", false, err
 		}
 		a.log.Info("job succeeded", "job", j.ID, "runs", j.Runs)

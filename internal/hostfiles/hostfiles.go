@@ -1,7 +1,8 @@
 // Package hostfiles owns the host side of the maintenance protocol: the
 // request file a maintenance script creates, the in-progress file the agent
 // creates once the node is drained, and the reboot sentinel. It reads them,
-// writes the in-progress file atomically, and watches their directories.
+// creates a request exclusively and whole, writes the in-progress file
+// atomically, and removes both. Watching their directories is hostwatch's.
 package hostfiles
 
 import (
@@ -145,4 +146,55 @@ func (f Files) RemoveInProgress() error {
 		return fmt.Errorf("removing %s: %w", f.InProgress, err)
 	}
 	return atomicfile.SyncDir(filepath.Dir(f.InProgress))
+}
+
+// ErrRequested says a maintenance request exists already.
+var ErrRequested = errors.New("maintenance is already requested")
+
+// CreateRequest requests maintenance with reason as the file's content, and
+// returns the request as the agent will see it. The file appears whole
+// (written and synced under a temporary name, then linked into place) and
+// only if there is none: a request that exists already is ErrRequested,
+// never overwritten. Its ID is fixed once it appears, since the linked file
+// is never written again.
+func (f Files) CreateRequest(reason string) (*Request, error) {
+	dir := filepath.Dir(f.Request)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(f.Request)+".*")
+	if err != nil {
+		return nil, fmt.Errorf("requesting maintenance: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	for _, step := range []func() error{
+		func() error { return tmp.Chmod(0o644) },
+		func() error { _, err := tmp.WriteString(reason); return err },
+		tmp.Sync,
+	} {
+		if err := step(); err != nil {
+			tmp.Close()
+			return nil, fmt.Errorf("requesting maintenance: %w", err)
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("requesting maintenance: %w", err)
+	}
+	if err := os.Link(tmp.Name(), f.Request); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("%w on this node (%s exists); wait for it to end", ErrRequested, f.Request)
+		}
+		return nil, fmt.Errorf("requesting maintenance: %w", err)
+	}
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return nil, err
+	}
+	return readRequest(f.Request)
+}
+
+// RemoveRequest ends a request the agent made itself (a managed job's);
+// a request already gone is fine.
+func (f Files) RemoveRequest() error {
+	err := os.Remove(f.Request)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", f.Request, err)
+	}
+	return atomicfile.SyncDir(filepath.Dir(f.Request))
 }

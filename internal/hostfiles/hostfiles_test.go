@@ -1,6 +1,7 @@
 package hostfiles
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,4 +102,61 @@ func TestWatch(t *testing.T) {
 	expect("creating the request")
 	os.Remove(f.Request)
 	expect("removing the request")
+}
+
+// Of many creators at once exactly one makes the request, the file holds
+// its reason whole, its ID is the one the agent reads, and no temporary
+// file is left behind.
+func TestCreateRequestIsExclusiveAndWhole(t *testing.T) {
+	f := testFiles(t)
+	const n = 16
+	type result struct {
+		req *Request
+		err error
+		i   int
+	}
+	results := make(chan result, n)
+	for i := range n {
+		go func() {
+			r, err := f.CreateRequest(strings.Repeat(string(rune('a'+i)), 5000) + "\n")
+			results <- result{r, err, i}
+		}()
+	}
+	var won []result
+	for range n {
+		r := <-results
+		switch {
+		case r.err == nil:
+			won = append(won, r)
+		case !errors.Is(r.err, ErrRequested) || !strings.Contains(r.err.Error(), f.Request):
+			t.Errorf("creator %d: %v, want ErrRequested naming %s", r.i, r.err, f.Request)
+		}
+	}
+	if len(won) != 1 {
+		t.Fatalf("%d creators made the request, want 1", len(won))
+	}
+	b, err := os.ReadFile(f.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Repeat(string(rune('a'+won[0].i)), 5000) + "\n"; string(b) != want {
+		t.Fatalf("the request holds %d bytes starting %q, want the winner's %d", len(b), b[:10], len(want))
+	}
+	o, err := f.Observe()
+	if err != nil || o.Request == nil || o.Request.ID != won[0].req.ID {
+		t.Fatalf("observed %+v (%v), want ID %s", o.Request, err, won[0].req.ID)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(f.Request))
+	if len(entries) != 1 {
+		t.Fatalf("left in the directory: %v", entries)
+	}
+	if err := f.RemoveRequest(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.RemoveRequest(); err != nil {
+		t.Fatalf("removing a request already gone: %v", err)
+	}
+	if o, err := f.Observe(); err != nil || o.Request != nil {
+		t.Fatalf("after RemoveRequest: %+v, %v", o.Request, err)
+	}
 }

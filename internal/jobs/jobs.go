@@ -143,6 +143,21 @@ func (s Store) Save(j *Job) error {
 	return atomicfile.Write(s.path(j.ID), append(b, '\n'), 0o600)
 }
 
+// Discard removes a job that never started (its request could not be
+// made), and forgets it as the current one.
+func (s Store) Discard(id string) error {
+	if cur, err := s.Current(); err == nil && cur != nil && cur.ID == id {
+		if err := s.ClearCurrent(); err != nil {
+			return err
+		}
+	}
+	err := os.Remove(s.path(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
 // ClearCurrent forgets the current job (its file stays as a record).
 func (s Store) ClearCurrent() error {
 	err := os.Remove(s.currentPath())

@@ -65,3 +65,30 @@ func TestValidID(t *testing.T) {
 		}
 	}
 }
+
+// A job whose request could not be made is taken back whole: no current
+// job, no file, and the next job may be created.
+func TestDiscard(t *testing.T) {
+	s := Store{Dir: filepath.Join(t.TempDir(), "jobs")}
+	if err := s.Create(&Job{ID: "lost", State: Pending}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard("lost"); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := s.Current(); cur != nil || err != nil {
+		t.Fatalf("current after Discard: %+v %v", cur, err)
+	}
+	if _, err := s.Get("lost"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the discarded job reads: %v", err)
+	}
+	if err := s.Create(&Job{ID: "next", State: Pending}); err != nil {
+		t.Fatalf("a job after a discarded one: %v", err)
+	}
+	if err := s.Discard("lost"); err != nil {
+		t.Fatalf("discarding a job already gone: %v", err)
+	}
+	if cur, err := s.Current(); err != nil || cur == nil || cur.ID != "next" {
+		t.Fatalf("discarding another job touched the current one: %+v %v", cur, err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/metrics"
@@ -91,16 +92,21 @@ Failed node, and with --timeout D, 75 when the job is still going after D.`,
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
+		files := hostfiles.Files{Request: cfg.RequestFile}
 		if _, err := os.Stat(cfg.RequestFile); err == nil {
-			return fmt.Errorf("maintenance is already requested on this node (%s exists); wait for it to end", cfg.RequestFile)
+			return fmt.Errorf("%w on this node (%s exists); wait for it to end", hostfiles.ErrRequested, cfg.RequestFile)
 		}
 		job := &jobs.Job{ID: id, Command: args, Reboot: reboot, Created: time.Now().UTC(), State: jobs.Pending}
 		if err := store.Create(job); err != nil {
 			return err
 		}
-		reason := fmt.Sprintf("job %s: %s\n", id, strings.Join(args, " "))
-		if err := os.WriteFile(cfg.RequestFile, []byte(reason), 0o644); err != nil {
-			return fmt.Errorf("requesting maintenance: %w", err)
+		// The request is made whole and only if there is none: of two runs
+		// at once, the one that lost the request takes its job back.
+		if _, err := files.CreateRequest(fmt.Sprintf("job %s: %s\n", id, strings.Join(args, " "))); err != nil {
+			if derr := store.Discard(id); derr != nil {
+				return fmt.Errorf("%w (and job %s could not be removed: %v)", err, id, derr)
+			}
+			return err
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "job %s submitted; maintenance requested (%s)\n", id, cfg.RequestFile)
 		if !wait {
