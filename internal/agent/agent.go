@@ -13,11 +13,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +28,7 @@ import (
 	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/lock/lockapi"
 	"github.com/kustodian/kustodian/internal/login1"
 	"github.com/kustodian/kustodian/internal/metrics"
 	"github.com/kustodian/kustodian/internal/notify"
@@ -75,7 +74,7 @@ type Agent struct {
 	notify  systemd.Notifier
 	now     func() time.Time
 	files   hostfiles.Files
-	locks   *lock.Client
+	locks   *lockapi.Client
 	drainer nodeDrainer
 	// evictor is the client the drain evicts with when it is not kube
 	// (drain.kubeletKubeconfig); nil otherwise.
@@ -173,7 +172,7 @@ func New(o Options) *Agent {
 		notify:    o.Notifier,
 		now:       now,
 		files:     o.Config.Files(),
-		locks:     &lock.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
+		locks:     &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
 		wake:      make(chan struct{}, 1),
 		holders:   map[string]holderCheck{},
 		queueSeen: map[string]time.Time{},
@@ -412,15 +411,7 @@ func (a *Agent) stop() error {
 }
 
 // heldLocks are the lock Leases that name this node, whatever their group.
-func (a *Agent) heldLocks() []string {
-	leases := map[string]*coordv1.Lease{}
-	for _, l := range a.leases.List() {
-		leases[l.Name] = l
-	}
-	held := decide.Held(leases, a.node)
-	sort.Strings(held)
-	return held
-}
+func (a *Agent) heldLocks() []string { return lock.HeldBy(a.leases.List(), a.node) }
 
 // reconcile takes the next step. done is true when the node is Idle and the
 // agent should exit.

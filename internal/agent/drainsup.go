@@ -10,6 +10,8 @@ import (
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/gates"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/lock/lockapi"
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -42,21 +44,15 @@ func (a *Agent) overbooked(ctx context.Context, held []string) (bool, string, er
 	if err != nil {
 		return false, "", err
 	}
-	var holders []decide.LockHolder
-	mine := ""
+	leases := make([]*coordv1.Lease, len(locks))
 	for i := range locks {
-		l := &locks[i]
-		g, _ := lock.GroupOfLease(l)
-		holders = append(holders, decide.LockHolder{Policy: g.Policy, Holder: lock.Holder(l), Version: l.ResourceVersion})
-		if l.Name == held[0] {
-			mine = l.ResourceVersion
-		}
+		leases[i] = &locks[i]
 	}
 	nodes, err := gates.Nodes(ctx, a.kube, true)
 	if err != nil {
 		return false, "", err
 	}
-	over, why := decide.Overbooked(a.node, mine, p, a.policies(), holders, nodes)
+	over, why := lock.Overbooked(a.node, p, a.policies(), leases, nodes)
 	return over, why, nil
 }
 
@@ -70,7 +66,7 @@ func (a *Agent) recordDisrupted(ctx context.Context, held []string, disrupted []
 	}
 	for _, name := range held {
 		l, err := a.locks.SetDisrupted(ctx, name, a.node, disrupted)
-		if errors.Is(err, lock.ErrNotHeld) {
+		if errors.Is(err, lockapi.ErrNotHeld) {
 			continue
 		}
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/lock/lockapi"
 	"github.com/kustodian/kustodian/internal/notify"
 )
 
@@ -153,26 +154,14 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 		return err
 	}
 	held := a.heldLocks()
-	// The next nodes are named before the locks go free: their handoff is
-	// then one watch event and one update. A crash in between names them
-	// again at the next start.
-	groups := map[lock.GroupRef]bool{}
-	for _, name := range held {
-		if l := a.leases.Get(name); l != nil {
-			if g, ok := lock.GroupOfLease(l); ok && !groups[g] {
-				groups[g] = true
-				if _, _, err := a.locks.Renominate(ctx, g, a.node, a.cfg.Queue.StaleAfter()); err != nil {
-					return err
-				}
-			}
-		}
+	written, err := a.locks.HandOff(ctx, a.node, a.node, a.leases.List(), a.cfg.Queue.StaleAfter())
+	for _, l := range written {
+		a.leases.Wrote(l)
+	}
+	if err != nil {
+		return err
 	}
 	for _, name := range held {
-		l, err := a.locks.Release(ctx, name, a.node)
-		if err != nil {
-			return err
-		}
-		a.leases.Wrote(l)
 		if node != nil {
 			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonLockReleased, "released lock "+name)
 		}
@@ -184,23 +173,12 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 // leaveQueues makes again the summaries that still name this node, which
 // has no request any more.
 func (a *Agent) leaveQueues(ctx context.Context) error {
-	for _, l := range a.leases.List() {
-		if !lock.IsQueueName(l.Name) {
-			continue
-		}
-		s, err := lock.SummaryFromLease(l)
-		if err != nil || s.Index(a.node) < 0 {
-			continue
-		}
-		g, ok := lock.GroupOfLease(l)
-		if !ok {
-			continue
-		}
-		_, written, err := a.locks.Renominate(ctx, g, a.node, a.cfg.Queue.StaleAfter())
-		if err != nil {
-			return err
-		}
-		a.leases.Wrote(written)
+	written, err := a.locks.LeaveQueues(ctx, a.node, a.leases.List(), a.cfg.Queue.StaleAfter())
+	for _, l := range written {
+		a.leases.Wrote(l)
+	}
+	if err != nil {
+		return err
 	}
 	a.mine = nil
 	return nil
@@ -214,7 +192,7 @@ func (a *Agent) renewLocks(ctx context.Context, held []string) error {
 	}
 	for _, name := range held {
 		l, err := a.locks.Renew(ctx, name, a.node)
-		if errors.Is(err, lock.ErrNotHeld) {
+		if errors.Is(err, lockapi.ErrNotHeld) {
 			a.log.Warn("lost the lock: it expired and another node took it", "lock", name)
 			a.poke()
 			continue

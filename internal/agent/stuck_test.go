@@ -18,6 +18,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/lock/lockapi"
 )
 
 // An agent whose steps keep failing counts them in its metrics at once,
@@ -38,7 +39,7 @@ func TestStuckAgentSaysSo(t *testing.T) {
 	if a.metrics == nil {
 		t.Fatal("no metrics store")
 	}
-	locks := &lock.Client{Kube: kube, Namespace: cfg.Namespace, Now: a.now}
+	locks := &lockapi.Client{Kube: kube, Namespace: cfg.Namespace, Now: a.now}
 	rec, err := locks.PutRecord(ctx, nil, lock.Record{Node: "n1", State: lock.Waiting, Message: "waiting: joining the queue", Heartbeat: now})
 	if err != nil {
 		t.Fatal(err)

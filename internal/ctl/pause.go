@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/lock/lockapi"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -79,14 +79,14 @@ func newResumeCommand(o *options) *cobra.Command {
 	return cmd
 }
 
-// setHold sets or clears a node's hold (lock.Client.SetHold); a client
+// setHold sets or clears a node's hold (lockapi.Client.SetHold); a client
 // dry run only checks that the node exists.
 func setHold(ctx context.Context, client kubernetes.Interface, node string, hold bool, reason string, dry dryRun) error {
 	var err error
 	if dry == dryRunClient {
 		_, err = client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	} else {
-		err = (&lock.Client{Kube: client}).SetHold(ctx, node, hold, reason)
+		err = (&lockapi.Client{Kube: client}).SetHold(ctx, node, hold, reason)
 	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -97,12 +97,12 @@ func setHold(ctx context.Context, client kubernetes.Interface, node string, hold
 	return nil
 }
 
-// setPaused pauses or resumes the namespace (lock.Client.SetPaused).
+// setPaused pauses or resumes the namespace (lockapi.Client.SetPaused).
 func setPaused(ctx context.Context, client kubernetes.Interface, ns string, paused bool, reason string, dry dryRun) error {
 	if err := (status.Reader{Client: client, Namespace: ns}).CheckInstalled(ctx); err != nil || dry == dryRunClient {
 		return err
 	}
-	if err := (&lock.Client{Kube: client, Namespace: ns}).SetPaused(ctx, paused, reason); err != nil {
+	if err := (&lockapi.Client{Kube: client, Namespace: ns}).SetPaused(ctx, paused, reason); err != nil {
 		return status.Explain(err, "update", "configmaps", ns)
 	}
 	return nil

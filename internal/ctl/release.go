@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/lock/lockapi"
 	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/internal/status"
 )
@@ -72,7 +72,7 @@ func release(ctx context.Context, o *options, client kubernetes.Interface, node 
 		released = append(released, l.Name)
 	}
 	if o.dryRun != dryRunClient {
-		released, err = (&lock.Client{Kube: client, Namespace: ns}).ReleaseByAdmin(ctx, node, "kustodian-ctl", status.DefaultStaleAfter)
+		released, err = (&lockapi.Client{Kube: client, Namespace: ns}).ReleaseByAdmin(ctx, node, "kustodian-ctl", status.DefaultStaleAfter)
 		if err != nil {
 			return status.Explain(err, "update", "leases.coordination.k8s.io", ns)
 		}

@@ -111,7 +111,7 @@ type CommandResult struct {
 // ClusterFacts are read by the head of a queue, every Poll.
 type ClusterFacts struct {
 	// Nodes are the cluster's Nodes (the decision keeps those of the policy).
-	Nodes []NodeHealth
+	Nodes []lock.NodeHealth
 	// Workloads are the controllers the group's last drains disrupted.
 	Workloads []Workload
 	// Prometheus is the blockers.prometheus verdict; nil when not asked.
@@ -132,14 +132,6 @@ type ClusterFacts struct {
 func ClusterKey(d Decision) string {
 	spec := d.Policy.Spec
 	return fmt.Sprintf("%s|%v|%v|%v", d.Group, spec.Health.MaxUnavailable, spec.Health.WorkloadsRecovered, spec.Blockers.Prometheus)
-}
-
-// NodeHealth is what maxUnavailable counts.
-type NodeHealth struct {
-	Name          string
-	Labels        map[string]string
-	Ready         bool
-	Unschedulable bool
 }
 
 // Workload is a controller's availability.

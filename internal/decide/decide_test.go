@@ -176,22 +176,22 @@ func TestWaitingGates(t *testing.T) {
 		}), need: Need{Cluster: true}},
 		{name: "cluster gates: read first", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) })), need: Need{Cluster: true}},
 		{name: "maxUnavailable: another node NotReady", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}, {Name: "n8", Ready: true}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}, {Name: "n8", Ready: true}}}
 		}), gate: GateMaxUnavailable, msg: "waiting: 2 of 1 allowed nodes unavailable: n7 NotReady"},
 		{name: "maxUnavailable: another node cordoned", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7", Ready: true, Unschedulable: true}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7", Ready: true, Unschedulable: true}}}
 		}), gate: GateMaxUnavailable, msg: "n7 cordoned"},
 		{name: "maxUnavailable: nodes of other policies do not count", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Health.MaxUnavailable = ptr(intstr.FromInt32(1))
 			p.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"role": "worker"}}
 		}), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true, Labels: map[string]string{"role": "worker"}}, {Name: "cp", Labels: map[string]string{"role": "control"}}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true, Labels: map[string]string{"role": "worker"}}, {Name: "cp", Labels: map[string]string{"role": "control"}}}}
 		}), try: true},
 		{name: "maxUnavailable: a node holding a lock counts before it cordons", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Health.MaxUnavailable = ptr(intstr.FromInt32(1))
 			p.GroupBy = "zone"
 		}), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7", Ready: true}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7", Ready: true}}}
 			s.Leases["lock-p-b-0"] = held("lock-p-b-0", "n7")
 			s.Leases["lock-p-b-0"].Labels = map[string]string{lock.LabelPolicy: "p"}
 			s.Leases["lock-p-b-0"].Annotations = map[string]string{lock.AnnotationGroup: "b"}
@@ -204,7 +204,7 @@ func TestWaitingGates(t *testing.T) {
 			s.Leases["lock-p-0"].Labels = map[string]string{lock.LabelPolicy: "p-0x"}
 		}), gate: GatePolicy, msg: "lock lock-p-0 belongs to group p-0x, not p"},
 		{name: "maxUnavailable: room left", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(2)) }), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}}}
 		}), try: true},
 		{name: "workloads not recovered", s: snap(withPolicy(func(p *policy.Spec) { p.Health.WorkloadsRecovered = true }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{Workloads: []Workload{{Ref: "Deployment/shop/web", Available: 3, Desired: 4}, {Ref: "StatefulSet/shop/db", Gone: true}}}
@@ -467,7 +467,7 @@ func TestWakeAndBlockedAfter(t *testing.T) {
 	}
 	// Cluster gates closed at the head: poll again.
 	polling := snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
-		s.Cluster = &ClusterFacts{Nodes: []NodeHealth{{Name: "n7"}}}
+		s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "n7"}}}
 	})
 	if d := Next(keyed(polling)); !d.WakeAt.Equal(t0.Add(5 * time.Second)) {
 		t.Errorf("polling: wake at %s", d.WakeAt)
@@ -483,34 +483,5 @@ func TestNotWaiting(t *testing.T) {
 	s = snap(func(s *Snapshot) { s.Leases["lock-old-0"] = held("lock-old-0", "me"); s.Request = nil })
 	if d := Next(s); d.State != lock.Completing {
 		t.Errorf("a lock of an old group: state %s", d.State)
-	}
-}
-
-func TestOverbooked(t *testing.T) {
-	p := policy.Effective{Name: "p", Spec: policy.Spec{Health: policy.Health{MaxUnavailable: ptr(intstr.FromInt32(1))}}}
-	nodes := []NodeHealth{{Name: "me", Ready: true}, {Name: "b", Ready: true}, {Name: "c", Ready: true}}
-	for _, tc := range []struct {
-		name  string
-		locks []LockHolder
-		nodes []NodeHealth
-		over  bool
-		why   string
-	}{
-		{"alone", []LockHolder{{"p", "me", "100"}}, nodes, false, ""},
-		{"another took its lock first", []LockHolder{{"p", "me", "100"}, {"p", "b", "99"}}, nodes, true, "2 of 1 allowed nodes unavailable: b took its lock first"},
-		{"another took its lock after: it yields", []LockHolder{{"p", "me", "100"}, {"p", "b", "101"}}, nodes, false, ""},
-		{"versions compare as numbers", []LockHolder{{"p", "b", "99999"}}, nodes, false, ""},
-		{"another policy's lock does not count", []LockHolder{{"q", "b", "99"}}, nodes, false, ""},
-		{"a cordoned node counts", nil, []NodeHealth{{Name: "me", Ready: true}, {Name: "c", Ready: true, Unschedulable: true}}, true, "c cordoned"},
-		{"an unreadable version counts", []LockHolder{{"p", "b", "x"}}, nodes, true, "b took its lock first"},
-	} {
-		policies := []*policy.MaintenancePolicy{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: p.Spec}}
-		over, why := Overbooked("me", "100", p, policies, tc.locks, tc.nodes)
-		if over != tc.over || !strings.Contains(why, tc.why) {
-			t.Errorf("%s: got %v %q, want %v %q", tc.name, over, why, tc.over, tc.why)
-		}
-	}
-	if over, _ := Overbooked("me", "100", policy.Effective{Name: "p"}, nil, []LockHolder{{"p", "b", "1"}}, nodes); over {
-		t.Error("no maxUnavailable: never overbooked")
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
 
@@ -64,7 +65,7 @@ func lastLine(s string) string {
 
 // Nodes reads every Node's readiness and schedulability: from the API
 // server's watch cache, or with fresh, a consistent read.
-func Nodes(ctx context.Context, kube kubernetes.Interface, fresh bool) ([]decide.NodeHealth, error) {
+func Nodes(ctx context.Context, kube kubernetes.Interface, fresh bool) ([]lock.NodeHealth, error) {
 	opts := metav1.ListOptions{ResourceVersion: "0"}
 	if fresh {
 		opts.ResourceVersion = ""
@@ -73,9 +74,9 @@ func Nodes(ctx context.Context, kube kubernetes.Interface, fresh bool) ([]decide
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes for health.maxUnavailable: %w", err)
 	}
-	out := make([]decide.NodeHealth, 0, len(list.Items))
+	out := make([]lock.NodeHealth, 0, len(list.Items))
 	for _, n := range list.Items {
-		h := decide.NodeHealth{Name: n.Name, Labels: n.Labels, Unschedulable: n.Spec.Unschedulable}
+		h := lock.NodeHealth{Name: n.Name, Labels: n.Labels, Unschedulable: n.Spec.Unschedulable}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {
 				h.Ready = c.Status == corev1.ConditionTrue

@@ -182,14 +182,14 @@ func TestLockOwners(t *testing.T) {
 	l := owned(lease("a", t0), "a")
 	l.OwnerReferences = append(l.OwnerReferences, other)
 	me := NodeRef{Name: "me", UID: "uid-me"}
-	setHolder(l, "me", t0, Params{Owner: &me})
+	Take(l, DefaultGroup, "me", t0, Params{Owner: &me})
 	if want := []metav1.OwnerReference{other, me.ownerReference()}; !reflect.DeepEqual(l.OwnerReferences, want) {
 		t.Errorf("owners after taking: %+v, want %+v", l.OwnerReferences, want)
 	}
 	if !ownedByNode(l, "me") || ownedByNode(l, "a") {
 		t.Errorf("ownedByNode wrong for %+v", l.OwnerReferences)
 	}
-	setHolder(l, "b", t0, Params{}) // an agent with admin credentials
+	Take(l, DefaultGroup, "b", t0, Params{}) // an agent with admin credentials
 	if want := []metav1.OwnerReference{other}; !reflect.DeepEqual(l.OwnerReferences, want) {
 		t.Errorf("owners after an unbound agent took it: %+v, want %+v", l.OwnerReferences, want)
 	}

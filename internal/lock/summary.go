@@ -1,16 +1,12 @@
 package lock
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/client-go/util/retry"
 )
 
 // The queue of a group is kept on the lock side, so that a waiting agent
@@ -148,101 +144,4 @@ func Summarize(records []Record, group GroupRef, self string, now time.Time, sta
 		s.Last = &p
 	}
 	return s
-}
-
-// Summarize makes the summary of group from one LIST of the namespace's
-// Leases; self, the caller's node, counts as live.
-func (c *Client) Summarize(ctx context.Context, group GroupRef, self string, staleAfter time.Duration) (Summary, error) {
-	list, err := c.Kube.CoordinationV1().Leases(c.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return Summary{}, fmt.Errorf("listing the Leases of %s: %w", c.Namespace, err)
-	}
-	var records []Record
-	for i := range list.Items {
-		if IsRecordName(list.Items[i].Name) {
-			records = append(records, RecordFromLease(&list.Items[i]))
-		}
-	}
-	return Summarize(records, group, self, c.now(), staleAfter, list.ResourceVersion), nil
-}
-
-// Renominate makes the summary of group again (Summarize) and writes it,
-// unless the one stored was made from a newer LIST meanwhile. by names the
-// writer. It returns the summary made and the queue Lease as stored.
-func (c *Client) Renominate(ctx context.Context, group GroupRef, by string, staleAfter time.Duration) (Summary, *coordv1.Lease, error) {
-	s, err := c.Summarize(ctx, group, by, staleAfter)
-	if err != nil {
-		return s, nil, err
-	}
-	l, err := c.PutSummary(ctx, group, s, by)
-	return s, l, err
-}
-
-// PutSummary writes group's summary unless the one stored is newer (made
-// from a later LIST), and returns the queue Lease as stored.
-func (c *Client) PutSummary(ctx context.Context, group GroupRef, s Summary, by string) (*coordv1.Lease, error) {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	name := group.QueueName()
-	var stored *coordv1.Lease
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		l, err := c.leases().Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
-		case err != nil:
-			return fmt.Errorf("reading %s/%s: %w", c.Namespace, name, err)
-		default:
-			if old, err := SummaryFromLease(l); err == nil {
-				if cmp, err := resourceversion.CompareResourceVersion(old.ListRV, s.ListRV); err == nil && cmp > 0 {
-					stored = l
-					return nil // a newer summary is there already
-				}
-			}
-			l = l.DeepCopy()
-		}
-		markGroup(l, group)
-		l.Labels[LabelManagedBy] = ManagedBy
-		l.Annotations[AnnotationQueue] = string(b)
-		l.Annotations[AnnotationQueueBy] = by
-		t := metav1.NewMicroTime(c.now())
-		l.Spec.RenewTime = &t
-		if l.ResourceVersion == "" {
-			stored, err = c.leases().Create(ctx, l, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(coordv1.Resource("leases"), name, err)
-			}
-		} else {
-			stored, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("writing the queue %s/%s: %w", c.Namespace, name, err)
-	}
-	return stored, nil
-}
-
-// TouchSummary renews the queue Lease's renewTime, telling the group that
-// the head of its queue is alive and waiting (on a window, spacing, a
-// health gate). A conflict means someone wrote it meanwhile, which says as
-// much: not an error.
-func (c *Client) TouchSummary(ctx context.Context, current *coordv1.Lease, by string) (*coordv1.Lease, error) {
-	l := current.DeepCopy()
-	if l.Annotations == nil {
-		l.Annotations = map[string]string{}
-	}
-	l.Annotations[AnnotationQueueBy] = by
-	t := metav1.NewMicroTime(c.now())
-	l.Spec.RenewTime = &t
-	stored, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("renewing the queue %s/%s: %w", c.Namespace, l.Name, err)
-	}
-	return stored, nil
 }

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/config"
-	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/lock/lockapi"
 	"github.com/kustodian/kustodian/internal/login1"
 )
 
@@ -63,5 +63,5 @@ be idempotent, runs again and removes the request when it is done.`,
 
 // holdsLock returns the name of a lock that node holds.
 func holdsLock(ctx context.Context, kube kubernetes.Interface, cfg config.Agent, node string) (string, error) {
-	return (&lock.Client{Kube: kube, Namespace: cfg.Namespace}).HeldBy(ctx, node)
+	return (&lockapi.Client{Kube: kube, Namespace: cfg.Namespace}).HeldBy(ctx, node)
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
-	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/lock/lockapi"
 	"github.com/kustodian/kustodian/internal/metrics"
 	"github.com/kustodian/kustodian/internal/status"
 )
@@ -145,7 +145,7 @@ func whyPending(ctx context.Context, cfg config.Agent, submitted, now time.Time)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	held, err := (&lock.Client{Kube: nc.kube, Namespace: nc.cfg.Namespace}).FailedHolders(ctx, nc.node)
+	held, err := (&lockapi.Client{Kube: nc.kube, Namespace: nc.cfg.Namespace}).FailedHolders(ctx, nc.node)
 	if err != nil {
 		return strings.Join(append(parts, "from here: "+err.Error()), "; "), ""
 	}

@@ -1,4 +1,8 @@
-package lock
+// Package lockapi reads and writes the lock protocol's objects (package
+// lock) on the API server: it takes, gives back and renews locks, writes
+// records and queue summaries, and does an admin's release, each as one
+// read and one write that the API server orders by resourceVersion.
+package lockapi
 
 import (
 	"context"
@@ -11,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/kustodian/kustodian/internal/lock"
 )
 
 // Client reads and writes the protocol's Leases in one namespace.
@@ -37,26 +43,16 @@ func (c *Client) leases() interface {
 	return c.Kube.CoordinationV1().Leases(c.Namespace)
 }
 
-// FactsFunc looks up what Decide needs to know about a lock's holder.
-type FactsFunc func(ctx context.Context, holder string) (HolderFacts, error)
+// FactsFunc looks up what lock.Decide needs to know about a lock's holder.
+type FactsFunc func(ctx context.Context, holder string) (lock.HolderFacts, error)
 
-// Params of a decision that are configuration.
-type Params struct {
-	StaleAfter time.Duration // a record without heartbeat for this long is dead
-	TTL        time.Duration // 0: locks never expire
-	// Owner is the Node the agent's token is bound to, if it is. A lock it
-	// takes is then owned by that Node, so the garbage collector deletes the
-	// lock when the Node goes, and it never takes over another's lock.
-	Owner *NodeRef
-}
-
-// Acquire takes the lock for node if Decide says it is free. It decides on
+// Acquire takes the lock for node if lock.Decide says it is free. It decides on
 // current (the caller's cached copy) or, when current is nil, on a fresh
 // read, and writes the Lease back with that resourceVersion, so of two
 // agents racing exactly one wins. A lost race (409) or a lock that is not
 // free returns a nil Lease with the verdict and no error: re-read and
 // re-decide. On success it returns the Lease as written.
-func (c *Client) Acquire(ctx context.Context, name string, group GroupRef, node string, current *coordv1.Lease, p Params, facts FactsFunc) (*coordv1.Lease, Verdict, error) {
+func (c *Client) Acquire(ctx context.Context, name string, group lock.GroupRef, node string, current *coordv1.Lease, p lock.Params, facts FactsFunc) (*coordv1.Lease, lock.Verdict, error) {
 	now := c.now()
 	l := current
 	if l == nil {
@@ -65,71 +61,49 @@ func (c *Client) Acquire(ctx context.Context, name string, group GroupRef, node 
 		if apierrors.IsNotFound(err) {
 			l = nil
 		} else if err != nil {
-			return nil, Verdict{}, fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
+			return nil, lock.Verdict{}, fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
 		}
 	}
 	if l == nil {
 		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
-		markGroup(l, group)
-		setHolder(l, node, now, p)
+		lock.Take(l, group, node, now, p)
 		created, err := c.leases().Create(ctx, l, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return nil, Verdict{Why: "lost the race to create " + name}, nil
+			return nil, lock.Verdict{Why: "lost the race to create " + name}, nil
 		}
 		if err != nil {
-			return nil, Verdict{}, fmt.Errorf("creating lock %s/%s: %w", c.Namespace, name, err)
+			return nil, lock.Verdict{}, fmt.Errorf("creating lock %s/%s: %w", c.Namespace, name, err)
 		}
-		return created, Verdict{Free: true}, nil
+		return created, lock.Verdict{Free: true}, nil
 	}
-	holder := Holder(l)
+	holder := lock.Holder(l)
 	if holder == node {
-		return l, Verdict{Free: true, Why: "already held by this node"}, nil
+		return l, lock.Verdict{Free: true, Why: "already held by this node"}, nil
 	}
-	var hf HolderFacts
+	var hf lock.HolderFacts
 	if holder != "" {
 		var err error
 		if hf, err = facts(ctx, holder); err != nil {
-			return nil, Verdict{}, err
+			return nil, lock.Verdict{}, err
 		}
 	}
-	v := Decide(l, node, hf, now, p)
+	v := lock.Decide(l, node, hf, now, p)
 	if !v.Free {
 		return nil, v, nil
 	}
-	if g, ok := GroupOfLease(l); ok && g != group {
-		return nil, Verdict{Why: fmt.Sprintf("%s belongs to group %s, not %s: two policies make the same lock name; rename one", name, g, group)}, nil
+	if g, ok := lock.GroupOfLease(l); ok && g != group {
+		return nil, lock.Verdict{Why: fmt.Sprintf("%s belongs to group %s, not %s: two policies make the same lock name; rename one", name, g, group)}, nil
 	}
 	l = l.DeepCopy()
-	markGroup(l, group)
-	setHolder(l, node, now, p)
+	lock.Take(l, group, node, now, p)
 	updated, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})
 	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil, Verdict{Why: "lost the race for " + name}, nil
+			return nil, lock.Verdict{Why: "lost the race for " + name}, nil
 		}
-		return nil, Verdict{}, fmt.Errorf("taking lock %s/%s: %w", c.Namespace, name, err)
+		return nil, lock.Verdict{}, fmt.Errorf("taking lock %s/%s: %w", c.Namespace, name, err)
 	}
 	return updated, v, nil
-}
-
-func setHolder(l *coordv1.Lease, node string, now time.Time, p Params) {
-	if l.Labels == nil {
-		l.Labels = map[string]string{}
-	}
-	l.Labels[LabelManagedBy] = ManagedBy
-	l.Spec.HolderIdentity = &node
-	t := metav1.NewMicroTime(now)
-	l.Spec.AcquireTime = &t
-	l.Spec.RenewTime = &t
-	l.Spec.LeaseDurationSeconds = nil
-	if p.TTL > 0 {
-		s := int32(p.TTL.Seconds())
-		l.Spec.LeaseDurationSeconds = &s
-	}
-	l.OwnerReferences = withoutNodeOwners(l.OwnerReferences)
-	if p.Owner != nil {
-		l.OwnerReferences = append(l.OwnerReferences, p.Owner.ownerReference())
-	}
 }
 
 // ErrNotHeld is returned by Renew when node does not hold the lock.
@@ -149,19 +123,11 @@ func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease
 		if err != nil {
 			return fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
 		}
-		if Holder(l) != node {
+		if lock.Holder(l) != node {
 			return nil
 		}
-		empty := ""
-		l.Spec.HolderIdentity = &empty
-		l.Spec.AcquireTime = nil
-		l.Spec.RenewTime = nil
-		l.Spec.LeaseDurationSeconds = nil
-		l.OwnerReferences = withoutNodeOwners(l.OwnerReferences)
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		l.Annotations[AnnotationReleasedAt] = c.now().UTC().Format(time.RFC3339Nano)
+		l = l.DeepCopy()
+		lock.Free(l, c.now())
 		written, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})
 		return err
 	})
@@ -175,16 +141,7 @@ func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease
 // pods to its drain (see AnnotationDisrupted), and returns the Lease as
 // written; ErrNotHeld when node does not hold it.
 func (c *Client) SetDisrupted(ctx context.Context, name, node string, controllers []string) (*coordv1.Lease, error) {
-	return c.updateHeld(ctx, name, node, func(l *coordv1.Lease) {
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		if v := FormatDisrupted(controllers); v != "" {
-			l.Annotations[AnnotationDisrupted] = v
-		} else {
-			delete(l.Annotations, AnnotationDisrupted)
-		}
-	})
+	return c.updateHeld(ctx, name, node, func(l *coordv1.Lease) { lock.SetDisrupted(l, controllers) })
 }
 
 // Renew refreshes renewTime of a lock node holds (needed only with a TTL)
@@ -205,7 +162,7 @@ func (c *Client) updateHeld(ctx context.Context, name, node string, change func(
 		if err != nil {
 			return fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
 		}
-		if Holder(l) != node {
+		if lock.Holder(l) != node {
 			return ErrNotHeld
 		}
 		change(l)
@@ -219,8 +176,8 @@ func (c *Client) updateHeld(ctx context.Context, name, node string, change func(
 // updates base (the caller's cached copy) when given, and reads the record
 // afresh after a conflict. The agent is the only regular writer of its own
 // record.
-func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r Record) (*coordv1.Lease, error) {
-	name := RecordName(r.Node)
+func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r lock.Record) (*coordv1.Lease, error) {
+	name := lock.RecordName(r.Node)
 	var written *coordv1.Lease
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -251,12 +208,12 @@ func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r Record) (
 		if r.ReleasedRequest == "" {
 			// An admin's mark (kustodian-ctl release) is not the agent's
 			// to drop, even when the agent decided on an older copy.
-			r.ReleasedRequest = RecordFromLease(l).ReleasedRequest
+			r.ReleasedRequest = lock.RecordFromLease(l).ReleasedRequest
 		}
 		// The queue key is the record's as stored, or, until stored, the
 		// version being updated (that of its creation, unless an admin
 		// wrote it since): never an older copy's.
-		r.QueueKey = RecordFromLease(l).QueueKey
+		r.QueueKey = lock.RecordFromLease(l).QueueKey
 		l = l.DeepCopy()
 		r.ApplyTo(l)
 		updated, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})
@@ -274,23 +231,23 @@ func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r Record) (
 }
 
 // GetRecord reads node's record; nil when there is none.
-func (c *Client) GetRecord(ctx context.Context, node string) (*Record, error) {
-	l, err := c.leases().Get(ctx, RecordName(node), metav1.GetOptions{})
+func (c *Client) GetRecord(ctx context.Context, node string) (*lock.Record, error) {
+	l, err := c.leases().Get(ctx, lock.RecordName(node), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading record %s/%s: %w", c.Namespace, RecordName(node), err)
+		return nil, fmt.Errorf("reading record %s/%s: %w", c.Namespace, lock.RecordName(node), err)
 	}
-	r := RecordFromLease(l)
+	r := lock.RecordFromLease(l)
 	return &r, nil
 }
 
 // DeleteRecord removes node's record; one already gone is fine.
 func (c *Client) DeleteRecord(ctx context.Context, node string) error {
-	err := c.leases().Delete(ctx, RecordName(node), metav1.DeleteOptions{})
+	err := c.leases().Delete(ctx, lock.RecordName(node), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting record %s/%s: %w", c.Namespace, RecordName(node), err)
+		return fmt.Errorf("deleting record %s/%s: %w", c.Namespace, lock.RecordName(node), err)
 	}
 	return nil
 }
@@ -303,7 +260,7 @@ func (c *Client) Locks(ctx context.Context) ([]coordv1.Lease, error) {
 	}
 	var out []coordv1.Lease
 	for _, l := range list.Items {
-		if IsLockName(l.Name) {
+		if lock.IsLockName(l.Name) {
 			out = append(out, l)
 		}
 	}
@@ -320,7 +277,7 @@ func (c *Client) Holds(ctx context.Context, name, node string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("reading lock %s/%s: %w", c.Namespace, name, err)
 	}
-	return Holder(l) == node, nil
+	return lock.Holder(l) == node, nil
 }
 
 // HeldBy is the name of a lock that node holds, or "".
@@ -330,7 +287,7 @@ func (c *Client) HeldBy(ctx context.Context, node string) (string, error) {
 		return "", err
 	}
 	for _, l := range locks {
-		if Holder(&l) == node {
+		if lock.Holder(&l) == node {
 			return l.Name, nil
 		}
 	}
