@@ -25,8 +25,9 @@ import (
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/hostfiles/hostwatch"
 	"github.com/kustodian/kustodian/internal/jobs"
-	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/kured/kuredapi"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/lock/lockapi"
 	"github.com/kustodian/kustodian/internal/login1"
@@ -95,7 +96,7 @@ type Agent struct {
 	podStore     cache.Store // the pods on this node
 	jobs         jobs.Store
 	runner       jobRunner
-	kured        *kured.Locker
+	kured        *kuredapi.Locker
 
 	// decision is the last decision; its policy and group are the node's.
 	decision decide.Decision
@@ -187,7 +188,7 @@ func New(o Options) *Agent {
 	a.jobs = jobs.Store{Dir: jobsDir(o.Config.StateDir)}
 	a.runner = newJobRunner(o.Config.StateDir)
 	if o.Config.Kured.Enabled != "false" {
-		a.kured = &kured.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Now: now}
+		a.kured = &kuredapi.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Now: now}
 	}
 	a.openMetrics()
 	if o.Login1 != nil {
@@ -237,7 +238,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.startInformers(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
-	fileChanges, err := a.files.Watch(ctx)
+	fileChanges, err := hostwatch.Files(ctx, a.files)
 	if err != nil {
 		return permanent(err)
 	}

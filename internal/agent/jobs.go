@@ -18,7 +18,7 @@ import (
 	godbus "github.com/godbus/dbus/v5"
 
 	"github.com/kustodian/kustodian/internal/atomicfile"
-	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/hostfiles/hostwatch"
 	"github.com/kustodian/kustodian/internal/jobs"
 )
 
@@ -264,7 +264,7 @@ func watchJobs(ctx context.Context, dir string) <-chan struct{} {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil
 	}
-	c, err := hostfiles.WatchDir(ctx, dir)
+	c, err := hostwatch.Dir(ctx, dir)
 	if err != nil {
 		return nil
 	}

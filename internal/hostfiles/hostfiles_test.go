@@ -83,27 +83,6 @@ func TestObserveUnreadableRequest(t *testing.T) {
 	}
 }
 
-func TestWatch(t *testing.T) {
-	f := testFiles(t)
-	changed, err := f.Watch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect := func(what string) {
-		t.Helper()
-		select {
-		case <-changed:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no change reported after %s", what)
-		}
-	}
-	os.WriteFile(filepath.Join(filepath.Dir(f.Request), "unrelated"), nil, 0o644)
-	os.WriteFile(f.Request, nil, 0o644)
-	expect("creating the request")
-	os.Remove(f.Request)
-	expect("removing the request")
-}
-
 // Of many creators at once exactly one makes the request, the file holds
 // its reason whole, its ID is the one the agent reads, and no temporary
 // file is left behind.

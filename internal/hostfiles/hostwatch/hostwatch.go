@@ -1,4 +1,7 @@
-package hostfiles
+// Package hostwatch reports changes to the host files of the maintenance
+// protocol (package hostfiles) and to the managed jobs' directory, through
+// inotify.
+package hostwatch
 
 import (
 	"context"
@@ -6,13 +9,15 @@ import (
 	"path/filepath"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/kustodian/kustodian/internal/hostfiles"
 )
 
-// Watch reports, by a value on the returned channel, every change to one of
+// Files reports, by a value on the returned channel, every change to one of
 // the files (created, written, removed, renamed). Several changes may
 // collapse into one value: the receiver re-reads the files anyway. Watching
 // the directories, not the files, sees files that do not exist yet.
-func (f Files) Watch(ctx context.Context) (<-chan struct{}, error) {
+func Files(ctx context.Context, f hostfiles.Files) (<-chan struct{}, error) {
 	names := map[string]bool{}
 	var dirs []string
 	for _, p := range []string{f.Request, f.InProgress, f.RebootSentinel} {
@@ -30,8 +35,8 @@ func (f Files) Watch(ctx context.Context) (<-chan struct{}, error) {
 	return watch(ctx, dirs, optional, func(name string) bool { return names[filepath.Clean(name)] })
 }
 
-// WatchDir reports every change in a directory, as Watch does for the files.
-func WatchDir(ctx context.Context, dir string) (<-chan struct{}, error) {
+// Dir reports every change in a directory, as Files does for the files.
+func Dir(ctx context.Context, dir string) (<-chan struct{}, error) {
 	return watch(ctx, []string{dir}, nil, func(string) bool { return true })
 }
 
