@@ -50,7 +50,7 @@ agent restarts and reboots, and go with the Node. The maintenance under way is
 in status.
 -o wide adds the policy, the group and why a maintenance failed;
 -o json|yaml prints a MaintenanceHistory (apiVersion kustodian.io/v1alpha1), which
-jsonpath, go-template and custom-columns read too; -o name prints node/NAME.`, history.Annotation, history.MaxEntries, history.MaxBytes),
+jsonpath and custom-columns read too; -o name prints node/NAME.`, history.Annotation, history.MaxEntries, history.MaxBytes),
 		Example: `  kustodian-ctl history
   kustodian-ctl history node-3 -o wide
   kustodian-ctl history -o json`,

@@ -67,7 +67,7 @@ until it expires, or until the Node object is deleted.`,
 			if err != nil {
 				return err
 			}
-			rc, err := o.config.ToRESTConfig()
+			rc, err := o.restConfig()
 			if err != nil {
 				return err
 			}

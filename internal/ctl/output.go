@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/util/jsonpath"
 )
@@ -27,32 +26,37 @@ const (
 
 // output is -o and --no-headers, as kubectl has them: the command's
 // tables ("" and wide), and through k8s.io/cli-runtime's printers json,
-// yaml, jsonpath, go-template (and their -file forms), kubectl's
-// custom-columns (ours, on client-go's JSONPath), and name.
+// yaml, jsonpath (and jsonpath-file, jsonpath-as-json), kubectl's
+// custom-columns (ours, on client-go's JSONPath), and name. Go templates
+// are left out: text/template looks methods up by name, which keeps the
+// linker from dropping any unused method and made the binary 20 MB
+// bigger.
 type output struct {
 	Format    string
 	NoHeaders bool
 	SortBy    string // a JSONPath on each row, as kubectl's --sort-by
-	wide      bool   // the command has a wide table
-	templates *genericclioptions.KubeTemplatePrintFlags
-	changed   func() bool // whether -o was given
+	// Template is --template, the JSONPath of a bare -o jsonpath (or
+	// jsonpath-file's file); AllowMissing is --allow-missing-template-keys.
+	Template     string
+	AllowMissing bool
+	wide         bool // the command has a wide table
 }
 
-// addOutput registers -o, --no-headers, --template and
+// addOutput registers -o, --no-headers, --sort-by, --template and
 // --allow-missing-template-keys on cmd.
 func addOutput(cmd *cobra.Command, wide bool) *output {
-	o := &output{wide: wide, templates: genericclioptions.NewKubeTemplatePrintFlags()}
+	o := &output{wide: wide}
 	formats := []string{}
 	if wide {
 		formats = append(formats, outputWide)
 	}
-	formats = append(formats, outputJSON, outputYAML, outputName, "jsonpath=...", "jsonpath-file=...", "go-template=...",
-		"go-template-file=...", "custom-columns=...", "custom-columns-file=...")
+	formats = append(formats, outputJSON, outputYAML, outputName, "jsonpath=...", "jsonpath-file=...", "jsonpath-as-json=...",
+		"custom-columns=...", "custom-columns-file=...")
 	cmd.Flags().StringVarP(&o.Format, "output", "o", "", "output format: "+strings.Join(formats, ", ")+" (without -o: a table)")
 	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "print tables and custom-columns without their header line")
 	cmd.Flags().StringVar(&o.SortBy, "sort-by", "", "sort the rows by the value of this JSONPath in each (as in -o json), e.g. '{.node}' or .waitingSeconds")
-	o.templates.AddFlags(cmd)
-	o.changed = func() bool { return cmd.Flag("output").Changed }
+	cmd.Flags().StringVar(&o.Template, "template", "", "the JSONPath (or the file holding it) of -o jsonpath, -o jsonpath-file or -o jsonpath-as-json given without one")
+	cmd.Flags().BoolVar(&o.AllowMissing, "allow-missing-template-keys", true, "ignore a field or map key that a JSONPath names and a document lacks")
 	// The formats that take no argument complete whole; the others up to
 	// their "=" (no space after it).
 	var complete []string
@@ -80,15 +84,54 @@ func (o *output) Table() bool { return o.Format == outputTable || o.Format == ou
 // Wide is whether -o asks for the wide table.
 func (o *output) Wide() bool { return o.Format == outputWide }
 
-func (o *output) flags() *genericclioptions.PrintFlags {
-	f := o.Format
-	return &genericclioptions.PrintFlags{
-		JSONYamlPrintFlags:   genericclioptions.NewJSONYamlPrintFlags(),
-		TemplatePrinterFlags: o.templates,
-		OutputFormat:         &f,
-		OutputFlagSpecified:  o.changed,
-	}
+// errNoGoTemplates refuses kubectl's Go template formats in one line.
+func errNoGoTemplates(format string) error {
+	return fmt.Errorf("-o %s: kustodian-ctl has no Go templates; use -o jsonpath=... (the same fields, e.g. '{.items[*].node}') or -o json with jq", format)
 }
+
+// printer is the printer of a format other than the tables, name and
+// custom-columns.
+func (o *output) printer() (printers.ResourcePrinter, error) {
+	switch o.Format {
+	case outputJSON:
+		return &printers.JSONPrinter{}, nil
+	case outputYAML:
+		return &printers.YAMLPrinter{}, nil
+	}
+	kind, path, given := strings.Cut(o.Format, "=")
+	switch kind {
+	case "jsonpath", "jsonpath-file", "jsonpath-as-json":
+	case "go-template", "go-template-file", "template", "templatefile":
+		return nil, errNoGoTemplates(kind)
+	default:
+		return nil, fmt.Errorf("unknown output format %q; use wide, json, yaml, name, jsonpath=..., jsonpath-file=..., custom-columns=... or custom-columns-file=...", o.Format)
+	}
+	if !given {
+		path = o.Template
+	}
+	if path == "" {
+		return nil, fmt.Errorf("-o %s: give the JSONPath, as -o %s=... or --template", kind, kind)
+	}
+	if kind == "jsonpath-file" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("-o jsonpath-file: %w", err)
+		}
+		path = string(b)
+	}
+	p, err := printers.NewJSONPathPrinter(path)
+	if err != nil {
+		return nil, fmt.Errorf("-o %s: %v", o.Format, oneLine(err))
+	}
+	p.AllowMissingKeys(o.AllowMissing)
+	if kind == "jsonpath-as-json" {
+		p.EnableJSONOutput(true)
+	}
+	return p, nil
+}
+
+// oneLine keeps an error's message on one line.
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
 // Check refuses a format the command does not print, in one line.
 func (o *output) Check() error {
@@ -106,11 +149,8 @@ func (o *output) Check() error {
 		_, err := o.customColumns()
 		return err
 	}
-	if _, err := o.flags().ToPrinter(); err != nil {
-		if genericclioptions.IsNoCompatiblePrinterError(err) {
-			return fmt.Errorf("unknown output format %q; use wide, json, yaml, name, jsonpath=..., go-template=... or custom-columns=...", o.Format)
-		}
-		return fmt.Errorf("-o %s: %v", o.Format, err)
+	if _, err := o.printer(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -221,7 +261,7 @@ func (o *output) Print(w io.Writer, doc any, names []string) error {
 	if strings.HasPrefix(o.Format, "custom-columns") {
 		p, err = o.customColumns()
 	} else {
-		p, err = o.flags().ToPrinter()
+		p, err = o.printer()
 	}
 	if err != nil {
 		return err

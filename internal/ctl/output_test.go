@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kustodian/kustodian/internal/status"
@@ -15,12 +14,12 @@ import (
 
 // outputOf is -o format as the flags would make it.
 func outputOf(format string) *output {
-	return &output{Format: format, wide: true, templates: genericclioptions.NewKubeTemplatePrintFlags(), changed: func() bool { return format != "" }}
+	return &output{Format: format, wide: true, AllowMissing: true}
 }
 
 // Each output mode of queue has the shape kubectl users expect: the
 // queue's documents for json and yaml, one node/NAME a line for name, the
-// values a jsonpath or go-template picks, and custom-columns with and
+// values a jsonpath picks, and custom-columns with and
 // without headers.
 func TestQueueOutputModes(t *testing.T) {
 	s := status.Build(statustest.Fixture())
@@ -58,8 +57,8 @@ func TestQueueOutputModes(t *testing.T) {
 	for format, want := range map[string]string{
 		outputName:                  "node/n3\nnode/n2\nnode/n4\n",
 		"jsonpath={.items[*].node}": "n3 n2 n4",
-		`go-template={{range .items}}{{.node}},{{end}}`: "n3,n2,n4,",
-		"custom-columns=NODE:.node,POSITION:.position":  "NODE   POSITION\nn3     1\nn2     2\nn4     0\n",
+		"custom-columns=NODE:.node,POSITION:.position": "NODE   POSITION\nn3     1\nn2     2\nn4     0\n",
+		"jsonpath-as-json={.items[0].position}":        "[\n    1\n]\n",
 	} {
 		if got := run(outputOf(format)); got != want {
 			t.Errorf("-o %s:\n%q\nwant\n%q", format, got, want)
@@ -112,7 +111,8 @@ func TestStatusOutputModesAndRefusals(t *testing.T) {
 		"xml":                       `unknown output format "xml"`,
 		"jsonpath={.items[":         "-o jsonpath={.items[: ",
 		"custom-columns=":           "give the columns",
-		"go-template={{.nodes":      "-o go-template={{.nodes: ",
+		"go-template={{.nodes}}":    "-o go-template: kustodian-ctl has no Go templates; use -o jsonpath=",
+		"jsonpath":                  "-o jsonpath: give the JSONPath",
 		"custom-columns-file=/none": "-o custom-columns-file: open /none",
 		"sort-by {.items[":          "--sort-by {.items[: ",
 	} {

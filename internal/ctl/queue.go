@@ -18,8 +18,8 @@ func newQueueCommand(o *options) *cobra.Command {
 		Long: `queue lists the waiting nodes in grant order: position, node, group, time waiting,
 and whether the node's agent is alive. A node whose agent has gone silent keeps
 its record but is skipped (no position) until it returns. -o wide adds what each
-node's record says; -o json|yaml prints a MaintenanceQueue, which jsonpath,
-go-template and custom-columns read too; -o name prints node/NAME in grant order.`,
+node's record says; -o json|yaml prints a MaintenanceQueue, which jsonpath
+and custom-columns read too; -o name prints node/NAME in grant order.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.Check(); err != nil {

@@ -11,11 +11,11 @@ import (
 	"net/http"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/status"
@@ -30,8 +30,11 @@ const PluginName = "kubectl-kustodian"
 
 // options are shared by every command.
 type options struct {
-	config  *genericclioptions.ConfigFlags
-	streams genericiooptions.IOStreams
+	// kubeconfig and overrides are kubectl's connection flags
+	// (--kubeconfig, --context, -n, -s, --token, ...).
+	kubeconfig string
+	overrides  clientcmd.ConfigOverrides
+	streams    genericiooptions.IOStreams
 	// Kured's DaemonSet, which carries its lock (as the agents'
 	// kured.namespace and kured.daemonSet).
 	kuredNamespace, kuredDaemonSet string
@@ -41,19 +44,28 @@ type options struct {
 }
 
 func (o *options) namespace() string {
-	if o.config.Namespace != nil && *o.config.Namespace != "" {
-		return *o.config.Namespace
+	if ns := o.overrides.Context.Namespace; ns != "" {
+		return ns
 	}
 	return DefaultNamespace
 }
 
-// restConfig is the API server connection the flags describe.
+// restConfig is the API server connection the flags describe, as kubectl
+// reads them (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
+// client-go's default limiter (5 qps, burst 10) made install, a GET and an
+// apply per object, take 400 ms per object after the first five.
 func (o *options) restConfig() (*rest.Config, error) {
-	cfg, err := o.config.ToRESTConfig()
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &o.overrides).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "kustodian-ctl/" + version.Version
+	cfg.QPS, cfg.Burst = 50, 100
+	if o.dryRun == dryRunServer {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return serverDryRun{rt} })
+	}
 	return cfg, nil
 }
 
@@ -104,18 +116,7 @@ func NewRoot(streams genericiooptions.IOStreams, invokedAs string) *cobra.Comman
 	if pluginMode(invokedAs) {
 		use, display = "kustodian", "kubectl kustodian"
 	}
-	o := &options{config: genericclioptions.NewConfigFlags(true), streams: streams}
-	// client-go's default limiter (5 qps, burst 10) made install, a GET and
-	// an apply per object, take 400 ms per object after the first five.
-	o.config.WrapConfigFn = func(c *rest.Config) *rest.Config {
-		c.QPS, c.Burst = 50, 100
-		if o.dryRun == dryRunServer {
-			c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return serverDryRun{rt} })
-		}
-		return c
-	}
-	ns := DefaultNamespace
-	o.config.Namespace = &ns
+	o := &options{streams: streams}
 	root := &cobra.Command{
 		Use:   use,
 		Short: "See and steer Kustodian node maintenance in a cluster",
@@ -128,7 +129,12 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 	}
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	o.config.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig file to use for CLI requests")
+	kubeFlags := clientcmd.RecommendedConfigOverrideFlags("")
+	kubeFlags.ClusterOverrideFlags.APIServer.ShortName = "s" // as kubectl's -s
+	kubeFlags.ContextOverrideFlags.Namespace.Default = DefaultNamespace
+	kubeFlags.ContextOverrideFlags.Namespace.Description = "the namespace of Kustodian's objects"
+	clientcmd.BindOverrideFlags(&o.overrides, root.PersistentFlags(), kubeFlags)
 	root.PersistentFlags().StringVar(&o.kuredNamespace, "kured-namespace", kured.Namespace, "namespace of Kured's DaemonSet (as the agents' kured.namespace)")
 	root.PersistentFlags().StringVar(&o.kuredDaemonSet, "kured-daemonset", kured.DaemonSet, "name of Kured's DaemonSet, which carries its lock (as the agents' kured.daemonSet)")
 	root.AddCommand(

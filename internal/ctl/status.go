@@ -25,7 +25,7 @@ Naming nodes also shows each waiting node's policy and every gate with its
 verdict (open, closed or unchecked), as its agent last saw them: the answer to
 "why is my node not going?";
 -o json|yaml prints a MaintenanceStatus (apiVersion kustodian.io/v1alpha1), which
-jsonpath, go-template and custom-columns read too; -o name prints node/NAME per row.`,
+jsonpath and custom-columns read too; -o name prints node/NAME per row.`,
 		Example: `  kustodian-ctl status
   kustodian-ctl status -o wide --all
   kustodian-ctl status node-1 -o json

@@ -168,7 +168,7 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
 			if err := print(w, s); err != nil {
 				return err
 			}
-		case !out.Table(): // json (one line), jsonpath, go-template, ...
+		case !out.Table(): // json (one line), jsonpath, custom-columns, ...
 			if err := print(w, s); err != nil {
 				return err
 			}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
-	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kustodian/kustodian/internal/ctl"
@@ -32,7 +31,6 @@ func Write(dir string) error {
 		ctl.NewRoot(genericiooptions.NewTestIOStreamsDiscard(), "kustodian-ctl"),
 	} {
 		root.DisableAutoGenTag = true
-		homeAsVariable(root)
 		if err := writeTree(root, dir); err != nil {
 			return fmt.Errorf("man pages of %s: %w", root.Name(), err)
 		}
@@ -64,30 +62,4 @@ func writeTree(c *cobra.Command, dir string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// homeAsVariable writes defaults under the home directory of whoever
-// generates the pages (kubectl's --cache-dir: /root/.kube/cache) as
-// $HOME/...: the pages are the same for every builder, and true for every
-// reader.
-func homeAsVariable(root *cobra.Command) {
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" || home == "/" {
-		return
-	}
-	home = strings.TrimSuffix(home, "/")
-	replace := func(f *pflag.Flag) {
-		if f.DefValue == home || strings.HasPrefix(f.DefValue, home+"/") {
-			f.DefValue = "$HOME" + strings.TrimPrefix(f.DefValue, home)
-		}
-	}
-	var walk func(*cobra.Command)
-	walk = func(c *cobra.Command) {
-		c.Flags().VisitAll(replace)
-		c.PersistentFlags().VisitAll(replace)
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
 }
