@@ -46,6 +46,9 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 		// keeps its reason to the end (status, the completed message).
 		r.Reason = prev.Reason
 	}
+	if state == lock.Completing {
+		r.AfterFailure = prev.FailedBefore()
+	}
 	if state == lock.Waiting {
 		d := a.decision
 		r.Blocked = d.Blocked
@@ -78,7 +81,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	// An admin's release marks the record Failed before this agent sees
 	// it: for this agent it is still the way into Failed.
 	from := prev.State
-	if state == lock.Failed && prev.State == lock.Failed && prev.Message == lock.ReleasedByAdmin {
+	if state == lock.Failed && prev.State == lock.Failed && prev.ByAdmin {
 		from = ""
 	}
 	// The record is written: what a transition sets off (Events,
@@ -144,7 +147,7 @@ func sameRecord(a, b lock.Record) bool {
 	return a.State == b.State && a.Message == b.Message && a.Reason == b.Reason && a.RequestID == b.RequestID &&
 		a.Group == b.Group && a.Priority == b.Priority && a.Blocked == b.Blocked && a.Since.Equal(b.Since) &&
 		a.QueueKey == b.QueueKey && a.ReleasedRequest == b.ReleasedRequest && a.Policy == b.Policy &&
-		a.Gates == b.Gates && a.BlockedReported == b.BlockedReported
+		a.Gates == b.Gates && a.BlockedReported == b.BlockedReported && a.AfterFailure == b.AfterFailure && a.ByAdmin == b.ByAdmin
 }
 
 func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, to lock.State, r lock.Record) {

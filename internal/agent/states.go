@@ -37,7 +37,7 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 			return err
 		}
 		a.leases.Deleted(l.Name, l.ResourceVersion)
-		succeeded = prev.State == lock.Completing && prev.Message != completingAfterFailure
+		succeeded = prev.State == lock.Completing && !prev.AfterFailure
 		if succeeded && node != nil {
 			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceCompleted, "maintenance completed; node is back in the cluster")
 		}
@@ -94,9 +94,8 @@ func (a *Agent) inMaintenance(ctx context.Context, o decide.Observed, node *core
 }
 
 // Completing's messages: after a maintenance that succeeded, and after
-// one that failed and was repaired (the request removed): the second is
-// not a success, neither in the history nor in the metrics, the Events or
-// the notifications.
+// one that failed and was repaired (the request removed; see
+// lock.Record.FailedBefore).
 const (
 	completingMessage      = "completing: uncordoning and releasing the lock"
 	completingAfterFailure = "completing after a failed maintenance: uncordoning and releasing the lock"
@@ -104,7 +103,7 @@ const (
 
 func (a *Agent) completing(ctx context.Context, o decide.Observed, node *corev1.Node) error {
 	message := completingMessage
-	if r := a.myRecord(); r != nil && (r.State == lock.Failed || r.Message == completingAfterFailure) {
+	if r := a.myRecord(); r != nil && r.FailedBefore() {
 		message = completingAfterFailure
 	}
 	if err := a.publish(ctx, lock.Completing, o, node, message); err != nil {

@@ -107,6 +107,7 @@ func ReleasedAt(r Record, now time.Time) Record {
 	r.State = Failed
 	r.Since = now.Truncate(time.Second)
 	r.Message = ReleasedByAdmin
+	r.ByAdmin = true
 	return r
 }
 

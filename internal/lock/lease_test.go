@@ -92,7 +92,7 @@ func TestQueuesNaming(t *testing.T) {
 // record names none.
 func TestReleasedAt(t *testing.T) {
 	r := ReleasedAt(Record{Node: "n", State: InMaintenance, RequestID: "req-1"}, t0.Add(1500*time.Millisecond))
-	if r.State != Failed || r.ReleasedRequest != "req-1" || r.Message != ReleasedByAdmin || !r.Since.Equal(t0.Add(time.Second)) {
+	if r.State != Failed || r.ReleasedRequest != "req-1" || r.Message != ReleasedByAdmin || !r.ByAdmin || !r.Since.Equal(t0.Add(time.Second)) {
 		t.Errorf("ReleasedAt = %+v", r)
 	}
 	if r := ReleasedAt(Record{Node: "n", State: Draining}, t0); r.ReleasedRequest != "*" {

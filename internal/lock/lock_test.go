@@ -117,9 +117,28 @@ func TestQueueOrder(t *testing.T) {
 	}
 }
 
+// A Completing record after a failure is no success; a Failed one has
+// failed; a Completing one after a success has not.
+func TestFailedBefore(t *testing.T) {
+	for _, tc := range []struct {
+		r    Record
+		want bool
+	}{
+		{Record{State: Failed}, true},
+		{Record{State: Completing, AfterFailure: true}, true},
+		{Record{State: Completing}, false},
+		{Record{State: InMaintenance, AfterFailure: true}, false},
+	} {
+		if got := tc.r.FailedBefore(); got != tc.want {
+			t.Errorf("%+v: FailedBefore = %v", tc.r, got)
+		}
+	}
+}
+
 func TestRecordRoundTrip(t *testing.T) {
 	r := Record{Node: "n1", State: Draining, Since: t0, Reason: "kernel", Message: "draining: 2 pods left",
-		RequestID: "abc", Policy: "zones", Group: "eu-1", Priority: 3, Blocked: "outside window", Gates: `[{"gate":"window"}]`, BlockedReported: true, QueueKey: "42", Requested: t0.Add(-time.Minute), Heartbeat: t0}
+		RequestID: "abc", Policy: "zones", Group: "eu-1", Priority: 3, Blocked: "outside window", Gates: `[{"gate":"window"}]`, BlockedReported: true, QueueKey: "42", Requested: t0.Add(-time.Minute), Heartbeat: t0,
+		AfterFailure: true, ByAdmin: true}
 	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: RecordName("n1"), Annotations: map[string]string{"other": "kept"}}}
 	r.ApplyTo(l)
 	if got := RecordFromLease(l); !reflect.DeepEqual(got, r) {
@@ -128,9 +147,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	if l.Annotations["other"] != "kept" || l.Labels[LabelManagedBy] != ManagedBy {
 		t.Errorf("annotations/labels: %v %v", l.Annotations, l.Labels)
 	}
-	r.Reason, r.Priority, r.BlockedReported, r.Gates = "", 0, false, ""
+	r.Reason, r.Priority, r.BlockedReported, r.Gates, r.AfterFailure, r.ByAdmin = "", 0, false, "", false, false
 	r.ApplyTo(l)
-	for _, k := range []string{AnnotationReason, AnnotationPriority, AnnotationBlockedReported, AnnotationGates} {
+	for _, k := range []string{AnnotationReason, AnnotationPriority, AnnotationBlockedReported, AnnotationGates, AnnotationAfterFailure, AnnotationByAdmin} {
 		if _, ok := l.Annotations[k]; ok {
 			t.Errorf("an empty value left annotation %s behind", k)
 		}

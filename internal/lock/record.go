@@ -40,6 +40,12 @@ const (
 	// released (kustodian-ctl release): the agent records Failed and does
 	// not take the lock again for it; a new request starts over.
 	AnnotationReleasedRequest = "kustodian.io/released-request"
+	// AnnotationAfterFailure, on a Completing record, says the maintenance
+	// it ends failed (and was repaired): it is no success.
+	AnnotationAfterFailure = "kustodian.io/after-failure"
+	// AnnotationByAdmin says an admin wrote the record last (kustodian-ctl
+	// release), not its agent.
+	AnnotationByAdmin = "kustodian.io/by-admin"
 	// AnnotationBlocked, when set on a Waiting record, says why this node's
 	// own gates are closed: it stays listed but is not eligible for a grant.
 	AnnotationBlocked = "kustodian.io/blocked"
@@ -95,8 +101,12 @@ type Record struct {
 	QueueKey string
 	// ReleasedRequest: see AnnotationReleasedRequest.
 	ReleasedRequest string
-	Requested       time.Time
-	Heartbeat       time.Time
+	// AfterFailure and ByAdmin: see AnnotationAfterFailure and
+	// AnnotationByAdmin.
+	AfterFailure bool
+	ByAdmin      bool
+	Requested    time.Time
+	Heartbeat    time.Time
 }
 
 // RecordFromLease reads a node record.
@@ -114,6 +124,8 @@ func RecordFromLease(l *coordv1.Lease) Record {
 		QueueKey:  a[AnnotationQueueKey],
 
 		BlockedReported: a[AnnotationBlockedReported] == "true",
+		AfterFailure:    a[AnnotationAfterFailure] == "true",
+		ByAdmin:         a[AnnotationByAdmin] == "true",
 
 		ReleasedRequest: a[AnnotationReleasedRequest],
 	}
@@ -178,11 +190,16 @@ func (r Record) ApplyTo(l *coordv1.Lease) {
 		gates = "" // JSON cut short would not read; kustodian-ctl shows none
 	}
 	set(AnnotationGates, gates)
-	reported := ""
-	if r.BlockedReported {
-		reported = "true"
+	flag := func(k string, v bool) {
+		if v {
+			set(k, "true")
+		} else {
+			set(k, "")
+		}
 	}
-	set(AnnotationBlockedReported, reported)
+	flag(AnnotationBlockedReported, r.BlockedReported)
+	flag(AnnotationAfterFailure, r.AfterFailure)
+	flag(AnnotationByAdmin, r.ByAdmin)
 	set(AnnotationQueueKey, r.QueueKey)
 	set(AnnotationReleasedRequest, Clip(r.ReleasedRequest, MaxText))
 	prio := ""
@@ -223,6 +240,14 @@ func microTime(t time.Time) *metav1.MicroTime {
 	}
 	m := metav1.NewMicroTime(t)
 	return &m
+}
+
+// FailedBefore says whether the maintenance of a node whose record is r
+// failed: it is Failed, or Completing after a failure. Its Completing is
+// then no success, neither in the history nor in the metrics, the Events or
+// the notifications.
+func (r Record) FailedBefore() bool {
+	return r.State == Failed || (r.State == Completing && r.AfterFailure)
 }
 
 // GroupRef is the record's group.
