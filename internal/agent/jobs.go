@@ -272,93 +272,67 @@ func watchJobs(ctx context.Context, dir string) <-chan struct{} {
 }
 
 // stepJob moves the current managed job on while the node is in
-// maintenance. It returns the record's message and whether the job failed.
+// maintenance: it gathers what jobs.Next needs, and does what it says. It
+// returns the record's message and whether the job failed.
 func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (string, bool, error) {
-	save := func() error { return a.jobs.Save(j) }
-	switch j.State {
-	case jobs.Rebooting:
-		if j.Message == "boot "+bootID() {
-			return "rebooting for " + j.Summary(), false, nil // asked; the host goes down soon
-		}
-		// Booted again: run the job again.
-		j.State, j.Message = jobs.Pending, ""
-		if err := save(); err != nil {
-			return "", false, err
-		}
-		fallthrough
-	case jobs.Pending:
-		j.Runs++
-		j.State, j.Started, j.ExitCode, j.LastLines, j.Message = jobs.Running, a.now().UTC(), nil, nil, ""
-		if err := save(); err != nil {
-			return "", false, err
-		}
-		if err := a.runner.Start(ctx, j); err != nil {
-			j.State, j.Message = jobs.Failed, err.Error()
-			if serr := save(); serr != nil {
-				return "", false, serr
-			}
-			return j.Summary(), true, nil
-		}
-		a.log.Info("job started", "job", j.ID, "run", j.Runs)
-		return j.Summary(), false, nil
-	case jobs.Running:
+	f := jobs.Facts{Now: a.now(), Boot: bootID(), RebootPending: rebootPending, CanReboot: a.login1 != nil, Unit: jobUnit(j)}
+	if j.State == jobs.Running {
 		alive, err := a.runner.Alive(ctx, j)
 		if err != nil {
 			return "", false, err // asked again at the next step
 		}
 		if !alive {
 			// Re-read: it may have ended just now.
-			fresh, err := a.jobs.Get(j.ID)
-			if err != nil {
+			if j, err = a.jobs.Get(j.ID); err != nil {
 				return "", false, err
 			}
-			if fresh.State != jobs.Running {
-				a.poke()
-				return fresh.Summary(), false, nil
-			}
-			// It died with the agent or the host: jobs are idempotent, run again.
-			a.log.Warn("job is not running any more; running it again", "job", j.ID)
-			j.State = jobs.Pending
-			if err := save(); err != nil {
-				return "", false, err
-			}
-			a.poke()
 		}
-		return j.Summary(), false, nil
-	case jobs.Succeeded:
-		if rebootPending && j.Reboot == jobs.RebootAuto {
-			if j.Runs >= jobs.MaxRuns {
-				j.State, j.Message = jobs.Failed, fmt.Sprintf("a reboot is still pending after %d runs", j.Runs)
-				return j.Summary(), true, save()
-			}
-			if a.login1 == nil {
-				j.State, j.Message = jobs.Failed, "a reboot is pending but logind cannot be reached to reboot"
-				return j.Summary(), true, save()
-			}
-			j.State, j.Message = jobs.Rebooting, "boot "+bootID()
-			if err := save(); err != nil {
-				return "", false, err
-			}
-			a.log.Info("job succeeded and a reboot is pending: rebooting, keeping the lock", "job", j.ID)
-			if err := a.login1.Reboot(ctx); err != nil {
-				return "", false, err
-			}
-			return "rebooting for " + j.Summary(), false, nil
+		f.Alive = alive
+	}
+	step, err := jobs.Next(*j, f)
+	if err != nil {
+		return "", false, err
+	}
+	return a.actOnJob(ctx, step, f)
+}
+
+// actOnJob does a job's step: save the job, then start it, reboot, or end
+// it.
+func (a *Agent) actOnJob(ctx context.Context, step jobs.Step, f jobs.Facts) (string, bool, error) {
+	j := step.Job
+	if step.Save {
+		if err := a.jobs.Save(&j); err != nil {
+			return "", false, err
 		}
-		// Done: the agent made the request for the job, so it ends it.
+	}
+	switch {
+	case step.Log != "" && step.Warn:
+		a.log.Warn(step.Log, "job", j.ID, "run", j.Runs)
+	case step.Log != "":
+		a.log.Info(step.Log, "job", j.ID, "run", j.Runs)
+	}
+	switch step.Do {
+	case jobs.Start:
+		if err := a.runner.Start(ctx, &j); err != nil {
+			return a.actOnJob(ctx, jobs.StartFailed(j, f, err), f)
+		}
+	case jobs.Reboot:
+		if err := a.login1.Reboot(ctx); err != nil {
+			return "", false, err
+		}
+	case jobs.Finish:
+		// The agent made the request for the job, so it ends it.
 		if err := a.jobs.ClearCurrent(); err != nil {
 			return "", false, err
 		}
 		if err := a.files.RemoveRequest(); err != nil {
 			return "", false, err
 		}
-		a.log.Info("job succeeded", "job", j.ID, "runs", j.Runs)
-		a.poke()
-		return j.Summary(), false, nil
-	case jobs.Failed:
-		return j.Summary() + "; the lock and the cordon are held (journalctl -u " + jobUnit(j) + ")", true, nil
 	}
-	return "", false, fmt.Errorf("job %s has an unknown state %q", j.ID, j.State)
+	if step.Again {
+		a.poke()
+	}
+	return step.Message, step.Failed, nil
 }
 
 // jobsDir is where the agent keeps managed jobs.

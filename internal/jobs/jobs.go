@@ -49,6 +49,9 @@ type Job struct {
 	Started   time.Time `json:"started,omitzero"`
 	Finished  time.Time `json:"finished,omitzero"`
 	Message   string    `json:"message,omitempty"`
+	// Boot, while Rebooting, is the boot the job asked to end: the job
+	// runs again in any other.
+	Boot string `json:"boot,omitempty"`
 }
 
 // Done reports whether the job has ended for good.
@@ -130,6 +133,9 @@ func (s Store) Get(id string) (*Job, error) {
 	var j Job
 	if err := json.Unmarshal(b, &j); err != nil {
 		return nil, fmt.Errorf("job %s: %s is corrupt: %w", id, s.path(id), err)
+	}
+	if boot, ok := strings.CutPrefix(j.Message, "boot "); ok && j.State == Rebooting && j.Boot == "" {
+		j.Boot, j.Message = boot, "" // as earlier agents wrote it
 	}
 	return &j, nil
 }
