@@ -5,24 +5,31 @@
 // record parser, not the queue's order, not the lock's rules).
 //
 // While the agents run it follows, each with a watch that is opened again
-// whenever the API server closes it, the Leases of the agents' namespace
-// and the pods and PodDisruptionBudgets of the workloads' namespace, and
-// notes each violation as it happens:
+// whenever the API server closes it (and a list again when the server lost
+// the history, as after a restart with a watch cache: the gap is noted),
+// the Leases of the agents' namespace, the Nodes, and the pods and
+// PodDisruptionBudgets of the workloads' namespace, and notes each
+// violation as it happens:
 //   - more nodes of a group Draining, InMaintenance or Rebooting at once
-//     than the group has slots;
+//     than the group has slots, by the agents' records;
 //   - a node's state moving in a way the state machine of docs/design.md
 //     does not allow (a finished node that comes back Completing, a grant
 //     without a wait);
 //   - a PDB's selected, ready, not terminating pods falling below its
 //     minAvailable once they had reached it.
 //
-// At the end (Verdict) it also checks the end state: every node that
+// At the end (Verdict) it replays, in the API server's own order (the
+// resource versions of the objects' changes, one counter for all of
+// them), what the agents did rather than what they said: a node carrying
+// Kustodian's cordon holds a lock then (unless its record says Failed: an
+// admin may have released its lock while it waits for repair), and no
+// group has more lock holders than slots. It also checks the end state: every node that
 // asked ends Idle or Failed; a node left cordoned has a Failed record that
 // says why, or an admin cordoned it; an Idle node carries no Kustodian
 // label or annotation; no lock is held by an Idle node.
 //
-// A history that breaks off (the resource version expired, an error event)
-// fails the verdict: a truncated history must not pass.
+// A history that breaks off (a list refused after a gap) fails the verdict:
+// a truncated history must not pass.
 package judge
 
 import (
@@ -30,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,14 +45,13 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kustodian/kustodian/test/follow"
 )
 
 // The names and annotations of docs/design.md ("Cluster objects"), written out here on
@@ -52,6 +59,7 @@ import (
 const (
 	recordPrefix     = "node-"
 	lockPrefix       = "lock-"
+	labelPolicy      = "kustodian.io/policy"
 	annState         = "kustodian.io/state"
 	annMessage       = "kustodian.io/message"
 	annPolicy        = "kustodian.io/policy"
@@ -133,6 +141,20 @@ type Judge struct {
 	pods       map[string]*corev1.Pod
 	pdbs       map[string]*policyv1.PodDisruptionBudget
 	reached    map[string]bool // PDBs whose minAvailable was met once
+	evidence   []fact          // what the API server stored, for the replay
+}
+
+// fact is one stored change the replay orders: a lock's holder, a Node's
+// Kustodian cordon, a record's state.
+type fact struct {
+	rv       uint64
+	kind     string // "lock", "node", "record"
+	name     string // the lock, the node
+	holder   string // lock: its holder ("" when free)
+	group    string // lock: its group
+	cordoned bool   // node: Kustodian's cordon is on
+	state    string // record: its state (idle when deleted)
+	gone     bool   // the object was deleted
 }
 
 // Watch starts judging the agents of namespace, and the workloads of
@@ -144,22 +166,28 @@ func Watch(ctx context.Context, client kubernetes.Interface, namespace, workload
 		pods: map[string]*corev1.Pod{}, pdbs: map[string]*policyv1.PodDisruptionBudget{}, reached: map[string]bool{},
 	}
 	leases := client.CoordinationV1().Leases(namespace)
-	if err := follow(ctx, j, "the Leases of "+namespace, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	if err := j.follow(ctx, "the Leases of "+namespace, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return leases.List(ctx, o)
 	}, leases.Watch, j.lease); err != nil {
+		return nil, err
+	}
+	nodes := client.CoreV1().Nodes()
+	if err := j.follow(ctx, "the Nodes", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return nodes.List(ctx, o)
+	}, nodes.Watch, j.node); err != nil {
 		return nil, err
 	}
 	if workloads == "" {
 		return j, nil
 	}
 	pdbs := client.PolicyV1().PodDisruptionBudgets(workloads)
-	if err := follow(ctx, j, "the PodDisruptionBudgets of "+workloads, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	if err := j.follow(ctx, "the PodDisruptionBudgets of "+workloads, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return pdbs.List(ctx, o)
 	}, pdbs.Watch, j.pdb); err != nil {
 		return nil, err
 	}
 	pods := client.CoreV1().Pods(workloads)
-	if err := follow(ctx, j, "the pods of "+workloads, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	if err := j.follow(ctx, "the pods of "+workloads, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return pods.List(ctx, o)
 	}, pods.Watch, j.pod); err != nil {
 		return nil, err
@@ -168,73 +196,32 @@ func Watch(ctx context.Context, client kubernetes.Interface, namespace, workload
 }
 
 // follow lists, hands each item to observe, then follows from the list's
-// resource version with a watch that re-opens when the server closes it.
-func follow(ctx context.Context, j *Judge, what string,
+// resource version; a gap in the history is noted in it.
+func (j *Judge) follow(ctx context.Context, what string,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 	observe func(watch.EventType, runtime.Object),
 ) error {
-	obj, err := list(ctx, metav1.ListOptions{})
+	err := follow.Start(ctx, follow.Source{What: what, List: list, Watch: watchFn}, follow.Handlers{
+		Observe: func(ev follow.Event) { observe(ev.Type, ev.Object) },
+		Gap: func(from, to string) {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			j.history = append(j.history, fmt.Sprintf("%s the API server lost the history of %s after resource version %s; listed again at %s", stamp(j.start), what, from, to))
+		},
+		Fail: j.fail,
+	})
 	if err != nil {
-		return fmt.Errorf("judge: listing %s: %w", what, err)
+		return fmt.Errorf("judge: %w", err)
 	}
-	items, err := itemsOf(obj)
-	if err != nil {
-		return fmt.Errorf("judge: listing %s: %w", what, err)
-	}
-	for _, it := range items {
-		observe(watch.Added, it)
-	}
-	rv := obj.(metav1.ListInterface).GetResourceVersion()
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFn})
-	if err != nil {
-		return fmt.Errorf("judge: watching %s: %w", what, err)
-	}
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					if ctx.Err() == nil {
-						j.fail(fmt.Errorf("the watch of %s ended before the run did", what))
-					}
-					return
-				}
-				if ev.Type == watch.Error {
-					j.fail(fmt.Errorf("the watch of %s failed: %v", what, apierrors.FromObject(ev.Object)))
-					return
-				}
-				if ev.Type != watch.Bookmark {
-					observe(ev.Type, ev.Object)
-				}
-			}
-		}
-	}()
 	return nil
 }
 
-func itemsOf(obj runtime.Object) ([]runtime.Object, error) {
-	var out []runtime.Object
-	switch l := obj.(type) {
-	case *coordv1.LeaseList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.PodList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *policyv1.PodDisruptionBudgetList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	default:
-		return nil, fmt.Errorf("unexpected list %T", obj)
-	}
-	return out, nil
+// rvOf is an object's resource version as a number (the API server's
+// counter; 0 when it does not read).
+func rvOf(obj metav1.Object) uint64 {
+	n, _ := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	return n
 }
 
 func (j *Judge) fail(err error) {
@@ -267,7 +254,20 @@ func groupOf(l *coordv1.Lease) string {
 
 func (j *Judge) lease(typ watch.EventType, obj runtime.Object) {
 	l, ok := obj.(*coordv1.Lease)
-	if !ok || !strings.HasPrefix(l.Name, recordPrefix) {
+	if !ok {
+		return
+	}
+	if strings.HasPrefix(l.Name, lockPrefix) {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		f := fact{rv: rvOf(l), kind: "lock", name: l.Name, holder: holder(l), group: lockGroup(l), gone: typ == watch.Deleted}
+		if f.gone {
+			f.holder = ""
+		}
+		j.evidence = append(j.evidence, f)
+		return
+	}
+	if !strings.HasPrefix(l.Name, recordPrefix) {
 		return
 	}
 	node := strings.TrimPrefix(l.Name, recordPrefix)
@@ -277,6 +277,7 @@ func (j *Judge) lease(typ watch.EventType, obj runtime.Object) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.evidence = append(j.evidence, fact{rv: rvOf(l), kind: "record", name: node, state: to, gone: typ == watch.Deleted})
 	from, seen := j.state[node]
 	if !seen {
 		from = idle
@@ -315,6 +316,106 @@ func (j *Judge) lease(typ watch.EventType, obj runtime.Object) {
 		sort.Strings(in)
 		j.violate("%d nodes of group %s active at once, %d slots: %v", len(in), grp, slots, in)
 	}
+}
+
+// lockGroup is a lock's group as the lock says it: its policy label and
+// group annotation, as groupOf reads them on a record.
+func lockGroup(l *coordv1.Lease) string {
+	p, g := l.Labels[labelPolicy], l.Annotations[annGroup]
+	if p == "" {
+		p = "default"
+	}
+	if g == "" || g == p {
+		return p
+	}
+	return p + "/" + g
+}
+
+// node notes whether Kustodian's cordon is on a Node: unschedulable, and
+// marked as Kustodian's.
+func (j *Judge) node(typ watch.EventType, obj runtime.Object) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	cordoned := typ != watch.Deleted && n.Spec.Unschedulable && n.Annotations[nodeCordonedMark] == "true"
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.evidence = append(j.evidence, fact{rv: rvOf(n), kind: "node", name: n.Name, cordoned: cordoned, gone: typ == watch.Deleted})
+}
+
+// replay goes through what the API server stored in its order and notes
+// what the agents did against the rules: a Kustodian cordon on a node that
+// holds no lock (and whose record is not Failed), more holders of a
+// group's locks than it has slots. Only nodes that had a record in the
+// namespace count: other tests' nodes share the cluster.
+func (j *Judge) replay() []string {
+	j.mu.Lock()
+	facts := append([]fact(nil), j.evidence...)
+	asked := map[string]bool{}
+	for n := range j.asked {
+		asked[n] = true
+	}
+	j.mu.Unlock()
+	sort.SliceStable(facts, func(a, b int) bool { return facts[a].rv < facts[b].rv })
+	holderOf := map[string]string{} // lock → node
+	groupOfLock := map[string]string{}
+	cordoned := map[string]bool{}
+	state := map[string]string{}
+	var out []string
+	// A violation is told once, when it starts; it may start again.
+	now, before := map[string]bool{}, map[string]bool{}
+	note := func(key, msg string) {
+		now[key] = true
+		if !before[key] {
+			out = append(out, msg)
+		}
+	}
+	for i, f := range facts {
+		switch f.kind {
+		case "lock":
+			holderOf[f.name], groupOfLock[f.name] = f.holder, f.group
+		case "node":
+			cordoned[f.name] = f.cordoned
+		case "record":
+			state[f.name] = f.state
+		}
+		if i+1 < len(facts) && facts[i+1].rv == f.rv {
+			continue // judge once all the changes of one version are in
+		}
+		before, now = now, map[string]bool{}
+		holds := map[string]bool{}
+		perGroup := map[string][]string{}
+		for l, h := range holderOf {
+			if h != "" {
+				holds[h] = true
+				perGroup[groupOfLock[l]] = append(perGroup[groupOfLock[l]], h)
+			}
+		}
+		for n, c := range cordoned {
+			if c && asked[n] && !holds[n] && state[n] != failed {
+				note("cordon "+n, fmt.Sprintf("%s carried Kustodian's cordon at resource version %d without holding a lock (record: %s)", n, f.rv, orIdle(state[n])))
+			}
+		}
+		for g, hs := range perGroup {
+			slots := j.rules.Slots[g]
+			if slots == 0 {
+				slots = 1
+			}
+			if len(hs) > slots {
+				sort.Strings(hs)
+				note("group "+g, fmt.Sprintf("%d nodes held locks of group %s at resource version %d, %d slots: %v", len(hs), g, f.rv, slots, hs))
+			}
+		}
+	}
+	return out
+}
+
+func orIdle(s string) string {
+	if s == "" {
+		return idle
+	}
+	return s
 }
 
 func (j *Judge) pdb(typ watch.EventType, obj runtime.Object) {
@@ -406,7 +507,7 @@ func (j *Judge) Violations() []string {
 // Verdict is every violation seen during the run and in the end state of
 // nodes, or nil. Call it once the run has settled.
 func (j *Judge) Verdict(ctx context.Context, nodes []string) error {
-	out := j.Violations()
+	out := append(j.Violations(), j.replay()...)
 	j.mu.Lock()
 	asked := map[string]bool{}
 	for n := range j.asked {

@@ -179,3 +179,78 @@ func TestVerdictChecksTheEndState(t *testing.T) {
 		}
 	}
 }
+
+func lockLease(name, holder, policy, group, rv string) *coordv1.Lease {
+	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "k", ResourceVersion: rv, Labels: map[string]string{}, Annotations: map[string]string{}},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &holder}}
+	if policy != "" {
+		l.Labels[labelPolicy] = policy
+	}
+	if group != "" {
+		l.Annotations[annGroup] = group
+	}
+	return l
+}
+
+func nodeWith(name string, cordoned bool, rv string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv, Annotations: map[string]string{}}}
+	if cordoned {
+		n.Spec.Unschedulable = true
+		n.Annotations[nodeCordonedMark] = "true"
+	}
+	return n
+}
+
+func at(l *coordv1.Lease, rv string) *coordv1.Lease {
+	l.ResourceVersion = rv
+	return l
+}
+
+// The replay follows the API server's order, not the order the watches
+// delivered: a lock taken before the cordon (by resource version) and
+// given back after the uncordon passes whatever order the events came in;
+// a cordon outside the lock, or two holders in a one-slot group, do not.
+func TestReplayJudgesWhatTheServerStored(t *testing.T) {
+	j := newJudge(Rules{Slots: map[string]int{"zones/a": 2}})
+	// Delivered out of order: the Node watch ran ahead of the Lease watch.
+	j.node(watch.Modified, nodeWith("n1", true, "12"))
+	j.node(watch.Modified, nodeWith("n1", false, "14"))
+	j.lease(watch.Added, at(record("n1", waiting, "", ""), "10"))
+	j.lease(watch.Modified, lockLease("lock-default-0", "n1", "", "", "11"))
+	j.lease(watch.Modified, at(record("n1", draining, "", ""), "13"))
+	j.lease(watch.Modified, lockLease("lock-default-0", "", "", "", "15"))
+	// Two slots in zones/a: two holders are fine.
+	j.lease(watch.Added, at(record("z1", waiting, "zones", "a"), "20"))
+	j.lease(watch.Added, at(record("z2", waiting, "zones", "a"), "21"))
+	j.lease(watch.Modified, lockLease("lock-zones-a-0", "z1", "zones", "a", "22"))
+	j.lease(watch.Modified, lockLease("lock-zones-a-1", "z2", "zones", "a", "23"))
+	// A Failed node whose lock an admin released keeps its cordon.
+	j.lease(watch.Added, at(record("f", failed, "", ""), "30"))
+	j.node(watch.Modified, nodeWith("f", true, "31"))
+	if v := j.replay(); len(v) != 0 {
+		t.Fatalf("a legal run judged: %v", v)
+	}
+
+	// n2 is cordoned by Kustodian a version before it takes the lock.
+	j.lease(watch.Added, at(record("n2", waiting, "", ""), "40"))
+	j.node(watch.Modified, nodeWith("n2", true, "41"))
+	j.lease(watch.Modified, lockLease("lock-default-0", "n2", "", "", "42"))
+	// n3 takes a third lock of zones/a (concurrency lowered, or a bug).
+	j.lease(watch.Added, at(record("n3", waiting, "zones", "a"), "50"))
+	j.lease(watch.Modified, lockLease("lock-zones-a-2", "n3", "zones", "a", "51"))
+	// A cordon on a node of another test (no record here) is none of its
+	// business.
+	j.node(watch.Modified, nodeWith("stranger", true, "60"))
+	got := strings.Join(j.replay(), "\n")
+	for _, want := range []string{
+		"n2 carried Kustodian's cordon at resource version 41 without holding a lock (record: Waiting)",
+		"3 nodes held locks of group zones/a at resource version 51, 2 slots: [n3 z1 z2]",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the replay does not say %q:\n%s", want, got)
+		}
+	}
+	if lines := strings.Split(got, "\n"); len(lines) != 2 {
+		t.Errorf("the replay says %d things, want 2 (each violation once, no innocent node):\n%s", len(lines), got)
+	}
+}

@@ -1,12 +1,17 @@
 // Package timeline records the published states of Kustodian's node records,
 // as the API server orders them, for tests, the demo and the benchmarks:
-// who was in which state when, whether two nodes were ever in maintenance at
-// once, in which order the lock was granted, and how long each step took.
+// who was in which state when, whether more nodes of a group than it has
+// slots were ever active at once, in which order the lock was granted and
+// the requests reached the API server, and how long each step took.
+//
+// It reads the records by the names and annotations of the contract
+// (docs/design.md, "Cluster objects"), written out here, not through the
+// code that writes them, and orders requests by the resource versions at
+// which the API server created their records.
 package timeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -16,17 +21,27 @@ import (
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/follow"
 )
 
-// Idle stands for a deleted record: the node is back to Idle.
+// The contract's names: a record is the Lease node-<node>, its state,
+// message, policy and group are annotations.
+const (
+	recordPrefix = "node-"
+	annState     = "kustodian.io/state"
+	annMessage   = "kustodian.io/message"
+	annPolicy    = "kustodian.io/policy"
+	annGroup     = "kustodian.io/group"
+)
+
+// Idle stands for a deleted record: the node is back to Idle. The states
+// are lock.State values, the contract's names.
 const Idle = lock.Idle
 
 // Transition is one change of a node's published state.
@@ -35,16 +50,23 @@ type Transition struct {
 	Node    string
 	State   lock.State
 	Message string
-	Key     string // the record's queue key
+	// Group is the record's "<policy>/<group>" ("default" for the
+	// built-in policy, "<policy>" for a policy without groups).
+	Group string
+	// Created is the resource version at which the API server created the
+	// record ("" when it existed before the recording started).
+	Created string
 }
 
 // Timeline is the recorded transitions, in the order of the API server.
 type Timeline struct {
-	mu     sync.Mutex
-	events []Transition
-	last   map[string]lock.State
-	notify func(Transition)
-	err    error // the recording broke off: the history is incomplete
+	mu      sync.Mutex
+	events  []Transition
+	last    map[string]lock.State
+	created map[string]string // node → the resource version of its record's creation
+	notify  func(Transition)
+	err     error    // the recording broke off: the history is incomplete
+	gaps    []string // where the API server lost the history and it was listed again
 }
 
 // Record starts recording the node records of namespace until ctx ends.
@@ -52,61 +74,62 @@ type Timeline struct {
 //
 // It lists the records, then follows them from that list's resource
 // version with a watch that is opened again whenever the API server closes
-// it, so no change is missed. If the history cannot be continued (the
-// resource version expired, an error event), the timeline says so in Err,
-// and every check fails with it: a truncated history must not pass.
+// it; when the server no longer has the history (410 Gone, after a restart
+// of an API server with a watch cache) it lists again and notes the gap
+// (Gaps). Any other break (an error event) is kept in Err, and every check
+// fails with it: a truncated history must not pass.
 func Record(ctx context.Context, client kubernetes.Interface, namespace string, onChange func(Transition)) (*Timeline, error) {
 	leases := client.CoordinationV1().Leases(namespace)
-	list, err := leases.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing the Leases of %s: %w", namespace, err)
-	}
-	tl := &Timeline{last: map[string]lock.State{}, notify: onChange}
-	for i := range list.Items {
-		tl.observe(watch.Added, &list.Items[i])
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	tl := &Timeline{last: map[string]lock.State{}, created: map[string]string{}, notify: onChange}
+	err := follow.Start(ctx, follow.Source{
+		What: "the Leases of " + namespace,
+		List: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return leases.List(ctx, o) },
+		Watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return leases.Watch(ctx, o)
 		},
+	}, follow.Handlers{
+		Observe: func(ev follow.Event) {
+			if l, ok := ev.Object.(*coordv1.Lease); ok {
+				tl.observe(ev.Type, l, ev.Listed)
+			}
+		},
+		Gap: func(from, to string) {
+			tl.mu.Lock()
+			defer tl.mu.Unlock()
+			tl.gaps = append(tl.gaps, fmt.Sprintf("%s: the history after resource version %s was lost; listed again at %s", time.Now().Format("15:04:05.000"), from, to))
+		},
+		Fail: tl.fail,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watching the Leases of %s: %w", namespace, err)
+		return nil, err
 	}
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					if ctx.Err() == nil {
-						tl.fail(errors.New("the watch of the records ended before the test did"))
-					}
-					return
-				}
-				if ev.Type == watch.Error {
-					tl.fail(fmt.Errorf("the watch of the records failed: %v", apierrors.FromObject(ev.Object)))
-					return
-				}
-				if l, ok := ev.Object.(*coordv1.Lease); ok {
-					tl.observe(ev.Type, l)
-				}
-			}
-		}
-	}()
 	return tl, nil
 }
 
-func (tl *Timeline) observe(typ watch.EventType, l *coordv1.Lease) {
-	if !lock.IsRecordName(l.Name) {
+func groupOf(l *coordv1.Lease) string {
+	p, g := l.Annotations[annPolicy], l.Annotations[annGroup]
+	if p == "" {
+		p = "default"
+	}
+	if g == "" || g == p {
+		return p
+	}
+	return p + "/" + g
+}
+
+// observe notes a record's state; listed says it comes from a list, which
+// does not show when the record was created.
+func (tl *Timeline) observe(typ watch.EventType, l *coordv1.Lease, listed bool) {
+	node, ok := strings.CutPrefix(l.Name, recordPrefix)
+	if !ok {
 		return
 	}
-	r := lock.RecordFromLease(l)
-	t := Transition{At: time.Now(), Node: lock.NodeOfRecord(l.Name), State: r.State, Message: r.Message, Key: r.QueueKey}
-	if typ == watch.Deleted {
+	t := Transition{At: time.Now(), Node: node, State: lock.State(l.Annotations[annState]), Message: l.Annotations[annMessage], Group: groupOf(l)}
+	switch {
+	case typ == watch.Deleted:
 		t.State, t.Message = Idle, "record deleted: back in the cluster"
+	case typ == watch.Added && !listed:
+		t.Created = l.ResourceVersion
 	}
 	tl.add(t)
 }
@@ -119,6 +142,14 @@ func (tl *Timeline) fail(err error) {
 	}
 }
 
+// Gaps are where the API server lost the history and the records were
+// listed again: changes in a gap are seen as one.
+func (tl *Timeline) Gaps() []string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return append([]string(nil), tl.gaps...)
+}
+
 // Err is why the recording broke off; nil while the history is whole.
 func (tl *Timeline) Err() error {
 	tl.mu.Lock()
@@ -128,6 +159,11 @@ func (tl *Timeline) Err() error {
 
 func (tl *Timeline) add(t Transition) {
 	tl.mu.Lock()
+	if t.Created != "" {
+		tl.created[t.Node] = t.Created
+	} else if t.State == Idle {
+		delete(tl.created, t.Node)
+	}
 	changed := tl.last[t.Node] != t.State
 	if changed {
 		tl.last[t.Node] = t.State
@@ -195,26 +231,29 @@ func active(s lock.State) bool {
 	return s == lock.Draining || s == lock.InMaintenance || s == lock.Rebooting
 }
 
-// CheckExclusive returns an error if more than slots nodes were ever
-// Draining, InMaintenance or Rebooting at once.
+// CheckExclusive returns an error if more than slots nodes of one group
+// were ever Draining, InMaintenance or Rebooting at once.
 func (tl *Timeline) CheckExclusive(slots int) error {
 	if err := tl.Err(); err != nil {
 		return err
 	}
+	group := map[string]string{}
 	now := map[string]bool{}
 	for _, t := range tl.Transitions() {
 		if active(t.State) {
-			now[t.Node] = true
+			now[t.Node], group[t.Node] = true, t.Group
 		} else {
 			delete(now, t.Node)
 		}
-		if len(now) > slots {
-			var nodes []string
-			for n := range now {
+		var nodes []string
+		for n := range now {
+			if group[n] == group[t.Node] {
 				nodes = append(nodes, n)
 			}
+		}
+		if len(nodes) > slots {
 			sort.Strings(nodes)
-			return fmt.Errorf("%d nodes active at once (%v) at %s", len(now), nodes, t.At.Format("15:04:05.000"))
+			return fmt.Errorf("%d nodes of group %s active at once (%v) at %s", len(nodes), group[t.Node], nodes, t.At.Format("15:04:05.000"))
 		}
 	}
 	return nil
@@ -232,19 +271,22 @@ func (tl *Timeline) Grants() []string {
 }
 
 // RequestOrder is the order the queue owed the nodes (all at priority 0):
-// by the resource versions at which their first Waiting records reached the
-// API server, compared as numbers, then by name. It states the rule itself
-// rather than asking the queue code it checks.
+// by the resource versions at which the API server created their records
+// (seen in the watch, not read from what the agents wrote), compared as
+// numbers, then by name. Nodes whose records existed before the recording
+// began, or whose creation was lost in a gap, go last. It states the rule
+// itself rather than asking the queue code it checks.
 func (tl *Timeline) RequestOrder() []string {
 	keys := map[string]uint64{}
 	for _, t := range tl.Transitions() {
-		if _, seen := keys[t.Node]; t.State == lock.Waiting && !seen {
-			k, err := strconv.ParseUint(t.Key, 10, 64)
-			if err != nil {
-				k = math.MaxUint64 // an unreadable key goes last, and the order check says so
-			}
-			keys[t.Node] = k
+		if _, seen := keys[t.Node]; seen || t.State == Idle {
+			continue
 		}
+		k, err := strconv.ParseUint(t.Created, 10, 64)
+		if err != nil {
+			k = math.MaxUint64
+		}
+		keys[t.Node] = k
 	}
 	out := make([]string, 0, len(keys))
 	for n := range keys {
