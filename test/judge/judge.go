@@ -142,6 +142,7 @@ type Judge struct {
 	pdbs       map[string]*policyv1.PodDisruptionBudget
 	reached    map[string]bool // PDBs whose minAvailable was met once
 	evidence   []fact          // what the API server stored, for the replay
+	gaps       int             // histories the API server lost (410), listed again
 }
 
 // fact is one stored change the replay orders: a lock's holder, a Node's
@@ -207,6 +208,7 @@ func (j *Judge) follow(ctx context.Context, what string,
 		Gap: func(from, to string) {
 			j.mu.Lock()
 			defer j.mu.Unlock()
+			j.gaps++
 			j.history = append(j.history, fmt.Sprintf("%s the API server lost the history of %s after resource version %s; listed again at %s", stamp(j.start), what, from, to))
 		},
 		Fail: j.fail,
@@ -484,6 +486,14 @@ func ready(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// Gaps is how often the API server lost a history the judge followed (410
+// Gone) and the judge listed again.
+func (j *Judge) Gaps() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.gaps
 }
 
 // History is every state change seen, one per line, for a failure's log.
