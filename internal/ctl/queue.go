@@ -16,8 +16,10 @@ func newQueueCommand(o *options) *cobra.Command {
 		Use:   "queue",
 		Short: "List the nodes waiting for maintenance, in the order they will be granted",
 		Long: `queue lists the waiting nodes in grant order: position, node, group, time waiting,
-and whether the node's agent is alive. A node whose agent has gone silent keeps
-its record but is skipped (no position) until it returns. -o wide adds what each
+and whether the node's agent is alive. A node whose agent has gone silent, or
+whose own gate is closed (held, blocking pods, its gate command), keeps its
+record but is passed (no position, listed last) until it returns or its gate
+opens: the order is the one the agents grant in. -o wide adds what each
 node's record says; -o json|yaml prints a MaintenanceQueue, which jsonpath
 and custom-columns read too; -o name prints node/NAME in grant order.`,
 		Args: cobra.NoArgs,

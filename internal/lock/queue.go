@@ -34,3 +34,17 @@ func Queue(records []Record, group GroupRef, now time.Time, staleAfter time.Dura
 	})
 	return q
 }
+
+// GrantOrder is the order in which the group's nodes get the lock: the
+// queue (Queue) without the nodes whose own gates are closed (Blocked),
+// which the others pass until their gates open. The agents' queue
+// summaries and kustodian-ctl's positions are both this order.
+func GrantOrder(records []Record, group GroupRef, now time.Time, staleAfter time.Duration) []Record {
+	var eligible []Record
+	for _, r := range records {
+		if r.Blocked == "" {
+			eligible = append(eligible, r)
+		}
+	}
+	return Queue(eligible, group, now, staleAfter)
+}

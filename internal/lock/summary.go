@@ -122,16 +122,14 @@ func SummaryFromLease(l *coordv1.Lease) (Summary, error) {
 // eligible records in grant order. self counts as live whatever its
 // heartbeat says: the caller is its agent, alive.
 func Summarize(records []Record, group GroupRef, self string, now time.Time, staleAfter time.Duration, listRV string) Summary {
-	var eligible []Record
-	for _, r := range records {
+	mine := make([]Record, len(records))
+	for i, r := range records {
 		if r.Node == self {
 			r.Heartbeat = now
 		}
-		if r.Blocked == "" {
-			eligible = append(eligible, r)
-		}
+		mine[i] = r
 	}
-	q := Queue(eligible, group, now, staleAfter)
+	q := GrantOrder(mine, group, now, staleAfter)
 	s := Summary{Total: len(q), ListRV: listRV, Nodes: []string{}}
 	size := len(`{"nodes":[],"total":,"listRV":"","last":{"priority":,"key":""}}`) + 64 + len(listRV)
 	for _, r := range q {

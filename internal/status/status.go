@@ -59,8 +59,9 @@ type Node struct {
 	Name  string     `json:"name"`
 	State lock.State `json:"state"`
 	Since *time.Time `json:"since,omitempty"`
-	// QueuePosition is the 1-based place among the live waiting nodes of
-	// the node's group; 0 when not waiting.
+	// QueuePosition is the 1-based place in the grant order of the node's
+	// group (lock.GrantOrder: the live waiting nodes whose own gates are
+	// open); 0 when not waiting, blocked by its own gate, or silent.
 	QueuePosition int    `json:"queuePosition"`
 	Reason        string `json:"reason,omitempty"`
 	Message       string `json:"message,omitempty"`
@@ -166,7 +167,7 @@ func Build(in Inputs) MaintenanceStatus {
 		groups[r.GroupRef()] = true
 	}
 	for g := range groups {
-		for i, r := range lock.Queue(records, g, in.Now, in.StaleAfter) {
+		for i, r := range lock.GrantOrder(records, g, in.Now, in.StaleAfter) {
 			position[r.Node] = i + 1
 		}
 	}

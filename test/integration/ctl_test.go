@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -437,5 +438,93 @@ func TestCtlScripting(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Errorf("wait --for=maintenance on an idle node: %v, want exit 3", err)
+	}
+}
+
+// kustodian-ctl queue shows the order the agents grant in: a node held by
+// an admin (its own gate closed) is passed by the agents' queue summary,
+// and has no position in the CLI's queue either; the positioned nodes are
+// the summary's, in its order. The summary is read from the queue Lease's
+// annotation as the contract gives it, not through the code that wrote it.
+func TestCtlQueueAgreesWithTheAgents(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(4)
+	agents := make([]*agentProc, len(nodes))
+	for i, n := range nodes {
+		agents[i] = newAgent(t, e, n)
+	}
+	agents[0].request("kernel")
+	agents[0].start()
+	agents[0].waitInProgress(cluster.DefaultTimeout)
+	for _, a := range agents[1:] {
+		a.request("kernel")
+		a.start()
+		waitRecord(e, a.node, "Waiting", inStateSaying(lock.Waiting, "position"))
+	}
+	mustCtl(t, e, "pause", nodes[1], "--reason", "disk swap")
+	waitRecord(e, nodes[1], "blocked by its hold", func(r *lock.Record) error {
+		if r == nil || !strings.Contains(r.Blocked, "disk swap") {
+			return fmt.Errorf("record %+v", r)
+		}
+		return nil
+	})
+
+	// The agents' queue: the nodes the queue summary names, once it no
+	// longer names the blocked node.
+	agentsQueue := func() ([]string, error) {
+		l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, "queue-default", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var s struct {
+			Nodes []string `json:"nodes"`
+		}
+		if err := json.Unmarshal([]byte(l.Annotations["kustodian.io/queue"]), &s); err != nil {
+			return nil, fmt.Errorf("queue-default's kustodian.io/queue: %w", err)
+		}
+		return s.Nodes, nil
+	}
+	var summary []string
+	e.Eventually("the agents' queue to pass the held node", cluster.DefaultTimeout, func(context.Context) error {
+		var err error
+		if summary, err = agentsQueue(); err != nil {
+			return err
+		}
+		if slices.Contains(summary, nodes[1]) || len(summary) != 2 {
+			return fmt.Errorf("the summary names %v", summary)
+		}
+		return nil
+	})
+
+	var q struct {
+		Items []struct {
+			Node     string `json:"node"`
+			Position int    `json:"position"`
+		} `json:"items"`
+	}
+	out := mustCtl(t, e, "queue", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatalf("queue -o json: %v\n%s", err, out)
+	}
+	var positioned []string
+	for _, it := range q.Items {
+		switch {
+		case it.Node == nodes[1] && it.Position != 0:
+			t.Errorf("the held node %s has position %d in kustodian-ctl queue; the agents pass it", it.Node, it.Position)
+		case it.Position != 0:
+			if it.Position != len(positioned)+1 {
+				t.Errorf("%s has position %d after %d positioned nodes", it.Node, it.Position, len(positioned))
+			}
+			positioned = append(positioned, it.Node)
+		}
+	}
+	if !slices.Equal(positioned, summary) {
+		t.Errorf("kustodian-ctl queue positions %v, the agents' queue %v\n%s", positioned, summary, out)
+	}
+
+	mustCtl(t, e, "resume", nodes[1])
+	agents[0].finish()
+	for _, a := range agents {
+		a.completes()
 	}
 }
