@@ -1,0 +1,235 @@
+package decide
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/kustodian/kustodian/internal/lock"
+)
+
+// queueView is where this node stands in its group's queue.
+type queueView struct {
+	state *QueueState // the stored summary; nil when there is none that reads
+	// named are the nodes the stored summary names that hold no lock: the
+	// queue still ahead, in order; at is this node's index there, or -1.
+	named []string
+	at    int
+	// total counts the named and those the summary was too short for.
+	total int
+	// mine is this node's index in its own view (Snapshot.Mine), or -1,
+	// and mineTotal that view's length.
+	mine, mineTotal int
+	seen            time.Time // when the summary last changed
+}
+
+// queueOf reads the group's summary.
+func (s Snapshot) queueOf(g lock.GroupRef) queueView {
+	v := queueView{at: -1, mine: -1, seen: s.Watching}
+	holding := map[string]bool{}
+	for name, l := range s.Leases {
+		if h := lock.Holder(l); h != "" && lock.IsLockName(name) {
+			holding[h] = true
+		}
+	}
+	notHolding := func(nodes []string) []string {
+		var out []string
+		for _, n := range nodes {
+			if !holding[n] {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if qs, ok := s.Queues[g.QueueName()]; ok && qs.Err == nil {
+		v.state = &qs
+		v.named = notHolding(qs.Summary.Nodes)
+		v.total = len(v.named) + qs.Summary.Total - len(qs.Summary.Nodes)
+		v.at = index(v.named, s.Node)
+		if qs.Seen.After(v.seen) {
+			v.seen = qs.Seen
+		}
+	}
+	if s.Mine != nil {
+		mine := notHolding(s.Mine.Nodes)
+		v.mine = index(mine, s.Node)
+		v.mineTotal = len(mine) + s.Mine.Total - len(s.Mine.Nodes)
+	}
+	return v
+}
+
+func index(nodes []string, node string) int {
+	for i, n := range nodes {
+		if n == node {
+			return i
+		}
+	}
+	return -1
+}
+
+// position is the node's place (1 for the head) and the queue's length as
+// the message says them; 0, 0 while it is not known.
+func (v queueView) position() (int, int) {
+	switch {
+	case v.at >= 0:
+		return v.at + 1, max(v.total, v.at+1)
+	case v.mine >= 0:
+		return v.mine + 1, max(v.mineTotal, v.mine+1)
+	}
+	return 0, 0
+}
+
+// message is the node's place: "waiting: position 3 of 7, lock held by b".
+func (v queueView) message(holders []string) string {
+	var msg string
+	switch {
+	case v.at >= 0:
+		at, total := v.position()
+		msg = fmt.Sprintf("waiting: position %d of %d", at, total)
+	case v.mine >= 0:
+		// Its own view, made when it joined: the nodes behind it since
+		// are counted at the next handoff.
+		at, total := v.position()
+		msg = fmt.Sprintf("waiting: position %d of %d on joining", at, total)
+	case v.state != nil && v.state.Summary.Cut():
+		msg = fmt.Sprintf("waiting: in the queue behind the first %d", len(v.named))
+	default:
+		msg = "waiting: joining the queue"
+	}
+	if len(holders) > 0 {
+		msg += ", lock held by " + strings.Join(holders, ", ")
+	}
+	return msg
+}
+
+// freeLocks are the group's locks this node may take if its turn comes,
+// and the holders of the others. Locks of the group beyond its slots
+// (concurrency lowered since they were taken) still count against them.
+// Whether a holder's lock may be taken over is looked up (Need.Holders)
+// only for an agent that may take over (no Owner) and only near the head.
+func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders []string) {
+	mine := map[string]bool{}
+	for _, name := range d.Locks {
+		mine[name] = true
+	}
+	extra := 0
+	for name, l := range s.Leases {
+		if g, ok := lock.GroupOfLease(l); ok && g == d.Group && !mine[name] && lock.Holder(l) != "" && lock.Holder(l) != s.Node {
+			extra++
+		}
+	}
+	nearHead := (q.at >= 0 && q.at < len(d.Locks)) || (q.at < 0 && q.mine >= 0 && q.mine < len(d.Locks))
+	for _, name := range d.Locks {
+		l := s.Leases[name]
+		h := lock.Holder(l)
+		facts := lock.HolderFacts{}
+		if h != "" && h != s.Node {
+			f, ok := s.Holders[h]
+			switch {
+			case ok:
+				facts = f
+			case s.Params.Owner == nil && nearHead:
+				d.Need.Holders = append(d.Need.Holders, h)
+				continue
+			default:
+				// Its record is not watched: a holder counts as there.
+				facts = lock.HolderFacts{NodeExists: true}
+			}
+		}
+		if lock.Decide(l, s.Node, facts, s.Now, lock.Params{StaleAfter: s.Params.StaleAfter, TTL: s.Params.TTL, Owner: s.Params.Owner}).Free {
+			free = append(free, name)
+		} else {
+			holders = append(holders, h)
+		}
+	}
+	return free[:max(0, len(free)-extra)], holders
+}
+
+// queueUpkeep keeps the group's summary true for an eligible node (no gate
+// of its own closed) and says whether the decision must wait for it:
+//   - a node the summary does not name makes its own view (Mine, one LIST)
+//     when it has none, or when the summary left it out and is newer;
+//     when its view makes it a head, it writes it (Renominate);
+//   - with a slot free, a node behind the heads makes the summary again
+//     once it has not changed for a while (each a heartbeat later than the
+//     one before it, and those it does not name later still): its head is
+//     gone, or it would have renewed it (Touch).
+func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead bool) bool {
+	if q.at < 0 {
+		// Its record first: the LIST must see it eligible, and in this
+		// group. A record written under another group (its Node was gone,
+		// or the policy changed since) is left out of this group's LIST;
+		// looking again before it is written anew would never end.
+		if s.Own == nil || s.Own.State != lock.Waiting || s.Own.Blocked != "" || s.Own.GroupRef() != d.Group {
+			return false
+		}
+		stale := s.Mine == nil || (q.mine < 0 && !s.Mine.Cut()) ||
+			(q.state != nil && newer(q.state.Summary.ListRV, s.Mine.ListRV) && leftOut(q.state.Summary, *s.Own))
+		if stale {
+			d.Need.Queue = true
+			return true
+		}
+		if q.mine >= 0 && q.mine < len(free) {
+			d.Renominate = "this node heads the queue and its summary does not say so"
+			return true
+		}
+	}
+	if len(free) == 0 || atHead {
+		return false
+	}
+	hb := s.Params.Heartbeat
+	var due time.Time
+	if q.at >= 0 {
+		due = q.seen.Add(s.Params.StaleAfter + time.Duration(q.at-len(free)+1)*hb)
+	} else {
+		due = q.seen.Add(s.Params.StaleAfter + time.Duration(len(q.named)-len(free)+2)*hb +
+			time.Duration(s.Params.Jitter*float64(s.Params.StaleAfter)))
+	}
+	if s.Now.Before(due) {
+		d.WakeAt = earliest(d.WakeAt, due)
+		return false
+	}
+	head := "its head"
+	if len(q.named) > 0 {
+		head = q.named[0]
+	}
+	d.Renominate = fmt.Sprintf("a lock is free and the queue has not moved for %s: %s is gone", s.Now.Sub(q.seen).Round(time.Second), head)
+	return true
+}
+
+// touch: the head waits on a gate with a slot free; it renews the summary
+// every two heartbeats, so that the nodes behind it know it is alive.
+func touch(s Snapshot, d *Decision, q queueView, free []string) {
+	if q.at != 0 || len(free) == 0 || q.state == nil {
+		return
+	}
+	due := q.seen.Add(2 * s.Params.Heartbeat)
+	if s.Now.Before(due) {
+		d.WakeAt = earliest(d.WakeAt, due)
+		return
+	}
+	d.Touch = true
+}
+
+// newer reports whether resource version a is newer than b.
+func newer(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && cmp > 0
+}
+
+// leftOut reports whether the summary should name own and does not: own's
+// record reached the API server before the summary's LIST and the summary
+// was not cut short, or own sorts before the last node it names (a higher
+// priority).
+func leftOut(s lock.Summary, own lock.Record) bool {
+	if s.Index(own.Node) >= 0 {
+		return false
+	}
+	p := lock.PlaceOf(own)
+	if s.Last != nil && p.Before(*s.Last) {
+		return true
+	}
+	return !s.Cut() && !newer(p.Key, s.ListRV)
+}
