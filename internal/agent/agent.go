@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -216,13 +215,6 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 
 func permanent(err error) error { return &PermanentError{Err: err} }
 
-func (a *Agent) poke() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
-
 // Run runs the agent until the node is back to Idle (unless Stay) or ctx
 // ends. Errors of the API server are retried with backoff; only permanent
 // errors end it with an error.
@@ -342,63 +334,6 @@ const (
 	notifyGraceStopping = 2 * time.Second
 )
 
-// probeEvery is how often an agent asks whether the API server is back,
-// spread by ±50 % so that a fleet does not come back in step.
-const probeEvery = time.Second
-
-// rideOut waits out the delay after a failed step. If the API server is
-// away (its /readyz does not answer), it waits instead until it answers
-// again, however long that takes, and then reads the cluster anew: the
-// informers' own backoff would keep them off events for up to a minute
-// after a long outage, and a decision taken on their stale caches is a
-// decision on the world before the outage. One /readyz a second per
-// agent while the API server is away; one LIST per informer when it is
-// back.
-func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
-	probe := time.NewTimer(0)
-	defer probe.Stop()
-	away := false
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-			if !away {
-				return nil
-			}
-		case <-probe.C:
-			err := a.readyz(ctx)
-			switch {
-			case ctx.Err() != nil:
-				return nil
-			case err != nil:
-				if !away {
-					a.setStatus(fmt.Sprintf("the API server is away; going on as soon as it answers: %v", err))
-					a.log.Warn("the API server is away; asking every second whether it is back", "err", err)
-				}
-				away = true
-				probe.Reset(time.Duration((0.5 + rand.Float64()) * float64(probeEvery)))
-			case away:
-				a.log.Info("the API server is back; reading the cluster anew")
-				return a.startInformers(ctx)
-			}
-		}
-	}
-}
-
-// probeTimeout bounds one /readyz: an address that drops packets must not
-// hold a probe for the 30 s of a TCP dial.
-const probeTimeout = 3 * time.Second
-
-// readyz asks the API server whether it is ready, within probeTimeout.
-func (a *Agent) readyz(ctx context.Context) error {
-	probe, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	return a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(probe).Error()
-}
-
 // stop ends a running drain and tells systemd. The state stays as it is in
 // the cluster and on disk; the next start continues from there.
 func (a *Agent) stop() error {
@@ -448,47 +383,4 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 		return false, a.completing(ctx, o, node)
 	}
 	return false, fmt.Errorf("unknown state %s", state)
-}
-
-// settleAfter is how long a waiting agent behind the heads of its queue
-// (the first nodes, one per slot) and the next in line lets the cluster's
-// events gather before it decides again: a handoff is
-// three of them (the summary, the release, the grant), and the node whose
-// turn it is must not wait for a CPU behind every other waiting agent
-// deciding that it is still not theirs.
-const settleAfter = 250 * time.Millisecond
-
-// settle waits settleAfter after a cluster event when this node waits
-// behind the heads (only they may take a lock) and the next in line (which
-// may become a head at the event that moves the queue: a blocked head
-// passed, a head withdrew), or behind the first names of a queue too long
-// for its summary, and takes the events that came
-// meanwhile with it. A file or job change, or the end, cuts it short.
-func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struct{}) {
-	d := a.decision
-	behind := d.Position > len(d.Locks)+1 || d.Position == 0 && d.BehindCut
-	if d.State != lock.Waiting || !behind {
-		return
-	}
-	t := time.NewTimer(settleAfter)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	case <-fileChanges:
-	case <-jobChanges:
-	}
-	select {
-	case <-a.wake:
-	default:
-	}
-}
-
-// untilWake is how long until the last decision wants to be made again (a
-// window edge, the end of spacing, the next poll of the gates).
-func (a *Agent) untilWake() time.Duration {
-	if a.decision.WakeAt.IsZero() {
-		return time.Hour
-	}
-	return max(a.decision.WakeAt.Sub(a.now()), 10*time.Millisecond)
 }

@@ -1,17 +1,14 @@
 package nodecmd
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -340,111 +337,6 @@ func (f follower) wait(ctx context.Context, id string) error {
 			return err
 		}
 	}
-}
-
-// newJobExecCommand is what the agent starts to run a job: it runs the
-// command, copies its output to its own (the journal), and records the exit
-// code and the last lines.
-func newJobExecCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:    "job-exec JOB-ID",
-		Short:  "Run a managed job's command (started by the agent)",
-		Hidden: true,
-		Args:   cobra.ExactArgs(1),
-	}
-	cf := addConfigFlags(cmd.Flags())
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cfg, err := cf.load()
-		if err != nil {
-			return err
-		}
-		store := jobStore(cfg.StateDir)
-		j, err := store.Get(args[0])
-		if err != nil {
-			return err
-		}
-		code, tail, runErr := runCommand(cmd.Context(), j.Command, cmd.OutOrStdout())
-		j.ExitCode, j.LastLines, j.Finished = &code, tail, time.Now().UTC()
-		j.Message = ""
-		switch {
-		case runErr != nil:
-			j.State, j.Message = jobs.Failed, runErr.Error()
-		case code != 0:
-			j.State = jobs.Failed
-		default:
-			j.State = jobs.Succeeded
-		}
-		return saveResult(cmd.Context(), store, j, cmd.ErrOrStderr())
-	}
-	return cmd
-}
-
-// resultRetry is how often job-exec tries again to record a result it
-// could not write.
-var resultRetry = 2 * time.Second
-
-// saveResult records a job's result, trying again until it can: a result
-// not recorded would look like a job that died, and the agent would run it
-// again (a job that filled the disk, once more). Meanwhile the job counts
-// as running, the node stays in maintenance, and the journal says why.
-func saveResult(ctx context.Context, store jobs.Store, j *jobs.Job, log io.Writer) error {
-	err := store.Save(j)
-	if err == nil {
-		return nil
-	}
-	fmt.Fprintf(log, "job %s ended (%s) but its result cannot be recorded: %v; trying again every %s until it can (free space in %s)\n",
-		j.ID, j.Summary(), err, resultRetry, store.Dir)
-	t := time.NewTicker(resultRetry)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("job %s: result not recorded: %w", j.ID, err)
-		case <-t.C:
-		}
-		if err = store.Save(j); err == nil {
-			fmt.Fprintf(log, "job %s: result recorded\n", j.ID)
-			return nil
-		}
-	}
-}
-
-// runCommand runs argv with its output copied to out, and returns the exit
-// code and the last lines.
-func runCommand(ctx context.Context, argv []string, out io.Writer) (int, []string, error) {
-	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	pr, pw := io.Pipe()
-	c.Stdout, c.Stderr = pw, pw
-	var tail []string
-	var mu sync.Mutex
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(out, line)
-			mu.Lock()
-			tail = append(tail, line)
-			if len(tail) > lastLines {
-				tail = tail[1:]
-			}
-			mu.Unlock()
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	err := c.Run()
-	pw.Close()
-	<-done
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), tail, nil
-	}
-	if err != nil {
-		return 127, tail, fmt.Errorf("cannot run %s: %w", argv[0], err)
-	}
-	return 0, tail, nil
 }
 
 // ExitCode is the job's exit code, for main.

@@ -1,0 +1,261 @@
+package agent
+
+import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// waitForAPI waits (StartBackoff) until the API server answers, then checks
+// the objects the agent cannot work without.
+func (a *Agent) waitForAPI(ctx context.Context) error {
+	backoff := StartBackoff()
+	var said RepeatLog
+	for {
+		// Ready, not just answering: right after a start the API server
+		// serves /version before its authorizer has read the RBAC, and
+		// refuses everything meanwhile.
+		err := a.readyz(ctx)
+		if err == nil {
+			break
+		}
+		var status apierrors.APIStatus
+		if errors.As(err, &status) { // its body lists every check
+			err = fmt.Errorf("the API server is up but not ready yet (HTTP %d from /readyz)", status.Status().Code)
+		}
+		delay := backoff.Step()
+		a.setStatus(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(100*time.Millisecond), err))
+		if said.Due(err, a.now()) {
+			a.log.Warn("API server unreachable; asking again every 2 s or so, this said again every 30 s", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+	}
+	_, err := a.kube.CoreV1().Namespaces().Get(ctx, a.cfg.Namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return permanent(fmt.Errorf("namespace %q does not exist: Kustodian is not installed there (run kustodian-ctl install, or set --namespace)", a.cfg.Namespace))
+	}
+	if err != nil && !apierrors.IsForbidden(err) { // a node identity may not read namespaces
+		return fmt.Errorf("reading namespace %s: %w", a.cfg.Namespace, err)
+	}
+	// What a node identity may do there says whether it was installed there.
+	_, err = a.kube.CoordinationV1().Leases(a.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsForbidden(err) {
+		return permanent(fmt.Errorf("may not read the Leases of namespace %q: Kustodian is not installed there for these credentials (run kustodian-ctl install -n %s and kustodian-ctl kubeconfig, or set --namespace)", a.cfg.Namespace, a.cfg.Namespace))
+	}
+	if err != nil {
+		return fmt.Errorf("reading the Leases of namespace %s: %w", a.cfg.Namespace, err)
+	}
+	_, err = a.kube.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return permanent(fmt.Errorf("node %q does not exist in the cluster; set --node-name to this host's Node name", a.node))
+	}
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", a.node, err)
+	}
+	return a.checkEvictor(ctx)
+}
+
+func (a *Agent) startInformers(ctx context.Context) error {
+	var (
+		synced []cache.InformerSynced
+		starts []func(<-chan struct{})
+		regErr error
+		byName = func(name string) informers.SharedInformerOption {
+			return informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			})
+		}
+	)
+	watch := func(inf cache.SharedIndexInformer, h cache.ResourceEventHandler, start func(<-chan struct{})) cache.Store {
+		if _, err := inf.AddEventHandler(h); err != nil && regErr == nil {
+			regErr = err
+		}
+		synced = append(synced, inf.HasSynced)
+		starts = append(starts, start)
+		return inf.GetStore()
+	}
+	h := a.handlers()
+	groups := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = lock.LabelPolicy }))
+	groupLeases := watch(groups.Coordination().V1().Leases().Informer(), h.groupLeases, groups.Start)
+	mine := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.RecordName(a.node)))
+	ownRecord := watch(mine.Coordination().V1().Leases().Informer(), h.ownRecord, mine.Start)
+	control := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.ControlConfigMap))
+	controlStore := watch(control.Core().V1().ConfigMaps().Informer(), h.other, control.Start)
+	self := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, byName(a.node))
+	nodeStore := watch(self.Core().V1().Nodes().Informer(), h.other, self.Start)
+	var kuredStore, policyStore cache.Store
+	if a.kured != nil {
+		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kured.Namespace), byName(a.kured.Name))
+		kuredStore = watch(k.Apps().V1().DaemonSets().Informer(), h.other, k.Start)
+	}
+	// The pods on this node, for the policy's pod blockers.
+	pods := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.node).String()
+		}))
+	podStore := watch(pods.Core().V1().Pods().Informer(), h.other, pods.Start)
+	if installed, err := a.policiesInstalled(ctx); err != nil {
+		return err
+	} else if installed {
+		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.dyn, 0, a.cfg.Namespace, nil)
+		policyStore = watch(pf.ForResource(policy.GVR).Informer(), h.other, pf.Start)
+	}
+	if regErr != nil {
+		return regErr
+	}
+	ictx, stop := context.WithCancel(ctx)
+	for _, start := range starts {
+		start(ictx.Done())
+	}
+	a.setStatus("starting: reading the cluster")
+	if !cache.WaitForCacheSync(ictx.Done(), synced...) {
+		stop()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("the informers did not sync")
+	}
+	if a.stopInformers != nil {
+		a.stopInformers() // those this start replaces
+	}
+	a.stopInformers = stop
+	a.useCaches(caches{groupLeases: groupLeases, ownRecord: ownRecord, control: controlStore, node: nodeStore,
+		kured: kuredStore, pods: podStore, policies: policyStore})
+	return nil
+}
+
+// caches are the stores the agent decides on, each filled by a watch.
+type caches struct {
+	groupLeases cache.Store // the lock and queue Leases
+	ownRecord   cache.Store // this node's record
+	control     cache.Store // the control ConfigMap
+	node        cache.Store // this node's Node
+	kured       cache.Store // Kured's DaemonSet; nil when kured.enabled is false
+	pods        cache.Store // the pods on this node
+	policies    cache.Store // nil when the MaintenancePolicy CRD is not installed
+}
+
+// useCaches makes the agent decide on c from now on.
+func (a *Agent) useCaches(c caches) {
+	a.kuredStore, a.podStore, a.policyStore = c.kured, c.pods, c.policies
+	a.groupLeases = c.groupLeases
+	a.leases = newLeaseView(a.cfg.Namespace, c.groupLeases, c.ownRecord)
+	a.watching = a.now()
+	a.controlStore = c.control
+	a.nodeStore = c.node
+}
+
+// watchHandlers are what the agent does with the changes its watches
+// deliver.
+type watchHandlers struct {
+	groupLeases, ownRecord, other cache.ResourceEventHandler
+}
+
+func (a *Agent) handlers() watchHandlers {
+	poke := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.poke() },
+		UpdateFunc: func(any, any) { a.poke() },
+		DeleteFunc: func(any) { a.poke() },
+	}
+	return watchHandlers{
+		// What an agent watches does not grow with the fleet
+		// (docs/agent.md): the lock and queue Leases (labelled with their
+		// policy) and its own record, never the other agents' records and
+		// heartbeats.
+		groupLeases: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { a.sawQueue(obj); a.poke() },
+			UpdateFunc: func(_, obj any) {
+				a.sawQueue(obj)
+				a.poke()
+			},
+			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.poke() },
+		},
+		// Its own record's echo after a heartbeat changes no decision.
+		ownRecord: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { a.poke() },
+			UpdateFunc: func(oldObj, newObj any) {
+				o, ok1 := oldObj.(*coordv1.Lease)
+				n, ok2 := newObj.(*coordv1.Lease)
+				if ok1 && ok2 && heartbeatOnly(o, n) {
+					return
+				}
+				a.poke()
+			},
+			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.poke() },
+		},
+		other: poke,
+	}
+}
+
+// sawDeleted tells the lease view of a deletion: an own write of that
+// Lease no longer stands.
+func (a *Agent) sawDeleted(obj any) {
+	if a.leases != nil {
+		a.leases.SawDeleted(obj)
+	}
+}
+
+// policiesInstalled tells whether the MaintenancePolicy CRD is installed.
+// Without it no policy can exist and the built-in default applies; a CRD the
+// agent may not read is an installation to fix, never a reason to ignore
+// the policies.
+func (a *Agent) policiesInstalled(ctx context.Context) (bool, error) {
+	if a.dyn == nil {
+		return false, nil
+	}
+	_, err := a.dyn.Resource(policy.GVR).Namespace(a.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		a.log.Info("the MaintenancePolicy CRD is not installed; the built-in default policy applies (one node at a time, always)")
+		return false, nil
+	case apierrors.IsForbidden(err):
+		return false, permanent(fmt.Errorf("may not read the MaintenancePolicies of namespace %q: the installation is older than this agent (run kustodian-ctl install -n %s)", a.cfg.Namespace, a.cfg.Namespace))
+	default:
+		return false, fmt.Errorf("reading the MaintenancePolicies of namespace %s: %w", a.cfg.Namespace, err)
+	}
+}
+
+// heartbeatOnly reports whether a record update changed nothing but its
+// renewTime.
+func heartbeatOnly(o, n *coordv1.Lease) bool {
+	if len(o.Annotations) != len(n.Annotations) {
+		return false
+	}
+	for k, v := range o.Annotations {
+		if n.Annotations[k] != v {
+			return false
+		}
+	}
+	return lock.Holder(o) == lock.Holder(n) && o.Spec.AcquireTime.Equal(n.Spec.AcquireTime)
+}
+
+// sawQueue notes when a queue Lease changed: a summary that does not change
+// for long tells the nodes behind its head that the head is gone.
+func (a *Agent) sawQueue(obj any) {
+	if l, ok := obj.(*coordv1.Lease); ok && lock.IsQueueName(l.Name) {
+		a.queueMu.Lock()
+		a.queueSeen[l.Name] = a.now()
+		a.queueMu.Unlock()
+	}
+}

@@ -1,0 +1,70 @@
+// Package agent is the node agent's state machine (docs/agent.md, "States"):
+// it observes the host files, the lock Leases, its node record and its Node,
+// derives its state, and takes the next idempotent step, again at every
+// event (files through fsnotify, Leases, the control ConfigMap and the Node
+// through informers) and at least every resync period.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// probeEvery is how often an agent asks whether the API server is back,
+// spread by ±50 % so that a fleet does not come back in step.
+const probeEvery = time.Second
+
+// rideOut waits out the delay after a failed step. If the API server is
+// away (its /readyz does not answer), it waits instead until it answers
+// again, however long that takes, and then reads the cluster anew: the
+// informers' own backoff would keep them off events for up to a minute
+// after a long outage, and a decision taken on their stale caches is a
+// decision on the world before the outage. One /readyz a second per
+// agent while the API server is away; one LIST per informer when it is
+// back.
+func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	probe := time.NewTimer(0)
+	defer probe.Stop()
+	away := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			if !away {
+				return nil
+			}
+		case <-probe.C:
+			err := a.readyz(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil:
+				if !away {
+					a.setStatus(fmt.Sprintf("the API server is away; going on as soon as it answers: %v", err))
+					a.log.Warn("the API server is away; asking every second whether it is back", "err", err)
+				}
+				away = true
+				probe.Reset(time.Duration((0.5 + rand.Float64()) * float64(probeEvery)))
+			case away:
+				a.log.Info("the API server is back; reading the cluster anew")
+				return a.startInformers(ctx)
+			}
+		}
+	}
+}
+
+// probeTimeout bounds one /readyz: an address that drops packets must not
+// hold a probe for the 30 s of a TCP dial.
+const probeTimeout = 3 * time.Second
+
+// readyz asks the API server whether it is ready, within probeTimeout.
+func (a *Agent) readyz(ctx context.Context) error {
+	probe, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(probe).Error()
+}

@@ -1,0 +1,63 @@
+// Package agent is the node agent's state machine (docs/agent.md, "States"):
+// it observes the host files, the lock Leases, its node record and its Node,
+// derives its state, and takes the next idempotent step, again at every
+// event (files through fsnotify, Leases, the control ConfigMap and the Node
+// through informers) and at least every resync period.
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/lock"
+)
+
+func (a *Agent) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settleAfter is how long a waiting agent behind the heads of its queue
+// (the first nodes, one per slot) and the next in line lets the cluster's
+// events gather before it decides again: a handoff is
+// three of them (the summary, the release, the grant), and the node whose
+// turn it is must not wait for a CPU behind every other waiting agent
+// deciding that it is still not theirs.
+const settleAfter = 250 * time.Millisecond
+
+// settle waits settleAfter after a cluster event when this node waits
+// behind the heads (only they may take a lock) and the next in line (which
+// may become a head at the event that moves the queue: a blocked head
+// passed, a head withdrew), or behind the first names of a queue too long
+// for its summary, and takes the events that came
+// meanwhile with it. A file or job change, or the end, cuts it short.
+func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struct{}) {
+	d := a.decision
+	behind := d.Position > len(d.Locks)+1 || d.Position == 0 && d.BehindCut
+	if d.State != lock.Waiting || !behind {
+		return
+	}
+	t := time.NewTimer(settleAfter)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-fileChanges:
+	case <-jobChanges:
+	}
+	select {
+	case <-a.wake:
+	default:
+	}
+}
+
+// untilWake is how long until the last decision wants to be made again (a
+// window edge, the end of spacing, the next poll of the gates).
+func (a *Agent) untilWake() time.Duration {
+	if a.decision.WakeAt.IsZero() {
+		return time.Hour
+	}
+	return max(a.decision.WakeAt.Sub(a.now()), 10*time.Millisecond)
+}
