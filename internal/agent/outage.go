@@ -1,8 +1,3 @@
-// Package agent is the node agent's state machine (docs/agent.md, "States"):
-// it observes the host files, the lock Leases, its node record and its Node,
-// derives its state, and takes the next idempotent step, again at every
-// event (files through fsnotify, Leases, the control ConfigMap and the Node
-// through informers) and at least every resync period.
 package agent
 
 import (

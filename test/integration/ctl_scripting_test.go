@@ -1,0 +1,228 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/test/cluster"
+)
+
+// restrictedKubeconfig writes a kubeconfig for a ServiceAccount without any
+// RBAC permission.
+func restrictedKubeconfig(t *testing.T, e *cluster.Env) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody", Namespace: e.Namespace}}
+	if _, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).Create(e.Ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, "nobody", &authv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := clientcmd.LoadFromFile(e.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := admin.Clusters[admin.Contexts[admin.CurrentContext].Cluster]
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = cluster
+	cfg.AuthInfos["nobody"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "nobody"}
+	cfg.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// What a script and a kubectl user do with kustodian-ctl against a real API
+// server: kubectl's own plugin completion offers the nodes; a server dry
+// run of install and of pause is checked and kept by nothing; wait follows
+// a node's maintenance to its end, and times out with exit 3.
+func TestCtlScripting(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+
+	// kubectl finds the plugin and its completion on the PATH.
+	k8sBin, err := cluster.BinDir(e.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathDir := t.TempDir()
+	if err := os.Symlink(ctlBinary(t), filepath.Join(pathDir, "kubectl-kustodian")); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(repoFile(t, "packaging/kubectl_complete-kustodian"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pathDir, "kubectl_complete-kustodian"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	complete := exec.CommandContext(e.Ctx, filepath.Join(k8sBin, "kubectl"), "__complete", "kustodian", "--kubeconfig", e.Kubeconfig, "status", "")
+	complete.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
+	out, err := complete.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl __complete kustodian status: %v\n%s", err, out)
+	}
+	for _, n := range nodes {
+		if !regexp.MustCompile(`(?m)^` + n + `$`).Match(out) {
+			t.Errorf("kubectl's completion of kubectl kustodian status lacks node %s:\n%s", n, out)
+		}
+	}
+
+	// A server dry run: the API server checks each write and keeps none.
+	// Before the install (the test's namespace exists, nothing else):
+	vap := "kustodian-agent-" + e.Namespace + "-events"
+	// (with Kured's namespace as the test's install has it)
+	dry := mustCtl(t, e, "install", "--kured-namespace", e.Namespace, "--dry-run=server")
+	if !strings.Contains(dry, "validatingadmissionpolicies "+vap+" created (server dry run)") || !strings.Contains(dry, "nothing was changed (server dry run)") {
+		t.Errorf("install --dry-run=server before the install:\n%s", dry)
+	}
+	if _, err := e.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(e.Ctx, vap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after install --dry-run=server, the policy %s: %v, want not found", vap, err)
+	}
+	a := newAgent(t, e, nodes[0]) // installs Kustodian, mints the node's kubeconfig
+	dry = mustCtl(t, e, "install", "--kured-namespace", e.Namespace, "--dry-run=server")
+	if !strings.Contains(dry, "validatingadmissionpolicies "+vap+" unchanged (server dry run)") ||
+		strings.Contains(dry, " created (server dry run)") || strings.Contains(dry, " configured (server dry run)") {
+		t.Errorf("install --dry-run=server on an install that is up to date:\n%s", dry)
+	}
+	mustCtl(t, e, "pause", "--reason", "dry", "--dry-run=server")
+	if s := mustCtl(t, e, "status", "-o", "jsonpath={.paused}"); s != "false" {
+		t.Errorf("paused %q after pause --dry-run=server", s)
+	}
+
+	// wait --for=done follows a maintenance, started before it was requested.
+	wait := exec.CommandContext(e.Ctx, ctlBinary(t), "--kubeconfig", e.Kubeconfig, "-n", e.Namespace,
+		"wait", nodes[0], "--for=done", "--timeout", "2m")
+	var waitOut strings.Builder
+	wait.Stdout, wait.Stderr = &waitOut, &waitOut
+	if err := wait.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.request("patch")
+	a.start()
+	a.waitInProgress(cluster.DefaultTimeout)
+	a.completes()
+	if err := wait.Wait(); err != nil {
+		t.Errorf("wait --for=done: %v\n%s", err, waitOut.String())
+	}
+	for _, want := range []string{nodes[0] + ": Idle", nodes[0] + ": done"} {
+		if !strings.Contains(waitOut.String(), want) {
+			t.Errorf("wait --for=done output lacks %q:\n%s", want, waitOut.String())
+		}
+	}
+	// Nothing is requested on the other node: --for=maintenance times out.
+	_, err = ctl(t, e, "wait", nodes[1], "--for=maintenance", "--timeout", "3s")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("wait --for=maintenance on an idle node: %v, want exit 3", err)
+	}
+}
+
+// kustodian-ctl queue shows the order the agents grant in: a node held by
+// an admin (its own gate closed) is passed by the agents' queue summary,
+// and has no position in the CLI's queue either; the positioned nodes are
+// the summary's, in its order. The summary is read from the queue Lease's
+// annotation as the contract gives it, not through the code that wrote it.
+func TestCtlQueueAgreesWithTheAgents(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(4)
+	agents := make([]*agentProc, len(nodes))
+	for i, n := range nodes {
+		agents[i] = newAgent(t, e, n)
+	}
+	agents[0].request("kernel")
+	agents[0].start()
+	agents[0].waitInProgress(cluster.DefaultTimeout)
+	for _, a := range agents[1:] {
+		a.request("kernel")
+		a.start()
+		waitRecord(e, a.node, "Waiting", inStateSaying(lock.Waiting, "position"))
+	}
+	mustCtl(t, e, "pause", nodes[1], "--reason", "disk swap")
+	waitRecord(e, nodes[1], "blocked by its hold", func(r *lock.Record) error {
+		if r == nil || !strings.Contains(r.Blocked, "disk swap") {
+			return fmt.Errorf("record %+v", r)
+		}
+		return nil
+	})
+
+	// The agents' queue: the nodes the queue summary names, once it no
+	// longer names the blocked node.
+	agentsQueue := func() ([]string, error) {
+		l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, "queue-default", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var s struct {
+			Nodes []string `json:"nodes"`
+		}
+		if err := json.Unmarshal([]byte(l.Annotations["kustodian.io/queue"]), &s); err != nil {
+			return nil, fmt.Errorf("queue-default's kustodian.io/queue: %w", err)
+		}
+		return s.Nodes, nil
+	}
+	var summary []string
+	e.Eventually("the agents' queue to pass the held node", cluster.DefaultTimeout, func(context.Context) error {
+		var err error
+		if summary, err = agentsQueue(); err != nil {
+			return err
+		}
+		if slices.Contains(summary, nodes[1]) || len(summary) != 2 {
+			return fmt.Errorf("the summary names %v", summary)
+		}
+		return nil
+	})
+
+	var q struct {
+		Items []struct {
+			Node     string `json:"node"`
+			Position int    `json:"position"`
+		} `json:"items"`
+	}
+	out := mustCtl(t, e, "queue", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatalf("queue -o json: %v\n%s", err, out)
+	}
+	var positioned []string
+	for _, it := range q.Items {
+		switch {
+		case it.Node == nodes[1] && it.Position != 0:
+			t.Errorf("the held node %s has position %d in kustodian-ctl queue; the agents pass it", it.Node, it.Position)
+		case it.Position != 0:
+			if it.Position != len(positioned)+1 {
+				t.Errorf("%s has position %d after %d positioned nodes", it.Node, it.Position, len(positioned))
+			}
+			positioned = append(positioned, it.Node)
+		}
+	}
+	if !slices.Equal(positioned, summary) {
+		t.Errorf("kustodian-ctl queue positions %v, the agents' queue %v\n%s", positioned, summary, out)
+	}
+
+	mustCtl(t, e, "resume", nodes[1])
+	agents[0].finish()
+	for _, a := range agents {
+		a.completes()
+	}
+}
