@@ -29,18 +29,15 @@ package agent
 // seed is printed, and belongs in simRegressions once fixed.
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -440,123 +437,8 @@ func (w *world) pick(ok func(*host) bool) *host {
 	return c[w.rng.IntN(len(c))]
 }
 
-// advance lets time pass: to the next timer of anyone, or a little.
-func (w *world) advance() {
-	next := time.Time{}
-	for _, h := range w.hosts {
-		next = earliestOf(next, h.nextTimer(), h.scriptDone, h.nodeBackAt)
-		if !h.running() && !h.restartAt.IsZero() {
-			next = earliestOf(next, h.restartAt)
-		}
-	}
-	if w.api.Down {
-		next = earliestOf(next, w.faults.downUntil)
-	}
-	step := time.Duration(w.rng.IntN(3000)) * time.Millisecond
-	if !next.IsZero() && next.After(w.now) && (w.rng.IntN(2) == 0 || next.Sub(w.now) < step) {
-		step = next.Sub(w.now)
-	}
-	if step <= 0 {
-		step = time.Millisecond
-	}
-	w.now = w.now.Add(step)
-}
-
-// pendingWatches reports whether a watch has changes to deliver.
-func (h *host) pendingWatches() bool {
-	for _, sw := range h.watches {
-		if sw.pending(h.w.api) != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// deliverWatches delivers some of what one watch has pending (or all of
-// every watch's), in order.
-func (h *host) deliverWatches() {
-	w := h.w
-	if w.api.Down {
-		return // a watch delivers nothing while the control plane is away
-	}
-	if w.rng.IntN(3) != 0 {
-		for _, sw := range h.watches {
-			sw.deliver(w.api, -1)
-		}
-		return
-	}
-	var c []*simWatch
-	for _, sw := range h.watches {
-		if sw.pending(w.api) != 0 {
-			c = append(c, sw)
-		}
-	}
-	if len(c) == 0 {
-		return
-	}
-	c[w.rng.IntN(len(c))].deliver(w.api, 1+w.rng.IntN(3))
-}
-
-// settled reports whether every node is back: no request, no in-progress
-// file, no record, no lock held, nothing cordoned.
-func (w *world) settled() bool { return w.unsettled() == "" }
-
-func (w *world) unsettled() string {
-	var out []string
-	for _, h := range w.hosts {
-		if h.requested() || h.inProgress() {
-			out = append(out, h.name+" still has its request or in-progress file")
-		}
-	}
-	leases, _ := w.api.List(simapi.Leases, simNamespace, nil, nil)
-	for _, o := range leases {
-		l := o.(*coordv1.Lease)
-		switch {
-		case strings.HasPrefix(l.Name, "node-"):
-			out = append(out, "record "+l.Name+" remains")
-		case strings.HasPrefix(l.Name, "lock-") && holderOf(l) != "":
-			out = append(out, "lock "+l.Name+" held by "+holderOf(l))
-		}
-	}
-	nodes, _ := w.api.List(simapi.Nodes, "", nil, nil)
-	for _, o := range nodes {
-		if n := o.(*corev1.Node); n.Spec.Unschedulable {
-			out = append(out, n.Name+" is cordoned")
-		}
-	}
-	return strings.Join(out, "; ")
-}
-
 // The judge. It reads the model's objects and the hosts' files and states
 // its own rules: it calls none of the protocol's code.
-
-type judge struct {
-	w *world
-	// freeSince: since when a group has had a free slot and an eligible
-	// node asking; lingering: since when a node without a request has had
-	// a record or a place in a summary.
-	freeSince map[string]time.Time
-	lingering map[string]time.Time
-	bound     time.Duration
-}
-
-func newJudge(w *world) *judge {
-	hb := w.cfg.Queue.Heartbeat
-	stale := 4 * hb
-	// A queue whose head is gone moves after the summary has not changed
-	// for stale + a heartbeat per node ahead + up to another stale; an
-	// agent backing off after an outage waits 30 s at most; and a minute
-	// for everything else.
-	bound := 3*stale + time.Duration(len(w.hosts)+4)*hb + 30*time.Second + time.Minute
-	return &judge{w: w, freeSince: map[string]time.Time{}, lingering: map[string]time.Time{}, bound: bound}
-}
-
-func holderOf(l *coordv1.Lease) string {
-	if l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
-}
 
 // The protocol's names the judge relies on, from the contract (docs/agent.md).
 const (
@@ -564,119 +446,3 @@ const (
 	judgeAnnotationGroup = "kustodian.io/group"
 	judgeAnnotationQueue = "kustodian.io/queue"
 )
-
-func (j *judge) check() error {
-	w := j.w
-	leases, _ := w.api.List(simapi.Leases, simNamespace, nil, nil)
-	holders := map[string][]string{} // group -> holders of its locks
-	holds := map[string]string{}     // node -> group of a lock it holds
-	records := map[string]bool{}
-	named := map[string]bool{} // nodes a queue summary names
-	for _, o := range leases {
-		l := o.(*coordv1.Lease)
-		switch {
-		case strings.HasPrefix(l.Name, "lock-"):
-			if l.Labels[judgeLabelPolicy] != w.policyName() {
-				continue
-			}
-			g := l.Annotations[judgeAnnotationGroup]
-			if h := holderOf(l); h != "" {
-				holders[g] = append(holders[g], h)
-				holds[h] = g
-			}
-		case strings.HasPrefix(l.Name, "node-"):
-			records[strings.TrimPrefix(l.Name, "node-")] = true
-		case strings.HasPrefix(l.Name, "queue-"):
-			var s struct {
-				Nodes []string `json:"nodes"`
-			}
-			if err := json.Unmarshal([]byte(l.Annotations[judgeAnnotationQueue]), &s); err == nil {
-				for _, n := range s.Nodes {
-					named[n] = true
-				}
-			}
-		}
-	}
-	// Safety.
-	inMaintenance := map[string][]string{}
-	for _, h := range w.hosts {
-		if h.exempt && !h.inProgress() {
-			h.exempt = false
-		}
-		if !h.inProgress() || h.nodeGone || h.exempt {
-			continue
-		}
-		g := w.group(h)
-		inMaintenance[g] = append(inMaintenance[g], h.name)
-		if holds[h.name] != g {
-			// Its lock may have gone with a deleted Node; the rest must hold.
-			return fmt.Errorf("%s is in maintenance (its in-progress file exists) but holds no lock of its group %q; locks: %v", h.name, g, holders)
-		}
-	}
-	for g, ns := range inMaintenance {
-		if len(ns) > w.concurrency {
-			return fmt.Errorf("group %q has %d slots but %d nodes in maintenance: %v", g, w.concurrency, len(ns), ns)
-		}
-	}
-	if w.api.Down {
-		// Nothing can move; the clocks start again when it is back.
-		clear(j.freeSince)
-		clear(j.lingering)
-		return nil
-	}
-	// Liveness: a free slot and a node that asks, whose gates are open.
-	asking := map[string][]string{}
-	for _, h := range w.hosts {
-		if h.requested() && h.running() && !h.nodeGone && !w.paused && holds[h.name] == "" && h.restartAt.IsZero() {
-			asking[w.group(h)] = append(asking[w.group(h)], h.name)
-		}
-	}
-	for _, g := range w.groups() {
-		if len(holders[g]) < w.concurrency && len(asking[g]) > 0 {
-			if _, ok := j.freeSince[g]; !ok {
-				j.freeSince[g] = w.now
-			}
-			if d := w.now.Sub(j.freeSince[g]); d > j.bound {
-				return fmt.Errorf("group %q has had a free slot (held: %v of %d) for %s while %v asked: nobody took it", g, holders[g], w.concurrency, d.Round(time.Second), asking[g])
-			}
-		} else {
-			delete(j.freeSince, g)
-		}
-	}
-	// No agent fails the same step for ever.
-	for _, h := range w.hosts {
-		if h.running() && !h.nodeGone && h.sameErr > 10 {
-			return fmt.Errorf("%s failed the same step %d times in a row: %s", h.name, h.sameErr, h.lastErr)
-		}
-	}
-	// A node without a request leaves no record and no place in a queue.
-	for _, h := range w.hosts {
-		idle := !h.requested() && !h.inProgress() && !h.nodeGone && (h.running() || h.exitedIdle)
-		left := records[h.name] || (h.stay && named[h.name])
-		if idle && left {
-			if _, ok := j.lingering[h.name]; !ok {
-				j.lingering[h.name] = w.now
-			}
-			if d := w.now.Sub(j.lingering[h.name]); d > j.bound {
-				return fmt.Errorf("%s asks for nothing, yet for %s it has kept its record (%v) or its place in a queue summary (%v)", h.name, d.Round(time.Second), records[h.name], named[h.name])
-			}
-		} else {
-			delete(j.lingering, h.name)
-		}
-	}
-	return nil
-}
-
-// groups are the groups the judge knows of.
-func (w *world) groups() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, h := range w.hosts {
-		if g := w.group(h); !seen[g] {
-			seen[g] = true
-			out = append(out, g)
-		}
-	}
-	sort.Strings(out)
-	return out
-}

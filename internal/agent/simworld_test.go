@@ -16,19 +16,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kustodian/kustodian/internal/config"
@@ -417,172 +412,6 @@ func (h *host) finishDrain() {
 	h.w.tracef("%s: drain finishes", h.name)
 }
 
-// simDrainer cordons through the model, and drains when the simulation
-// says: a node without pods, whose drain takes as long as the simulation
-// chooses.
-type simDrainer struct {
-	*drain.Drainer
-	finish chan struct{}
-}
-
-func (d *simDrainer) Drain(ctx context.Context, _ string, _ func(drain.Progress)) ([]string, error) {
-	select {
-	case <-d.finish:
-		return nil, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-type noNotify struct{}
-
-func (noNotify) Ready()        {}
-func (noNotify) Status(string) {}
-func (noNotify) Stopping()     {}
-
-type traceWriter struct{ h *host }
-
-func (t traceWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	// The trace stamps the simulated time; the log's own (the real clock)
-	// is left out.
-	if i := strings.Index(line, "level="); i >= 0 {
-		line = line[i:]
-	}
-	t.h.w.tracef("%s: log %s", t.h.name, line)
-	return len(p), nil
-}
-
 var _ io.Writer = traceWriter{}
 
-// simWatch is one informer of one agent: its store, and how far it has
-// read the server's change log.
-type simWatch struct {
-	name    string
-	res     schema.GroupVersionResource
-	ns      string
-	match   func(runtime.Object) bool
-	store   cache.Store
-	handler cache.ResourceEventHandler
-	cursor  int64
-	trace   func(format string, args ...any)
-}
-
-// relevant: the change is one this watch delivers (its selector matches
-// the object, or matched it before: then the informer sees it go).
-func (sw *simWatch) relevant(c simapi.Change) bool {
-	if c.Key.Resource != sw.res || (sw.ns != "" && c.Key.Namespace != sw.ns) {
-		return false
-	}
-	if sw.match(c.Object) {
-		return true
-	}
-	key := c.Key.Name
-	if c.Key.Namespace != "" {
-		key = c.Key.Namespace + "/" + key
-	}
-	_, had, _ := sw.store.GetByKey(key)
-	return had
-}
-
-// relist replaces the store with what the server holds now, as an
-// informer does at its start and after a 410 Gone.
-func (sw *simWatch) relist(api *simapi.Server) {
-	items, rv := api.List(sw.res, sw.ns, nil, sw.match)
-	old := map[string]any{}
-	for _, o := range sw.store.List() {
-		k, _ := cache.MetaNamespaceKeyFunc(o)
-		old[k] = o
-	}
-	list := make([]any, len(items))
-	for i, o := range items {
-		list[i] = o
-	}
-	_ = sw.store.Replace(list, fmt.Sprint(rv))
-	for _, o := range items {
-		k, _ := cache.MetaNamespaceKeyFunc(o)
-		if prev, ok := old[k]; ok {
-			sw.handler.OnUpdate(prev, o)
-			delete(old, k)
-		} else {
-			sw.handler.OnAdd(o, false)
-		}
-	}
-	keys := make([]string, 0, len(old))
-	for k := range old {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		sw.handler.OnDelete(old[k])
-	}
-	sw.cursor = rv
-}
-
-// pending counts the changes not yet delivered; -1 when the log no longer
-// reaches back (the watch must relist).
-func (sw *simWatch) pending(api *simapi.Server) int {
-	changes, ok := api.ChangesSince(sw.cursor)
-	if !ok {
-		return -1
-	}
-	n := 0
-	for _, c := range changes {
-		if sw.relevant(c) {
-			n++
-		}
-	}
-	return n
-}
-
-// deliver delivers up to n of the pending changes, in order (all when n
-// < 0); a watch that fell behind the log relists.
-func (sw *simWatch) deliver(api *simapi.Server, n int) {
-	changes, ok := api.ChangesSince(sw.cursor)
-	if !ok {
-		sw.relist(api)
-		return
-	}
-	for _, c := range changes {
-		if n == 0 {
-			return
-		}
-		sw.cursor = c.RV
-		if !sw.relevant(c) {
-			continue
-		}
-		n--
-		if simVerbose && sw.trace != nil {
-			sw.trace("watch %s delivers %s %s@%d", sw.name, c.Type, c.Key.Name, c.RV)
-		}
-		key := c.Key.Name
-		if c.Key.Namespace != "" {
-			key = c.Key.Namespace + "/" + key
-		}
-		prev, had, _ := sw.store.GetByKey(key)
-		obj := c.Object.DeepCopyObject()
-		switch {
-		case c.Type == watch.Deleted || !sw.match(obj):
-			if had {
-				_ = sw.store.Delete(prev)
-				sw.handler.OnDelete(prev)
-			}
-		case had:
-			_ = sw.store.Update(obj)
-			sw.handler.OnUpdate(prev, obj)
-		default:
-			_ = sw.store.Add(obj)
-			sw.handler.OnAdd(obj, false)
-		}
-	}
-	sw.cursor = api.RV()
-}
-
 // objects the simulation writes as an admin would.
-
-func simNode(name, zone string) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"zone": zone}},
-		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
-	}
-}

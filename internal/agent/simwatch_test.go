@@ -1,0 +1,136 @@
+package agent
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kustodian/kustodian/test/simapi"
+)
+
+// simWatch is one informer of one agent: its store, and how far it has
+// read the server's change log.
+type simWatch struct {
+	name    string
+	res     schema.GroupVersionResource
+	ns      string
+	match   func(runtime.Object) bool
+	store   cache.Store
+	handler cache.ResourceEventHandler
+	cursor  int64
+	trace   func(format string, args ...any)
+}
+
+// relevant: the change is one this watch delivers (its selector matches
+// the object, or matched it before: then the informer sees it go).
+func (sw *simWatch) relevant(c simapi.Change) bool {
+	if c.Key.Resource != sw.res || (sw.ns != "" && c.Key.Namespace != sw.ns) {
+		return false
+	}
+	if sw.match(c.Object) {
+		return true
+	}
+	key := c.Key.Name
+	if c.Key.Namespace != "" {
+		key = c.Key.Namespace + "/" + key
+	}
+	_, had, _ := sw.store.GetByKey(key)
+	return had
+}
+
+// relist replaces the store with what the server holds now, as an
+// informer does at its start and after a 410 Gone.
+func (sw *simWatch) relist(api *simapi.Server) {
+	items, rv := api.List(sw.res, sw.ns, nil, sw.match)
+	old := map[string]any{}
+	for _, o := range sw.store.List() {
+		k, _ := cache.MetaNamespaceKeyFunc(o)
+		old[k] = o
+	}
+	list := make([]any, len(items))
+	for i, o := range items {
+		list[i] = o
+	}
+	_ = sw.store.Replace(list, fmt.Sprint(rv))
+	for _, o := range items {
+		k, _ := cache.MetaNamespaceKeyFunc(o)
+		if prev, ok := old[k]; ok {
+			sw.handler.OnUpdate(prev, o)
+			delete(old, k)
+		} else {
+			sw.handler.OnAdd(o, false)
+		}
+	}
+	keys := make([]string, 0, len(old))
+	for k := range old {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		sw.handler.OnDelete(old[k])
+	}
+	sw.cursor = rv
+}
+
+// pending counts the changes not yet delivered; -1 when the log no longer
+// reaches back (the watch must relist).
+func (sw *simWatch) pending(api *simapi.Server) int {
+	changes, ok := api.ChangesSince(sw.cursor)
+	if !ok {
+		return -1
+	}
+	n := 0
+	for _, c := range changes {
+		if sw.relevant(c) {
+			n++
+		}
+	}
+	return n
+}
+
+// deliver delivers up to n of the pending changes, in order (all when n
+// < 0); a watch that fell behind the log relists.
+func (sw *simWatch) deliver(api *simapi.Server, n int) {
+	changes, ok := api.ChangesSince(sw.cursor)
+	if !ok {
+		sw.relist(api)
+		return
+	}
+	for _, c := range changes {
+		if n == 0 {
+			return
+		}
+		sw.cursor = c.RV
+		if !sw.relevant(c) {
+			continue
+		}
+		n--
+		if simVerbose && sw.trace != nil {
+			sw.trace("watch %s delivers %s %s@%d", sw.name, c.Type, c.Key.Name, c.RV)
+		}
+		key := c.Key.Name
+		if c.Key.Namespace != "" {
+			key = c.Key.Namespace + "/" + key
+		}
+		prev, had, _ := sw.store.GetByKey(key)
+		obj := c.Object.DeepCopyObject()
+		switch {
+		case c.Type == watch.Deleted || !sw.match(obj):
+			if had {
+				_ = sw.store.Delete(prev)
+				sw.handler.OnDelete(prev)
+			}
+		case had:
+			_ = sw.store.Update(obj)
+			sw.handler.OnUpdate(prev, obj)
+		default:
+			_ = sw.store.Add(obj)
+			sw.handler.OnAdd(obj, false)
+		}
+	}
+	sw.cursor = api.RV()
+}
