@@ -100,12 +100,10 @@ type Agent struct {
 	// decision is the last decision; its policy and group are the node's.
 	decision decide.Decision
 	// cluster and command are the last results of the gates a decision
-	// asked for, kept for gates.poll.
-	cluster   *decide.ClusterFacts
-	clusterAt time.Time
-	command   *decide.CommandResult
-	commandAt time.Time
-	prom      *http.Client
+	// asked for, with when they were got: decide says when to ask again.
+	cluster *decide.ClusterFacts
+	command *decide.CommandResult
+	prom    *http.Client
 
 	wake chan struct{}
 

@@ -78,34 +78,72 @@ func (a *Agent) recordDisrupted(ctx context.Context, held []string, disrupted []
 }
 
 func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.Node) error {
-	if node == nil {
-		// Keep the lock: the host is alive, and the Node may come back.
-		return fmt.Errorf("node %s does not exist, but this host holds the lock; waiting for the Node to return", a.node)
-	}
-	if ok, why, err := a.holdKured(ctx); err != nil {
-		return err
-	} else if !ok {
-		// No drain without Kured's lock (docs/agent.md). Kured took it
-		// (between this node's grant and now, or while the agent was
-		// down): give the node back and wait for Kured's reboot to end.
-		a.stopDrain()
-		a.log.Warn("Kured's lock is taken; giving the node back and waiting", "why", why)
-		if err := a.publish(ctx, lock.Draining, o, node, "giving the node back: "+why); err != nil {
+	f := decide.DrainFacts{NodeExists: node != nil, CordonedByUs: o.CordonedByUs, Request: o.Request.ID,
+		ReleaseOnTimeout: a.cfg.Drain.OnTimeout == config.OnTimeoutRelease}
+	if node != nil {
+		ok, why, err := a.holdKured(ctx)
+		if err != nil {
 			return err
+		}
+		if !ok {
+			f.KuredRefused = why
+		}
+	}
+	a.mu.Lock()
+	run := a.drain
+	a.mu.Unlock()
+	if run != nil {
+		f.Drain = a.drainState(run)
+	}
+	if decide.CheckOverbooking(f) {
+		over, why, err := a.overbooked(ctx, o.HeldLocks)
+		if err != nil {
+			return err
+		}
+		if over {
+			f.Overbooked = why
+		}
+	}
+	return a.actOnDrain(ctx, decide.DrainNext(f), o, node, run)
+}
+
+// actOnDrain does a Draining node's step.
+func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.Observed, node *corev1.Node, run *drainRun) error {
+	switch step.Do {
+	case decide.DrainNoNode:
+		return errors.New(step.Why)
+	case decide.DrainGiveBack:
+		a.stopDrain()
+		a.log.Warn(step.Why)
+		if step.Publish {
+			if err := a.publish(ctx, lock.Draining, o, node, step.Message); err != nil {
+				return err
+			}
 		}
 		return a.giveBack(ctx, node)
-	}
-	if !o.CordonedByUs && !a.drainRunning() {
-		// Heads of two groups may have found room under maxUnavailable in
-		// the same instant: the later one gives its lock back.
-		if over, why, err := a.overbooked(ctx, o.HeldLocks); err != nil {
+	case decide.DrainRequeue:
+		a.clearDrain(run)
+		// Not Failed, but a maintenance that did not happen: said as one.
+		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, step.Why)
+		a.log.Warn(step.Why)
+		if err := a.giveBack(ctx, node); err != nil {
 			return err
-		} else if over {
-			// Still Waiting in its record: it never left the cluster.
-			a.log.Info("giving the lock back: the policy's maxUnavailable is reached", "why", why)
-			return a.giveBack(ctx, node)
 		}
+		if l := a.myRecordLease(); l != nil {
+			if err := a.locks.DeleteRecord(ctx, a.node); err != nil {
+				return err
+			}
+			a.leases.Deleted(l.Name, l.ResourceVersion)
+		}
+		return nil
+	case decide.DrainHold:
+		a.clearDrain(run)
+		a.log.Error(step.Why)
+		a.failedRequest, a.failure = o.Request.ID, step.Why
+		return a.publish(ctx, lock.Failed, o, node, a.failure)
 	}
+	// Start, Wait and Drained: the cordon stays on (put back if someone
+	// took it off).
 	if a.decision.Policy.Spec.Autoscaler.Protect {
 		if err := a.drainer.Protect(ctx, node); err != nil {
 			return err
@@ -118,31 +156,18 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 	if byAdmin {
 		a.log.Info("node was already cordoned by someone else; it stays cordoned after maintenance")
 	}
-
-	a.mu.Lock()
-	run := a.drain
-	a.mu.Unlock()
-	if run != nil && run.request != o.Request.ID {
+	switch step.Do {
+	case decide.DrainStart:
 		a.stopDrain() // a drain for an older request
-		run = nil
-	}
-	if run == nil {
-		if err := a.publish(ctx, lock.Draining, o, node, "cordoned; draining"); err != nil {
+		if err := a.publish(ctx, lock.Draining, o, node, step.Message); err != nil {
 			return err
 		}
-		run = a.startDrain(ctx, o.Request.ID)
+		a.startDrain(ctx, o.Request.ID)
+		return nil
+	case decide.DrainWait:
+		return a.publish(ctx, lock.Draining, o, node, step.Message)
 	}
-	select {
-	case <-run.done:
-	default:
-		return a.publish(ctx, lock.Draining, o, node, "cordoned; "+a.drainProgress(run))
-	}
-	a.mu.Lock()
-	a.drain = nil
-	a.mu.Unlock()
-	if run.err != nil {
-		return a.drainFailed(ctx, o, node, run.err)
-	}
+	a.clearDrain(run)
 	if err := a.recordDisrupted(ctx, o.HeldLocks, run.disrupted); err != nil {
 		return err
 	}
@@ -163,6 +188,15 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 	return a.inMaintenance(ctx, o, node)
 }
 
+// clearDrain forgets the drain that ended, once acted on.
+func (a *Agent) clearDrain(run *drainRun) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.drain == run {
+		a.drain = nil
+	}
+}
+
 // confirmHeld asks the API server whether this node still holds one of
 // the locks its cache says it holds: one GET per lock, once per
 // maintenance.
@@ -179,16 +213,22 @@ func (a *Agent) confirmHeld(ctx context.Context, held []string) error {
 	return fmt.Errorf("drained, but the API server says this node no longer holds %v: waiting for the watch to show it", held)
 }
 
-func (a *Agent) drainProgress(run *drainRun) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if run.progress == "" {
-		return "draining"
+// drainState is a run as decide.DrainNext sees it.
+func (a *Agent) drainState(run *drainRun) *decide.DrainRun {
+	s := &decide.DrainRun{Request: run.request}
+	select {
+	case <-run.done:
+		s.Done, s.Err = true, run.err
+		s.TimedOut = errors.Is(run.err, drain.ErrTimeout)
+	default:
 	}
-	return run.progress
+	a.mu.Lock()
+	s.Progress = run.progress
+	a.mu.Unlock()
+	return s
 }
 
-func (a *Agent) startDrain(ctx context.Context, request string) *drainRun {
+func (a *Agent) startDrain(ctx context.Context, request string) {
 	dctx, cancel := context.WithCancel(ctx)
 	run := &drainRun{request: request, cancel: cancel, done: make(chan struct{})}
 	a.mu.Lock()
@@ -207,7 +247,6 @@ func (a *Agent) startDrain(ctx context.Context, request string) *drainRun {
 			a.poke()
 		})
 	}()
-	return run
 }
 
 // stopDrain cancels a running drain and waits for it to end.
@@ -220,27 +259,4 @@ func (a *Agent) stopDrain() {
 		run.cancel()
 		<-run.done
 	}
-}
-
-func (a *Agent) drainFailed(ctx context.Context, o decide.Observed, node *corev1.Node, err error) error {
-	if a.cfg.Drain.OnTimeout == config.OnTimeoutRelease && errors.Is(err, drain.ErrTimeout) {
-		// Give the node back and queue again at the back. Not Failed, but
-		// a maintenance that did not happen: said as one.
-		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, "drain failed: "+err.Error()+"; the node is given back and queues again")
-		a.log.Warn("drain failed; giving the node back and queueing again", "err", err)
-		if err := a.giveBack(ctx, node); err != nil {
-			return err
-		}
-		if l := a.myRecordLease(); l != nil {
-			if err := a.locks.DeleteRecord(ctx, a.node); err != nil {
-				return err
-			}
-			a.leases.Deleted(l.Name, l.ResourceVersion)
-		}
-		return nil
-	}
-	a.log.Error("drain failed; holding the lock and the cordon until an admin acts", "err", err)
-	a.failedRequest = o.Request.ID
-	a.failure = fmt.Sprintf("drain failed: %v; the lock and the cordon are held (fix the cause, then restart the agent to drain again, or release the lock)", err)
-	return a.publish(ctx, lock.Failed, o, node, a.failure)
 }

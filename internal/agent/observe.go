@@ -148,12 +148,8 @@ func (a *Agent) snapshot() (decide.Snapshot, error) {
 			}
 		}
 	}
-	if a.cluster != nil && now.Sub(a.clusterAt) < a.cfg.Gates.Poll {
-		s.Cluster = a.cluster
-	}
-	if a.command != nil && now.Sub(a.commandAt) < a.cfg.Gates.Poll {
-		s.Command = a.command
-	}
+	// The last results, however old: decide says when they are stale.
+	s.Cluster, s.Command = a.cluster, a.command
 	return s, nil
 }
 
@@ -177,11 +173,12 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, decide.Snapshot, e
 			s.Holders[h] = f
 		}
 		if d.Need.Command {
-			a.command, a.commandAt = a.runGateCommand(ctx), a.now()
+			a.command = a.runGateCommand(ctx)
+			a.command.At = a.now()
 			s.Command = a.command
 		}
 		if d.Need.Cluster {
-			a.cluster, a.clusterAt = a.readCluster(ctx, s, d), a.now()
+			a.cluster = a.readCluster(ctx, s, d)
 			s.Cluster = a.cluster
 		}
 		if d.Need.Queue {

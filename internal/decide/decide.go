@@ -104,6 +104,15 @@ type QueueState struct {
 type CommandResult struct {
 	OK     bool
 	Reason string // its last line of output, or how it failed
+	// At is when it ran (zero: just now): a result Params.Poll old is run
+	// again.
+	At time.Time
+}
+
+// stale reports whether facts got at are Params.Poll old: they are looked
+// up again. Zero stands for facts got just now.
+func (s Snapshot) stale(at time.Time) bool {
+	return !at.IsZero() && s.Now.Sub(at) >= s.Params.Poll
 }
 
 // ClusterFacts are read by the head of a queue, every Poll.
@@ -118,7 +127,8 @@ type ClusterFacts struct {
 	// read: the gate stays closed and says so, and the agent keeps beating.
 	NodesErr     string
 	WorkloadsErr string
-	// At is when they were read: they are read again Poll later.
+	// At is when they were read (zero: just now): they are read again
+	// Poll later.
 	At time.Time
 	// For says what the facts were read for (ClusterKey): facts read for
 	// another group or another version of the policy do not count.

@@ -159,6 +159,12 @@ func TestWaitingGates(t *testing.T) {
 		{name: "gate command fails", s: snap(func(s *Snapshot) { s.HasCommand, s.Command = true, &CommandResult{Reason: "ceph is degraded"} }),
 			gate: GateCommand, blocked: true, msg: "waiting: gate command: ceph is degraded"},
 		{name: "gate command passes", s: snap(func(s *Snapshot) { s.HasCommand, s.Command = true, &CommandResult{OK: true} }), try: true},
+		{name: "gate command passed, less than a poll ago", s: snap(func(s *Snapshot) {
+			s.HasCommand, s.Command = true, &CommandResult{OK: true, At: t0.Add(-4 * time.Second)}
+		}), try: true},
+		{name: "gate command passed a poll ago: run again", s: snap(func(s *Snapshot) {
+			s.HasCommand, s.Command = true, &CommandResult{OK: true, At: t0.Add(-5 * time.Second)}
+		}), need: Need{Command: true}},
 		{name: "spacing", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
 			s.Leases["lock-p-0"] = released("lock-p-0", t0.Add(-2*time.Minute))
 		}), gate: GateSpacing, msg: "the next may start at 12:03:00 UTC"},
@@ -206,6 +212,9 @@ func TestWaitingGates(t *testing.T) {
 		{name: "maxUnavailable: room left", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(2)) }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}}}
 		}), try: true},
+		{name: "maxUnavailable: room left a poll ago: read again", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(2)) }), func(s *Snapshot) {
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}}, At: t0.Add(-5 * time.Second)}
+		}), need: Need{Cluster: true}},
 		{name: "workloads not recovered", s: snap(withPolicy(func(p *policy.Spec) { p.Health.WorkloadsRecovered = true }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{Workloads: []Workload{{Ref: "Deployment/shop/web", Available: 3, Desired: 4}, {Ref: "StatefulSet/shop/db", Gone: true}}}
 		}), gate: GateWorkloads, msg: "waiting: waiting for Deployment/shop/web (3/4) to be available again"},

@@ -28,7 +28,7 @@ func groupGates(s Snapshot, d *Decision, spec policy.Spec) []GateVerdict {
 		out = append(out, GateVerdict{Gate: GateSpacing, Verdict: Open})
 	}
 	wantCluster := spec.Health.MaxUnavailable != nil || spec.Health.WorkloadsRecovered || spec.Blockers.Prometheus != nil
-	if wantCluster && (s.Cluster == nil || s.Cluster.For != ClusterKey(*d)) {
+	if wantCluster && (s.Cluster == nil || s.Cluster.For != ClusterKey(*d) || s.stale(s.Cluster.At)) {
 		d.Need.Cluster = true
 		return out
 	}

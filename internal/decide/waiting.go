@@ -131,7 +131,7 @@ func waiting(s Snapshot, d *Decision) {
 		switch {
 		case !atHead:
 			own = append(own, GateVerdict{Gate: GateCommand, Verdict: Unchecked, Reason: "checked at the head of the queue"})
-		case s.Command == nil:
+		case s.Command == nil || s.stale(s.Command.At):
 			d.Need.Command = true
 			return
 		case !s.Command.OK:

@@ -75,7 +75,9 @@ func TestAcquireRefusesWithoutWriting(t *testing.T) {
 	kube := fake.NewClientset(held)
 	c := &Client{Kube: kube, Namespace: "k", Now: func() time.Time { return now }}
 	kube.ClearActions()
-	alive := func(context.Context, string) (lock.HolderFacts, error) { return lock.HolderFacts{NodeExists: true}, nil }
+	alive := func(context.Context, string) (lock.HolderFacts, error) {
+		return lock.HolderFacts{NodeExists: true}, nil
+	}
 	l, v, err := c.Acquire(ctx, name, lock.DefaultGroup, "me", held, lock.Params{StaleAfter: time.Minute}, alive)
 	if err != nil || l != nil || v.Free || v.Why != "held by other" {
 		t.Errorf("a held lock: %v %+v %v", l, v, err)
