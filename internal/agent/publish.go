@@ -61,12 +61,11 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	if r.Requested.IsZero() {
 		r.Requested = now
 	}
-	due := now.Sub(prev.Heartbeat) >= a.cfg.Queue.Heartbeat*9/10
-	// While it waits, a node's place and the holder it waits for change at
-	// every handoff: that text goes out with the next heartbeat, not at
-	// once, so that a handoff does not make every waiting agent write.
-	textOnly := state == lock.Waiting && prev.State == lock.Waiting && sameRecord(withText(prev, r), r)
-	if base == nil || due || !(sameRecord(prev, r) || textOnly) {
+	var stored *lock.Record
+	if base != nil {
+		stored = &prev
+	}
+	if decide.WriteRecord(stored, r, now, a.cfg.Queue.Heartbeat) {
 		// A new record has no QueueKey: until the next write stores it, the
 		// record's own resourceVersion, that of its creation, stands for it.
 		written, err := a.locks.PutRecord(ctx, base, r)
@@ -134,20 +133,6 @@ func orIdle(s lock.State) lock.State {
 		return lock.Idle
 	}
 	return s
-}
-
-// withText is prev with the text of r: its message and its gates' verdicts.
-func withText(prev, r lock.Record) lock.Record {
-	prev.Message, prev.Gates = r.Message, r.Gates
-	return prev
-}
-
-// sameRecord compares what is worth a write.
-func sameRecord(a, b lock.Record) bool {
-	return a.State == b.State && a.Message == b.Message && a.Reason == b.Reason && a.RequestID == b.RequestID &&
-		a.Group == b.Group && a.Priority == b.Priority && a.Blocked == b.Blocked && a.Since.Equal(b.Since) &&
-		a.QueueKey == b.QueueKey && a.ReleasedRequest == b.ReleasedRequest && a.Policy == b.Policy &&
-		a.Gates == b.Gates && a.BlockedReported == b.BlockedReported && a.AfterFailure == b.AfterFailure && a.ByAdmin == b.ByAdmin
 }
 
 func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, to lock.State, r lock.Record) {
