@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/decide"
@@ -58,7 +59,7 @@ type Options struct {
 	// Without one, Kube does.
 	Evictor           kubernetes.Interface
 	EvictorKubeconfig string
-	Now               func() time.Time // nil: time.Now
+	Clock             clock.WithTicker // its time and timers; nil: the real clock
 	// Notifications sends the notifications of notify.urls (nil: none).
 	Notifications *notify.Sender
 }
@@ -73,6 +74,7 @@ type Agent struct {
 	log     *slog.Logger
 	notify  systemd.Notifier
 	now     func() time.Time
+	clock   clock.WithTicker
 	files   hostfiles.Files
 	locks   *lockapi.Client
 	drainer nodeDrainer
@@ -155,10 +157,11 @@ var _ nodeDrainer = (*drain.Drainer)(nil)
 
 // New builds an agent.
 func New(o Options) *Agent {
-	now := o.Now
-	if now == nil {
-		now = time.Now
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
+	now := clk.Now
 	a := &Agent{
 		cfg:       o.Config,
 		node:      o.NodeName,
@@ -169,6 +172,7 @@ func New(o Options) *Agent {
 		log:       o.Log.With("node", o.NodeName),
 		notify:    o.Notifier,
 		now:       now,
+		clock:     clk,
 		files:     o.Config.Files(),
 		locks:     &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
 		wake:      make(chan struct{}, 1),
@@ -252,11 +256,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.notify.Ready()
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "stay", a.cfg.Stay)
 
-	wakeAt := time.NewTimer(time.Hour)
+	wakeAt := a.clock.NewTimer(time.Hour)
 	defer wakeAt.Stop()
-	heartbeat := time.NewTicker(a.cfg.Queue.Heartbeat)
+	heartbeat := a.clock.NewTicker(a.cfg.Queue.Heartbeat)
 	defer heartbeat.Stop()
-	resync := time.NewTicker(a.cfg.Resync)
+	resync := a.clock.NewTicker(a.cfg.Resync)
 	defer resync.Stop()
 	backoff := RetryBackoff(time.Second)
 	for {
@@ -309,11 +313,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			return a.stop()
 		case <-a.wake:
 			a.settle(ctx, fileChanges, jobChanges)
-		case <-wakeAt.C:
+		case <-wakeAt.C():
 		case <-fileChanges:
 		case <-jobChanges:
-		case <-heartbeat.C:
-		case <-resync.C:
+		case <-heartbeat.C():
+		case <-resync.C():
 		case active, ok := <-shutdown:
 			if !ok {
 				shutdown = nil

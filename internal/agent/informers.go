@@ -45,7 +45,7 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(delay):
+		case <-a.clock.After(delay):
 		}
 	}
 	_, err := a.kube.CoreV1().Namespaces().Get(ctx, a.cfg.Namespace, metav1.GetOptions{})

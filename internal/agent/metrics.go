@@ -99,17 +99,17 @@ func (a *Agent) transitionMetrics(from, to lock.State, r lock.Record, o decide.O
 // nothing changes, so that kustodian_metrics_updated_timestamp_seconds
 // tells a live agent from a dead one, whether or not it reaches the API
 // server.
-var metricsRefresh = time.Minute
+const metricsRefresh = time.Minute
 
 // refreshMetrics writes the metrics every metricsRefresh until ctx ends.
 func (a *Agent) refreshMetrics(ctx context.Context) {
-	t := time.NewTicker(metricsRefresh)
+	t := a.clock.NewTicker(metricsRefresh)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			a.updateMetrics(func(*metrics.Data) {}) // the update's time is the news
 		}
 	}

@@ -20,20 +20,20 @@ const probeEvery = time.Second
 // agent while the API server is away; one LIST per informer when it is
 // back.
 func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
-	timer := time.NewTimer(delay)
+	timer := a.clock.NewTimer(delay)
 	defer timer.Stop()
-	probe := time.NewTimer(0)
+	probe := a.clock.NewTimer(0)
 	defer probe.Stop()
 	away := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-timer.C:
+		case <-timer.C():
 			if !away {
 				return nil
 			}
-		case <-probe.C:
+		case <-probe.C():
 			err := a.readyz(ctx)
 			switch {
 			case ctx.Err() != nil:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/utils/clock"
+
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
 )
@@ -30,7 +32,7 @@ func TestSettleOnlyFarFromTheHead(t *testing.T) {
 		"place unknown":     {decide.Decision{State: lock.Waiting, Position: 0, Locks: []string{"l0"}}, false},
 		"draining":          {decide.Decision{State: lock.Draining, Position: 9, Locks: []string{"l0"}}, false},
 	} {
-		a := &Agent{wake: make(chan struct{}, 1), decision: tc.d}
+		a := &Agent{wake: make(chan struct{}, 1), decision: tc.d, clock: clock.RealClock{}}
 		a.poke()
 		a.settle(done, nil, nil)
 		if left := len(a.wake) == 1; left == tc.settles {

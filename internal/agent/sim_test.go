@@ -44,6 +44,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/test/simapi"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // simRegressions are seeds that once failed: they run first, always.
@@ -108,6 +109,7 @@ func TestSimulation(t *testing.T) {
 func simulate(t *testing.T, seed uint64) (*world, error) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	w := &world{rng: rng, api: simapi.New(), now: time.Date(2026, 11, 25, 2, 0, 0, 0, time.UTC)}
+	w.clock = testingclock.NewFakeClock(w.now)
 	w.api.KeepChanges = 50 + rng.IntN(400)
 	w.cfg = config.Defaults()
 	dir := t.TempDir()

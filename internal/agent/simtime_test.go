@@ -30,6 +30,7 @@ func (w *world) advance() {
 		step = time.Millisecond
 	}
 	w.now = w.now.Add(step)
+	w.clock.SetTime(w.now)
 }
 
 // pendingWatches reports whether a watch has changes to deliver.

@@ -31,6 +31,7 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/test/simapi"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 const simNamespace = "kustodian"
@@ -43,6 +44,7 @@ type world struct {
 	rng   *rand.Rand
 	api   *simapi.Server
 	now   time.Time
+	clock *testingclock.FakeClock // the agents' clock, at now
 	hosts []*host
 	cfg   config.Agent
 	// trace keeps the last lines of what happened, for a failure report.
@@ -206,7 +208,7 @@ func (h *host) start() {
 	}
 	log := slog.New(slog.NewTextHandler(traceWriter{h}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	a := New(Options{Config: w.agentConfig(h), NodeName: h.name, Owner: owner, Kube: w.api.Client(hook), Log: log,
-		Notifier: noNotify{}, Now: func() time.Time { return w.now }})
+		Notifier: noNotify{}, Clock: w.clock})
 	h.drainer = &simDrainer{Drainer: a.drainer.(*drain.Drainer), finish: make(chan struct{})}
 	a.drainer = h.drainer
 	a.metrics = nil // not the protocol's; they cost a file write per change

@@ -19,6 +19,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/lock/lockapi"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // An agent whose steps keep failing counts them in its metrics at once,
@@ -27,6 +28,7 @@ import (
 func TestStuckAgentSaysSo(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 25, 2, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(now)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1"}}
 	kube := fake.NewClientset(node)
 	cfg := config.Defaults()
@@ -35,7 +37,7 @@ func TestStuckAgentSaysSo(t *testing.T) {
 	textfile := filepath.Join(cfg.StateDir, "kustodian.prom")
 	cfg.Metrics = config.Metrics{Textfile: textfile}
 	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Notifier: noNotify{}, Now: func() time.Time { return now }})
+		Notifier: noNotify{}, Clock: clk})
 	if a.metrics == nil {
 		t.Fatal("no metrics store")
 	}
@@ -82,6 +84,7 @@ func TestStuckAgentSaysSo(t *testing.T) {
 	for i := 1; i < stuckAfter; i++ {
 		a.stepFailed(ctx, fail)
 		now = now.Add(time.Duration(i) * time.Second)
+		clk.SetTime(now)
 	}
 	if got := gauge("kustodian_step_failures"); got != "4" {
 		t.Errorf("kustodian_step_failures %s after 4 failures, want 4", got)

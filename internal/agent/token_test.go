@@ -8,6 +8,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/lock"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func TestTokenWarning(t *testing.T) {
@@ -22,7 +23,7 @@ func TestTokenWarning(t *testing.T) {
 		{now.Add(-time.Hour), "the token of /etc/kustodian/kubeconfig expired at 2026-11-23T11:00:00Z; renew it: kustodian-ctl kubeconfig n1 --rotate"},
 	} {
 		a := New(Options{Config: config.Agent{Kubeconfig: "/etc/kustodian/kubeconfig"}, NodeName: "n1", Log: slog.New(slog.DiscardHandler),
-			TokenExpires: tc.expires, Now: func() time.Time { return now }})
+			TokenExpires: tc.expires, Clock: testingclock.NewFakeClock(now)})
 		if got := a.tokenWarning(); got != tc.want {
 			t.Errorf("expires %v: %q, want %q", tc.expires, got, tc.want)
 		}

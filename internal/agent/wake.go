@@ -34,11 +34,11 @@ func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struc
 	if d.State != lock.Waiting || !behind {
 		return
 	}
-	t := time.NewTimer(settleAfter)
+	t := a.clock.NewTimer(settleAfter)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-t.C:
+	case <-t.C():
 	case <-fileChanges:
 	case <-jobChanges:
 	}
