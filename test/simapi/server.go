@@ -71,7 +71,10 @@ type Server struct {
 	KeepChanges int
 	// Down: the control plane is away; every request fails.
 	Down bool
-	uids int
+	// Conflicts counts the writes refused with 409 (a stale
+	// resourceVersion or UID, a name taken).
+	Conflicts int
+	uids      int
 }
 
 // New makes an empty server.
@@ -152,6 +155,7 @@ func (s *Server) ChangesSince(rv int64) ([]Change, bool) {
 // Create stores a new object; AlreadyExists if the name is taken.
 func (s *Server) Create(k Key, o runtime.Object) (runtime.Object, error) {
 	if _, ok := s.objects[k]; ok {
+		s.Conflicts++
 		return nil, apierrors.NewAlreadyExists(k.Resource.GroupResource(), k.Name)
 	}
 	o = o.DeepCopyObject()
@@ -188,10 +192,12 @@ func (s *Server) Update(k Key, o runtime.Object) (runtime.Object, error) {
 	}
 	om, _ := meta.Accessor(old)
 	if rv := m.GetResourceVersion(); rv != "" && rv != om.GetResourceVersion() {
+		s.Conflicts++
 		return nil, apierrors.NewConflict(k.Resource.GroupResource(), k.Name,
 			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
 	if m.GetUID() != "" && m.GetUID() != om.GetUID() {
+		s.Conflicts++
 		return nil, apierrors.NewConflict(k.Resource.GroupResource(), k.Name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", m.GetUID(), om.GetUID()))
 	}
 	m.SetUID(om.GetUID())
