@@ -108,6 +108,8 @@ type Agent struct {
 	prom    *http.Client
 
 	wake chan struct{}
+	// watchBroken: an informer's watch failed (watchError).
+	watchBroken chan struct{}
 
 	mu    sync.Mutex // guards drain
 	drain *drainRun
@@ -163,22 +165,24 @@ func New(o Options) *Agent {
 	}
 	now := clk.Now
 	a := &Agent{
-		cfg:       o.Config,
-		node:      o.NodeName,
-		owner:     o.Owner,
-		kube:      o.Kube,
-		dyn:       o.Dynamic,
-		prom:      &http.Client{Timeout: 10 * time.Second},
-		log:       o.Log.With("node", o.NodeName),
-		notify:    o.Notifier,
-		now:       now,
-		clock:     clk,
-		files:     o.Config.Files(),
-		locks:     &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
-		wake:      make(chan struct{}, 1),
-		holders:   map[string]holderCheck{},
-		queueSeen: map[string]time.Time{},
-		jitter:    jitterOf(o.NodeName),
+		cfg:    o.Config,
+		node:   o.NodeName,
+		owner:  o.Owner,
+		kube:   o.Kube,
+		dyn:    o.Dynamic,
+		prom:   &http.Client{Timeout: 10 * time.Second},
+		log:    o.Log.With("node", o.NodeName),
+		notify: o.Notifier,
+		now:    now,
+		clock:  clk,
+		files:  o.Config.Files(),
+		locks:  &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
+		wake:   make(chan struct{}, 1),
+		// A watch that fails makes the Run loop check the API server.
+		watchBroken: make(chan struct{}, 1),
+		holders:     map[string]holderCheck{},
+		queueSeen:   map[string]time.Time{},
+		jitter:      jitterOf(o.NodeName),
 
 		tokenExpires:  o.TokenExpires,
 		notifications: o.Notifications,
@@ -318,6 +322,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-jobChanges:
 		case <-heartbeat.C():
 		case <-resync.C():
+		case <-a.watchBroken:
+			if err := a.watchBroke(ctx); err != nil {
+				a.log.Error("reading the cluster again failed; retrying", "err", err)
+			}
 		case active, ok := <-shutdown:
 			if !ok {
 				shutdown = nil

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/kustodian/kustodian/internal/lock"
@@ -86,6 +87,9 @@ func (a *Agent) startInformers(ctx context.Context) error {
 	)
 	watch := func(inf cache.SharedIndexInformer, h cache.ResourceEventHandler, start func(<-chan struct{})) cache.Store {
 		if _, err := inf.AddEventHandler(h); err != nil && regErr == nil {
+			regErr = err
+		}
+		if err := inf.SetWatchErrorHandlerWithContext(a.watchError); err != nil && regErr == nil {
 			regErr = err
 		}
 		synced = append(synced, inf.HasSynced)
@@ -258,4 +262,37 @@ func (a *Agent) sawQueue(obj any) {
 		a.queueSeen[l.Name] = a.now()
 		a.queueMu.Unlock()
 	}
+}
+
+// watchError is told when an informer's list or watch fails. The informer
+// retries on its own backoff, which grows to 30 s over a long outage; an
+// agent that writes nothing meanwhile (it waits) would learn of the API
+// server's return only that late. So a failure other than an expired
+// history (which the informer lists again at once) or a closed watch
+// makes the Run loop check whether the API server is away (watchBroke).
+func (a *Agent) watchError(ctx context.Context, r *cache.Reflector, err error) {
+	cache.DefaultWatchErrorHandler(ctx, r, err)
+	if ctx.Err() != nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return
+	}
+	select {
+	case a.watchBroken <- struct{}{}:
+	default:
+	}
+}
+
+// watchBroke: an informer's watch failed. If the API server answers, the
+// informer's own retry is enough; if it is away, the outage is ridden out
+// and the cluster read anew when it is back, as after a failed step.
+func (a *Agent) watchBroke(ctx context.Context) error {
+	if err := a.readyz(ctx); err == nil || ctx.Err() != nil {
+		return nil
+	}
+	err := a.rideOut(ctx, probeEvery)
+	// What the old informers said while the API server was away is over.
+	select {
+	case <-a.watchBroken:
+	default:
+	}
+	return err
 }
