@@ -9,11 +9,8 @@ import (
 	"time"
 
 	"github.com/kustodian/kustodian/internal/decide"
-	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/lock"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/kustodian/kustodian/internal/notify"
 )
 
 // publish writes the node record (when something changed, or a heartbeat is
@@ -86,8 +83,8 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	// The record is written: what a transition sets off (Events,
 	// notifications, the history, the metrics) happens now, whatever
 	// becomes of the label, which the next step writes again.
-	if node != nil && from != state {
-		a.transitionEvents(ctx, node, from, state, r)
+	if from != state {
+		a.applyEffects(ctx, node, r, effectsOf(from, state, r))
 	}
 	a.transitionMetrics(orIdle(from), state, r, o, now)
 	if from != state {
@@ -133,37 +130,6 @@ func orIdle(s lock.State) lock.State {
 		return lock.Idle
 	}
 	return s
-}
-
-func (a *Agent) transitionEvents(ctx context.Context, node *corev1.Node, from, to lock.State, r lock.Record) {
-	switch to {
-	case lock.Waiting:
-		if from == "" || from == lock.Idle {
-			msg := "maintenance requested"
-			if r.Reason != "" {
-				msg += ": " + r.Reason
-			}
-			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceRequested, msg)
-		}
-	case lock.Draining:
-		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonLockAcquired, "acquired the maintenance lock; cordoning and draining")
-		if from == lock.Waiting {
-			a.tell(notify.Started, r, "")
-		}
-	case lock.InMaintenance:
-		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceStarted, "the maintenance script may proceed")
-	case lock.Rebooting:
-		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRebooting, "the host is rebooting; the lock stays held")
-	case lock.Completing:
-		if from != lock.Failed { // a repaired failure is in the history already
-			a.remember(ctx, node, r, history.Succeeded)
-		}
-	case lock.Failed:
-		// Every way in: a failed drain, a failed job, an admin's release.
-		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, r.Message)
-		a.tell(notify.Failed, r, "")
-		a.remember(ctx, node, r, history.Failed)
-	}
 }
 
 // statusLine is systemd's STATUS: "waiting: position 3 of 7", "draining: 4

@@ -12,7 +12,6 @@ import (
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/lock/lockapi"
-	"github.com/kustodian/kustodian/internal/notify"
 )
 
 // idle cleans up what a finished cycle may have left: the record and the
@@ -38,12 +37,7 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 		}
 		a.leases.Deleted(l.Name, l.ResourceVersion)
 		succeeded = prev.State == lock.Completing && !prev.AfterFailure
-		if succeeded && node != nil {
-			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonMaintenanceCompleted, "maintenance completed; node is back in the cluster")
-		}
-		if succeeded {
-			a.tell(notify.Completed, prev, "maintenance completed; node is back in the cluster")
-		}
+		a.applyEffects(ctx, node, prev, effectsOf(prev.State, lock.Idle, prev))
 	}
 	// A request withdrawn while this node was named in a queue: the
 	// summary is made again without it, so that its turn passes at once.
