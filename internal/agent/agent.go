@@ -366,7 +366,7 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	o, node := s.Observed(), s.NodeObject
+	o, node := s.Observed(), s.node
 	state := d.State
 	if state != lock.Draining {
 		a.stopDrain()

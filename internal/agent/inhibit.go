@@ -45,7 +45,7 @@ func (a *Agent) onShutdown(ctx context.Context, active bool) {
 	if err != nil {
 		return
 	}
-	o, node := s.Observed(), s.NodeObject
+	o, node := s.Observed(), s.node
 	if decide.Derive(o) == lock.Idle {
 		return
 	}

@@ -89,14 +89,23 @@ type holderCheck struct {
 	at    time.Time
 }
 
+// view is a snapshot with the Node it was read from, which the agent acts
+// on (cordons, labels, Events).
+type view struct {
+	decide.Snapshot
+	node *corev1.Node
+}
+
 // snapshot gathers what a decision depends on from the host files and the
-// informers' caches (overlaid with the agent's own writes). It is the one
-// seam between how the agent watches the cluster and what it decides.
-func (a *Agent) snapshot() (decide.Snapshot, error) {
+// informers' caches (overlaid with the agent's own writes), read into the
+// plain values decide works on. It is the one seam between how the agent
+// watches the cluster and what it decides.
+func (a *Agent) snapshot() (view, error) {
 	f, err := a.files.Observe()
 	if err != nil {
-		return decide.Snapshot{}, permanent(err)
+		return view{}, permanent(err)
 	}
+	node := a.cachedNode()
 	now := a.now()
 	s := decide.Snapshot{
 		Now:           now,
@@ -104,8 +113,8 @@ func (a *Agent) snapshot() (decide.Snapshot, error) {
 		Request:       f.Request,
 		InProgress:    f.InProgress,
 		RebootPending: f.RebootPending,
-		NodeObject:    a.cachedNode(),
-		Leases:        map[string]*coordv1.Lease{},
+		Self:          nodeFacts(node),
+		Locks:         map[string]lock.Lock{},
 		Queues:        map[string]decide.QueueState{},
 		Holders:       map[string]lock.HolderFacts{},
 		Watching:      a.watching,
@@ -125,7 +134,7 @@ func (a *Agent) snapshot() (decide.Snapshot, error) {
 	for _, l := range a.leases.List() {
 		switch {
 		case lock.IsLockName(l.Name):
-			s.Leases[l.Name] = l
+			s.Locks[l.Name] = lock.LockOf(l)
 		case lock.IsQueueName(l.Name):
 			q := decide.QueueState{Seen: a.queueSeen[l.Name]}
 			q.Summary, q.Err = lock.SummaryFromLease(l)
@@ -144,22 +153,34 @@ func (a *Agent) snapshot() (decide.Snapshot, error) {
 	if a.podStore != nil {
 		for _, obj := range a.podStore.List() {
 			if p, ok := obj.(*corev1.Pod); ok {
-				s.Pods = append(s.Pods, p)
+				s.Pods = append(s.Pods, decide.PodFacts{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, Labels: p.Labels,
+					Ended: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed})
 			}
 		}
 	}
 	// The last results, however old: decide says when they are stale.
 	s.Cluster, s.Command = a.cluster, a.command
-	return s, nil
+	return view{Snapshot: s, node: node}, nil
+}
+
+// nodeFacts is what decide reads of a Node; nil for none.
+func nodeFacts(n *corev1.Node) *decide.NodeFacts {
+	if n == nil {
+		return nil
+	}
+	f := &decide.NodeFacts{Labels: n.Labels}
+	f.HoldReason, f.Held = n.Annotations[lock.AnnotationHold]
+	_, f.CordonedByUs = n.Annotations[lock.AnnotationCordoned]
+	return f
 }
 
 // decide takes a snapshot, looks up what the decision needs, and decides.
-func (a *Agent) decide(ctx context.Context) (decide.Decision, decide.Snapshot, error) {
+func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 	s, err := a.snapshot()
 	if err != nil {
 		return decide.Decision{}, s, err
 	}
-	d := decide.Next(s)
+	d := decide.Next(s.Snapshot)
 	listed := false
 	for range 3 {
 		if d.Need.Empty() {
@@ -178,7 +199,7 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, decide.Snapshot, e
 			s.Command = a.command
 		}
 		if d.Need.Cluster {
-			a.cluster = a.readCluster(ctx, s, d)
+			a.cluster = a.readCluster(ctx, s.Snapshot, d)
 			s.Cluster = a.cluster
 		}
 		if d.Need.Queue {
@@ -194,7 +215,7 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, decide.Snapshot, e
 		}
 		// The look-ups took time (a gate command may take seconds).
 		s.Now = a.now()
-		d = decide.Next(s)
+		d = decide.Next(s.Snapshot)
 		if listed && d.Need.Queue {
 			// The LIST just made does not show this node where its record,
 			// as this agent last saw it, says it is: the record as stored

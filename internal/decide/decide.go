@@ -9,12 +9,7 @@ package decide
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"time"
-
-	coordv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/kured"
@@ -32,8 +27,9 @@ type Snapshot struct {
 	InProgress    bool
 	RebootPending bool
 
-	// NodeObject is this host's Node; nil when it does not exist.
-	NodeObject *corev1.Node
+	// Self is what the decisions read of this host's Node; nil when the
+	// Node does not exist.
+	Self *NodeFacts
 	// Own is this node's record as last seen or written; nil when it has
 	// none.
 	Own *lock.Record
@@ -47,8 +43,9 @@ type Snapshot struct {
 	// Watching is when the agent began to watch the queues: a summary
 	// that has not changed since counts from then.
 	Watching time.Time
-	// Leases are the lock Leases observed, by name.
-	Leases map[string]*coordv1.Lease
+	// Locks are the lock Leases observed, read once (lock.LocksOf), by
+	// name.
+	Locks map[string]lock.Lock
 	// Holders are the facts about lock holders that the agent looked up
 	// because a previous Decision needed them.
 	Holders map[string]lock.HolderFacts
@@ -59,7 +56,7 @@ type Snapshot struct {
 	// Kured is Kured's lock; nil when Kured is not installed or ignored.
 	Kured *kured.Lock
 	// Pods are the pods on this node (for blockers.podSelector).
-	Pods []*corev1.Pod
+	Pods []PodFacts
 	// Command is the last result of the host's gates.command; nil when it
 	// was not run (or none is configured: see HasCommand).
 	Command    *CommandResult
@@ -73,6 +70,28 @@ type Snapshot struct {
 	FailedRequest string
 
 	Params Params
+}
+
+// NodeFacts are what decisions read of this host's Node.
+type NodeFacts struct {
+	Labels map[string]string
+	// Held: an admin holds the node (kustodian-ctl pause NODE, the
+	// annotation kustodian.io/hold); HoldReason is the hold's value ("" or
+	// "true" when it was given without a reason).
+	Held       bool
+	HoldReason string
+	// CordonedByUs: Kustodian's cordon mark (kustodian.io/cordoned) is on
+	// the Node.
+	CordonedByUs bool
+}
+
+// PodFacts are what decisions read of a pod (blockers.podSelector).
+type PodFacts struct {
+	Namespace, Name string
+	NodeName        string
+	Labels          map[string]string
+	// Ended: the pod succeeded or failed; it blocks nothing any more.
+	Ended bool
 }
 
 // Params are the agent's configuration that decisions depend on.
@@ -211,14 +230,14 @@ func (s Snapshot) Observed() Observed {
 		Request:       s.Request,
 		InProgress:    s.InProgress,
 		RebootPending: s.RebootPending,
-		HeldLocks:     lock.HeldBy(slices.Collect(maps.Values(s.Leases)), s.Node),
+		HeldLocks:     lock.HeldIn(s.Locks, s.Node),
 		FailedRequest: s.FailedRequest,
 	}
 	if r := s.Own; r != nil {
 		o.ReleasedRequest = r.ReleasedRequest
 	}
-	if s.NodeObject != nil {
-		_, o.CordonedByUs = s.NodeObject.Annotations[lock.AnnotationCordoned]
+	if s.Self != nil {
+		o.CordonedByUs = s.Self.CordonedByUs
 	}
 	return o
 }
@@ -227,8 +246,8 @@ func (s Snapshot) Observed() Observed {
 func Next(s Snapshot) Decision {
 	d := Decision{State: Derive(s.Observed())}
 	var nodeLabels map[string]string
-	if s.NodeObject != nil {
-		nodeLabels = s.NodeObject.Labels
+	if s.Self != nil {
+		nodeLabels = s.Self.Labels
 	}
 	d.Policy = policy.Resolve(s.Policies, nodeLabels)
 	d.Group = lock.GroupRef{Policy: d.Policy.Name, Group: d.Policy.Group}

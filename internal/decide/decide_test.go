@@ -19,8 +19,9 @@ import (
 // t0 is a Monday, 12:00 UTC.
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
-func node(name string, labels map[string]string, annotations map[string]string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}}
+// node is what the agent reads of a Node with these labels.
+func node(labels map[string]string) *NodeFacts {
+	return &NodeFacts{Labels: labels}
 }
 
 // waiter is a live Waiting record that arrived at queue key key.
@@ -29,22 +30,33 @@ func waiter(name string, g lock.GroupRef, key string) lock.Record {
 		Heartbeat: t0, Since: t0.Add(-time.Minute), Requested: t0.Add(-time.Minute)}
 }
 
-func held(name, holder string) *coordv1.Lease {
-	return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder}}
+// held is a lock of no group that holder holds ("": free), as the agent
+// reads it from its Lease.
+func held(name, holder string) lock.Lock {
+	return lock.LockOf(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder}})
+}
+
+// heldIn is a lock of group g that holder holds, read from its Lease.
+func heldIn(name, holder string, g lock.GroupRef) lock.Lock {
+	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{lock.LabelPolicy: g.Policy}}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder}}
+	if g.Group != "" {
+		l.Annotations = map[string]string{lock.AnnotationGroup: g.Group}
+	}
+	return lock.LockOf(l)
 }
 
 // snap is node "me", requesting, the head of its group's queue (the only
 // node its summary names), every lock free.
 func snap(mod ...func(*Snapshot)) Snapshot {
 	s := Snapshot{
-		Now:        t0,
-		Node:       "me",
-		Request:    &hostfiles.Request{ID: "r1"},
-		NodeObject: node("me", map[string]string{"zone": "a", "role": "worker"}, nil),
-		Leases:     map[string]*coordv1.Lease{},
-		Holders:    map[string]lock.HolderFacts{},
-		Watching:   t0.Add(-time.Hour),
-		Params:     Params{StaleAfter: 40 * time.Second, Heartbeat: 10 * time.Second, Poll: 5 * time.Second},
+		Now:      t0,
+		Node:     "me",
+		Request:  &hostfiles.Request{ID: "r1"},
+		Self:     node(map[string]string{"zone": "a", "role": "worker"}),
+		Locks:    map[string]lock.Lock{},
+		Holders:  map[string]lock.HolderFacts{},
+		Watching: t0.Add(-time.Hour),
+		Params:   Params{StaleAfter: 40 * time.Second, Heartbeat: 10 * time.Second, Poll: 5 * time.Second},
 	}
 	own := waiter("me", lock.DefaultGroup, "10")
 	s.Own = &own
@@ -54,8 +66,8 @@ func snap(mod ...func(*Snapshot)) Snapshot {
 	}
 	// The records and summaries of "any group" are the node's own group's.
 	var labels map[string]string
-	if s.NodeObject != nil {
-		labels = s.NodeObject.Labels
+	if s.Self != nil {
+		labels = s.Self.Labels
 	}
 	e := policy.Resolve(s.Policies, labels)
 	g := lock.GroupRef{Policy: e.Name, Group: e.Group}
@@ -99,7 +111,7 @@ func withPolicy(mod func(*policy.Spec)) func(*Snapshot) {
 // policy.
 func keyed(s Snapshot) Snapshot {
 	if s.Cluster != nil && s.Cluster.For == "" {
-		s.Cluster.For = ClusterKey(Next(Snapshot{Now: s.Now, Node: s.Node, NodeObject: s.NodeObject, Policies: s.Policies, Leases: s.Leases}))
+		s.Cluster.For = ClusterKey(Next(Snapshot{Now: s.Now, Node: s.Node, Self: s.Self, Policies: s.Policies, Locks: s.Locks}))
 	}
 	return s
 }
@@ -117,8 +129,8 @@ func TestWaitingGates(t *testing.T) {
 	}{
 		{name: "all open: try the lock", s: snap(), try: true, msg: "waiting: position 1 of 1"},
 		{name: "paused", s: snap(func(s *Snapshot) { s.Paused, s.PausedReason = true, "incident 42" }), gate: GatePaused, msg: "waiting: maintenance is paused: incident 42"},
-		{name: "no Node object", s: snap(func(s *Snapshot) { s.NodeObject = nil }), gate: GateNode, blocked: true, msg: "Node object does not exist"},
-		{name: "held by an admin", s: snap(func(s *Snapshot) { s.NodeObject.Annotations = map[string]string{lock.AnnotationHold: "disk swap"} }), gate: GateHold, blocked: true, msg: "held by an admin: disk swap (kustodian-ctl resume me)"},
+		{name: "no Node object", s: snap(func(s *Snapshot) { s.Self = nil }), gate: GateNode, blocked: true, msg: "Node object does not exist"},
+		{name: "held by an admin", s: snap(func(s *Snapshot) { s.Self.Held, s.Self.HoldReason = true, "disk swap" }), gate: GateHold, blocked: true, msg: "held by an admin: disk swap (kustodian-ctl resume me)"},
 		{name: "policy tie", s: snap(withPolicy(func(*policy.Spec) {}), func(s *Snapshot) {
 			s.Policies = append(s.Policies, &policy.MaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "q"}})
 		}), gate: GatePolicy, blocked: true, msg: "both select this node"},
@@ -149,12 +161,12 @@ func TestWaitingGates(t *testing.T) {
 		{name: "a blocking pod", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Blockers.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kustodian.io/block": "true"}}
 		}), func(s *Snapshot) {
-			s.Pods = []*corev1.Pod{pod("shop", "backup-1", "me", corev1.PodRunning, true), pod("shop", "web", "me", corev1.PodRunning, false),
+			s.Pods = []PodFacts{pod("shop", "backup-1", "me", corev1.PodRunning, true), pod("shop", "web", "me", corev1.PodRunning, false),
 				pod("shop", "done", "me", corev1.PodSucceeded, true)}
 		}), gate: GatePods, blocked: true, msg: "waiting: blocked by pod shop/backup-1"},
 		{name: "a finished blocking pod does not block", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Blockers.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kustodian.io/block": "true"}}
-		}), func(s *Snapshot) { s.Pods = []*corev1.Pod{pod("shop", "done", "me", corev1.PodFailed, true)} }), try: true},
+		}), func(s *Snapshot) { s.Pods = []PodFacts{pod("shop", "done", "me", corev1.PodFailed, true)} }), try: true},
 		{name: "gate command not yet run", s: snap(func(s *Snapshot) { s.HasCommand = true }), need: Need{Command: true}},
 		{name: "gate command fails", s: snap(func(s *Snapshot) { s.HasCommand, s.Command = true, &CommandResult{Reason: "ceph is degraded"} }),
 			gate: GateCommand, blocked: true, msg: "waiting: gate command: ceph is degraded"},
@@ -166,16 +178,16 @@ func TestWaitingGates(t *testing.T) {
 			s.HasCommand, s.Command = true, &CommandResult{OK: true, At: t0.Add(-5 * time.Second)}
 		}), need: Need{Command: true}},
 		{name: "spacing", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
-			s.Leases["lock-p-0"] = released("lock-p-0", t0.Add(-2*time.Minute))
+			s.Locks["lock-p-0"] = released("lock-p-0", t0.Add(-2*time.Minute))
 		}), gate: GateSpacing, msg: "the next may start at 12:03:00 UTC"},
 		{name: "spacing over", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
-			s.Leases["lock-p-0"] = released("lock-p-0", t0.Add(-6*time.Minute))
+			s.Locks["lock-p-0"] = released("lock-p-0", t0.Add(-6*time.Minute))
 		}), try: true},
 		{name: "spacing from a clock 30 s ahead", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
-			s.Leases["lock-p-0"] = released("lock-p-0", t0.Add(30*time.Second))
+			s.Locks["lock-p-0"] = released("lock-p-0", t0.Add(30*time.Second))
 		}), gate: GateSpacing, msg: "the next may start at 12:05:30 UTC"},
 		{name: "spacing from a release stamped in 2999: not counted", s: snap(withPolicy(func(p *policy.Spec) { p.Spacing = &metav1.Duration{Duration: 5 * time.Minute} }), func(s *Snapshot) {
-			s.Leases["lock-p-0"] = released("lock-p-0", time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC))
+			s.Locks["lock-p-0"] = released("lock-p-0", time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC))
 		}), try: true},
 		{name: "cluster gates read for another version of the policy: read again", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{For: "p|<nil>|false|<nil>"}
@@ -198,16 +210,13 @@ func TestWaitingGates(t *testing.T) {
 			p.GroupBy = "zone"
 		}), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7", Ready: true}}}
-			s.Leases["lock-p-b-0"] = held("lock-p-b-0", "n7")
-			s.Leases["lock-p-b-0"].Labels = map[string]string{lock.LabelPolicy: "p"}
-			s.Leases["lock-p-b-0"].Annotations = map[string]string{lock.AnnotationGroup: "b"}
+			s.Locks["lock-p-b-0"] = heldIn("lock-p-b-0", "n7", lock.GroupRef{Policy: "p", Group: "b"})
 		}), gate: GateMaxUnavailable, msg: "n7 in maintenance"},
 		{name: "maxUnavailable: nodes cannot be read", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{NodesErr: "forbidden"}
 		}), gate: GateMaxUnavailable, msg: "cannot count the unavailable nodes: forbidden"},
 		{name: "a lock name another group made", s: snap(withPolicy(func(p *policy.Spec) {}), func(s *Snapshot) {
-			s.Leases["lock-p-0"] = held("lock-p-0", "")
-			s.Leases["lock-p-0"].Labels = map[string]string{lock.LabelPolicy: "p-0x"}
+			s.Locks["lock-p-0"] = heldIn("lock-p-0", "", lock.GroupRef{Policy: "p-0x"})
 		}), gate: GatePolicy, msg: "lock lock-p-0 belongs to group p-0x, not p"},
 		{name: "maxUnavailable: room left", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(2)) }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}}}
@@ -235,7 +244,7 @@ func TestWaitingGates(t *testing.T) {
 			p.Blockers.PodSelector = &metav1.LabelSelector{}
 		}), func(s *Snapshot) {
 			s.Paused = true
-			s.Pods = []*corev1.Pod{pod("shop", "x", "me", corev1.PodRunning, false)}
+			s.Pods = []PodFacts{pod("shop", "x", "me", corev1.PodRunning, false)}
 		}), gate: GatePaused, msg: "maintenance is paused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -274,8 +283,8 @@ func equalNeed(a, b Need) bool {
 	return a.Command == b.Command && a.Cluster == b.Cluster && strings.Join(a.Holders, ",") == strings.Join(b.Holders, ",")
 }
 
-func pod(ns, name, nodeName string, phase corev1.PodPhase, block bool) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: phase}}
+func pod(ns, name, nodeName string, phase corev1.PodPhase, block bool) PodFacts {
+	p := PodFacts{Namespace: ns, Name: name, NodeName: nodeName, Ended: phase == corev1.PodSucceeded || phase == corev1.PodFailed}
 	if block {
 		p.Labels = map[string]string{"kustodian.io/block": "true"}
 	}
@@ -289,7 +298,7 @@ func TestWakeAndBlockedAfter(t *testing.T) {
 	})
 	// No slot free: the head has no summary to renew.
 	busy := func(s *Snapshot) {
-		s.Leases["lock-p-0"] = held("lock-p-0", "busy")
+		s.Locks["lock-p-0"] = held("lock-p-0", "busy")
 		s.Params.Owner = &lock.NodeRef{Name: "me", UID: "u"}
 	}
 	d := Next(snap(window, busy))
@@ -327,12 +336,12 @@ func TestWakeAndBlockedAfter(t *testing.T) {
 }
 
 func TestNotWaiting(t *testing.T) {
-	s := snap(func(s *Snapshot) { s.Leases["lock-default-0"] = held("lock-default-0", "me") })
+	s := snap(func(s *Snapshot) { s.Locks["lock-default-0"] = held("lock-default-0", "me") })
 	if d := Next(s); d.State != lock.Draining || len(d.Try) != 0 || d.Message != "" {
 		t.Errorf("holding the lock: %+v", d)
 	}
 	// A lock of another group (an older policy) still counts as held.
-	s = snap(func(s *Snapshot) { s.Leases["lock-old-0"] = held("lock-old-0", "me"); s.Request = nil })
+	s = snap(func(s *Snapshot) { s.Locks["lock-old-0"] = held("lock-old-0", "me"); s.Request = nil })
 	if d := Next(s); d.State != lock.Completing {
 		t.Errorf("a lock of an old group: state %s", d.State)
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
 
@@ -55,12 +54,8 @@ const maxReleaseSkew = time.Minute
 func lastRelease(s Snapshot, names []string) time.Time {
 	var last time.Time
 	for _, name := range names {
-		l := s.Leases[name]
-		if l == nil {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339Nano, l.Annotations[lock.AnnotationReleasedAt])
-		if err == nil && t.After(last) && !t.After(s.Now.Add(maxReleaseSkew)) {
+		t := s.Locks[name].ReleasedAt
+		if t.After(last) && !t.After(s.Now.Add(maxReleaseSkew)) {
 			last = t
 		}
 	}
@@ -78,9 +73,9 @@ func maxUnavailable(s Snapshot, d *Decision, spec policy.Spec) GateVerdict {
 	}
 	// Nodes holding a lock of the policy count even before they cordon.
 	holding := map[string]bool{}
-	for _, l := range s.Leases {
-		if g, ok := lock.GroupOfLease(l); ok && g.Policy == d.Policy.Name && lock.Holder(l) != "" {
-			holding[lock.Holder(l)] = true
+	for _, l := range s.Locks {
+		if l.Grouped && l.Group.Policy == d.Policy.Name && l.Holder != "" {
+			holding[l.Holder] = true
 		}
 	}
 	total := 0
@@ -144,11 +139,7 @@ func Disrupted(s Snapshot, d Decision) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, name := range d.Locks {
-		l := s.Leases[name]
-		if l == nil {
-			continue
-		}
-		for _, ref := range lock.ParseDisrupted(l.Annotations[lock.AnnotationDisrupted]) {
+		for _, ref := range s.Locks[name].Disrupted {
 			if !seen[ref] {
 				seen[ref] = true
 				out = append(out, ref)

@@ -29,9 +29,9 @@ type queueView struct {
 func (s Snapshot) queueOf(g lock.GroupRef) queueView {
 	v := queueView{at: -1, mine: -1, seen: s.Watching}
 	holding := map[string]bool{}
-	for name, l := range s.Leases {
-		if h := lock.Holder(l); h != "" && lock.IsLockName(name) {
-			holding[h] = true
+	for _, l := range s.Locks {
+		if l.Holder != "" {
+			holding[l.Holder] = true
 		}
 	}
 	notHolding := func(nodes []string) []string {
@@ -115,15 +115,15 @@ func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders []string) {
 		mine[name] = true
 	}
 	extra := 0
-	for name, l := range s.Leases {
-		if g, ok := lock.GroupOfLease(l); ok && g == d.Group && !mine[name] && lock.Holder(l) != "" && lock.Holder(l) != s.Node {
+	for name, l := range s.Locks {
+		if l.Grouped && l.Group == d.Group && !mine[name] && l.Holder != "" && l.Holder != s.Node {
 			extra++
 		}
 	}
 	nearHead := (q.at >= 0 && q.at < len(d.Locks)) || (q.at < 0 && q.mine >= 0 && q.mine < len(d.Locks))
 	for _, name := range d.Locks {
-		l := s.Leases[name]
-		h := lock.Holder(l)
+		l := s.Locks[name]
+		h := l.Holder
 		facts := lock.HolderFacts{}
 		if h != "" && h != s.Node {
 			f, ok := s.Holders[h]

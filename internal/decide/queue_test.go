@@ -13,10 +13,10 @@ import (
 	"github.com/kustodian/kustodian/internal/policy"
 )
 
-func released(name string, at time.Time) *coordv1.Lease {
+func released(name string, at time.Time) lock.Lock {
 	empty := ""
-	return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{lock.AnnotationReleasedAt: at.Format(time.RFC3339Nano)}},
-		Spec: coordv1.LeaseSpec{HolderIdentity: &empty}}
+	return lock.LockOf(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{lock.AnnotationReleasedAt: at.Format(time.RFC3339Nano)}},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &empty}})
 }
 
 func TestQueueAndSlots(t *testing.T) {
@@ -30,26 +30,25 @@ func TestQueueAndSlots(t *testing.T) {
 		{"second in line, one slot: watch", snap(queued(summary("first", "me"), t0)), nil, "waiting: position 2 of 2"},
 		{"a higher priority named first: watch", snap(queued(summary("urgent", "me"), t0)), nil, "position 2 of 2"},
 		{"the head took its lock: next", snap(queued(summary("first", "me"), t0), func(s *Snapshot) {
-			s.Leases["lock-default-0"] = held("lock-default-0", "first")
+			s.Locks["lock-default-0"] = held("lock-default-0", "first")
 			s.Holders["first"] = lock.HolderFacts{NodeExists: true}
 		}), nil, "waiting: position 1 of 1, lock held by first"},
 		{"the lock held by a live node", snap(func(s *Snapshot) {
-			s.Leases["lock-default-0"] = held("lock-default-0", "busy")
+			s.Locks["lock-default-0"] = held("lock-default-0", "busy")
 			s.Holders["busy"] = lock.HolderFacts{NodeExists: true}
 		}), nil, "waiting: position 1 of 1, lock held by busy"},
 		{"two slots: the second in line goes too", snap(zones, queued(summary("zone-a-1", "me"), t0)), []string{"lock-p-a-0", "lock-p-a-1"}, "position 2 of 2"},
 		{"two slots, one held: the second waits", snap(zones, queued(summary("zone-a-1", "me"), t0), func(s *Snapshot) {
-			s.Leases["lock-p-a-0"] = held("lock-p-a-0", "zone-a-9")
+			s.Locks["lock-p-a-0"] = held("lock-p-a-0", "zone-a-9")
 			s.Holders["zone-a-9"] = lock.HolderFacts{NodeExists: true}
 		}), nil, "position 2 of 2"},
 		{"a lock beyond the slots still counts (concurrency lowered)", snap(withPolicy(func(p *policy.Spec) {}), func(s *Snapshot) {
-			s.Leases["lock-p-1"] = held("lock-p-1", "other")
-			s.Leases["lock-p-1"].Labels = map[string]string{lock.LabelPolicy: "p"}
+			s.Locks["lock-p-1"] = heldIn("lock-p-1", "other", lock.GroupRef{Policy: "p"})
 		}), nil, "position 1 of 1"},
 		{"another zone's queue and locks do not count", snap(zones, func(s *Snapshot) {
 			s.Queues["queue-p-b"] = QueueState{Summary: summary("b-1", "b-2"), Seen: t0}
-			s.Leases["lock-p-b-0"] = held("lock-p-b-0", "b-9")
-			s.Leases["lock-p-b-1"] = held("lock-p-b-1", "b-8")
+			s.Locks["lock-p-b-0"] = held("lock-p-b-0", "b-9")
+			s.Locks["lock-p-b-1"] = held("lock-p-b-1", "b-8")
 		}), []string{"lock-p-a-0", "lock-p-a-1"}, "position 1 of 1"},
 		{"not named, its own view says third: watch", snap(queued(summary("a", "b"), t0), func(s *Snapshot) {
 			s.Own.QueueKey = "101"
@@ -80,7 +79,7 @@ func TestQueueUpkeep(t *testing.T) {
 	pods := withPolicy(func(p *policy.Spec) {
 		p.Blockers.PodSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kustodian.io/block": "true"}}
 	})
-	blockingPod := func(s *Snapshot) { s.Pods = []*corev1.Pod{pod("shop", "backup", "me", corev1.PodRunning, true)} }
+	blockingPod := func(s *Snapshot) { s.Pods = []PodFacts{pod("shop", "backup", "me", corev1.PodRunning, true)} }
 	for _, tc := range []struct {
 		name       string
 		s          Snapshot
@@ -99,7 +98,7 @@ func TestQueueUpkeep(t *testing.T) {
 		{name: "its view makes it the head, the slot held: wait for the release", s: snap(func(s *Snapshot) {
 			s.Queues = nil
 			s.Mine = &lock.Summary{Nodes: []string{"me"}, Total: 1, ListRV: "102"}
-			s.Leases["lock-default-0"] = held("lock-default-0", "busy")
+			s.Locks["lock-default-0"] = held("lock-default-0", "busy")
 		})},
 		{name: "a newer summary left it out: look again", s: snap(queued(summary("a"), t0), func(s *Snapshot) {
 			s.Own.QueueKey = "50" // before the summary's LIST, and it was not cut short
@@ -123,7 +122,7 @@ func TestQueueUpkeep(t *testing.T) {
 		{name: "third waits a heartbeat longer", s: snap(queued(summary("a", "b", "me"), t0.Add(-50*time.Second))),
 			wake: t0.Add(10 * time.Second)},
 		{name: "the slot held: nobody is late", s: snap(queued(summary("a", "me"), t0.Add(-time.Hour)), func(s *Snapshot) {
-			s.Leases["lock-default-0"] = held("lock-default-0", "busy")
+			s.Locks["lock-default-0"] = held("lock-default-0", "busy")
 		})},
 		{name: "not named, after the named and its jitter", s: snap(queued(summary("a", "b"), t0.Add(-70*time.Second)), func(s *Snapshot) {
 			s.Own.QueueKey = "150"
@@ -150,7 +149,7 @@ func TestQueueUpkeep(t *testing.T) {
 }
 
 func TestHolderFactsAreLookedUpOnlyNearTheHead(t *testing.T) {
-	s := snap(func(s *Snapshot) { s.Leases["lock-default-0"] = held("lock-default-0", "gone") })
+	s := snap(func(s *Snapshot) { s.Locks["lock-default-0"] = held("lock-default-0", "gone") })
 	d := Next(s)
 	if strings.Join(d.Need.Holders, ",") != "gone" {
 		t.Fatalf("need %+v, want the facts of gone", d.Need)
@@ -159,7 +158,7 @@ func TestHolderFactsAreLookedUpOnlyNearTheHead(t *testing.T) {
 	if d := Next(s); strings.Join(d.Try, ",") != "lock-default-0" {
 		t.Errorf("a holder without Node and agent: try %v, want the lock", d.Try)
 	}
-	far := snap(queued(summary("a", "b", "me"), t0), func(s *Snapshot) { s.Leases["lock-default-0"] = held("lock-default-0", "gone") })
+	far := snap(queued(summary("a", "b", "me"), t0), func(s *Snapshot) { s.Locks["lock-default-0"] = held("lock-default-0", "gone") })
 	if d := Next(far); len(d.Need.Holders) != 0 {
 		t.Errorf("third in line looks up %v", d.Need.Holders)
 	}

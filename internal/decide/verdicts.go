@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -137,7 +136,7 @@ func blockingPods(s Snapshot, spec policy.Spec) []string {
 	}
 	var out []string
 	for _, p := range s.Pods {
-		if p.Spec.NodeName != s.Node || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.NodeName != s.Node || p.Ended {
 			continue
 		}
 		if sel.Matches(labels.Set(p.Labels)) {

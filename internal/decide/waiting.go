@@ -3,8 +3,6 @@ package decide
 import (
 	"fmt"
 	"strings"
-
-	"github.com/kustodian/kustodian/internal/lock"
 )
 
 // waiting decides for a Waiting node: its own gates first (a node whose own
@@ -26,15 +24,15 @@ func waiting(s Snapshot, d *Decision) {
 	} else {
 		open(GatePaused)
 	}
-	if s.NodeObject == nil {
+	if s.Self == nil {
 		// A lock taken now would belong to no Node (a node-bound token dies
 		// with its Node, and the lock with it).
 		closed(GateNode, "this host's Node object does not exist; it may not take the lock until the Node is back")
 	} else {
 		open(GateNode)
-		if hold, ok := s.NodeObject.Annotations[lock.AnnotationHold]; ok {
+		if s.Self.Held {
 			reason := "held by an admin"
-			if hold != "" && hold != "true" {
+			if hold := s.Self.HoldReason; hold != "" && hold != "true" {
 				reason += ": " + hold
 			}
 			closed(GateHold, reason+" (kustodian-ctl resume "+s.Node+")")
@@ -77,8 +75,8 @@ func waiting(s Snapshot, d *Decision) {
 	// The group's locks: a lock of another group under this name is a
 	// policy to fix.
 	for _, name := range d.Locks {
-		if l := s.Leases[name]; l != nil {
-			if g, ok := lock.GroupOfLease(l); ok && g != d.Group {
+		if l, ok := s.Locks[name]; ok {
+			if g := l.Group; l.Grouped && g != d.Group {
 				why := fmt.Sprintf("lock %s belongs to group %s, not %s: two policies make the same lock name; rename one of them", name, g, d.Group)
 				for i := range own {
 					if own[i].Gate == GatePolicy {

@@ -8,6 +8,7 @@ package lock
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -62,8 +63,8 @@ type Verdict struct {
 // is bound to its Node (p.Owner set) never takes over another's lock: the
 // admission policy forbids it, and the lock goes with its holder's Node
 // instead (the garbage collector deletes it).
-func Decide(l *coordv1.Lease, node string, holder HolderFacts, now time.Time, p Params) Verdict {
-	h := Holder(l)
+func Decide(l Lock, node string, holder HolderFacts, now time.Time, p Params) Verdict {
+	h := l.Holder
 	switch {
 	case h == "":
 		return Verdict{Free: true}
@@ -72,7 +73,7 @@ func Decide(l *coordv1.Lease, node string, holder HolderFacts, now time.Time, p 
 	}
 	if p.Owner != nil {
 		if !holder.NodeExists {
-			if ownedByNode(l, h) {
+			if l.OwnedByHolder {
 				return Verdict{Why: fmt.Sprintf("held by %s, whose Node is gone (the garbage collector deletes the lock with it)", h)}
 			}
 			return Verdict{Why: fmt.Sprintf("held by %s, whose Node is gone; the lock has no owner to go with, so an admin must free it: kustodian-ctl release %s", h, h)}
@@ -80,13 +81,7 @@ func Decide(l *coordv1.Lease, node string, holder HolderFacts, now time.Time, p 
 		return Verdict{Why: "held by " + h}
 	}
 	if p.TTL > 0 {
-		renewed := time.Time{}
-		if l.Spec.RenewTime != nil {
-			renewed = l.Spec.RenewTime.Time
-		} else if l.Spec.AcquireTime != nil {
-			renewed = l.Spec.AcquireTime.Time
-		}
-		if now.Sub(renewed) > p.TTL {
+		if now.Sub(l.Renewed) > p.TTL {
 			return Verdict{Free: true, Why: fmt.Sprintf("holder %s did not renew it within the TTL %s", h, p.TTL)}
 		}
 	}
@@ -130,4 +125,68 @@ func withoutNodeOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
 		}
 	}
 	return out
+}
+
+// Lock is a lock Lease as the protocol reads it, parsed once: what the
+// decisions about it need, and nothing of the Lease's other fields.
+type Lock struct {
+	Name   string
+	Holder string // "" when free
+	// Group is the group the lock belongs to, when Grouped (its label and
+	// annotation say so).
+	Group   GroupRef
+	Grouped bool
+	// Renewed is its renewTime, else its acquireTime; zero when neither.
+	Renewed time.Time
+	// OwnedByHolder: the holder's Node owns it, so the garbage collector
+	// deletes it with that Node.
+	OwnedByHolder bool
+	// ReleasedAt is when its last holder gave it back
+	// (AnnotationReleasedAt); zero when it does not say or does not read.
+	ReleasedAt time.Time
+	// Disrupted are the controllers its holder's drain evicted pods of.
+	Disrupted []string
+	// Version is the Lease's resourceVersion.
+	Version string
+}
+
+// LockOf reads a lock Lease.
+func LockOf(l *coordv1.Lease) Lock {
+	k := Lock{Name: l.Name, Holder: Holder(l), Version: l.ResourceVersion,
+		Disrupted: ParseDisrupted(l.Annotations[AnnotationDisrupted])}
+	k.Group, k.Grouped = GroupOfLease(l)
+	if l.Spec.RenewTime != nil {
+		k.Renewed = l.Spec.RenewTime.Time
+	} else if l.Spec.AcquireTime != nil {
+		k.Renewed = l.Spec.AcquireTime.Time
+	}
+	k.OwnedByHolder = k.Holder != "" && ownedByNode(l, k.Holder)
+	if t, err := time.Parse(time.RFC3339Nano, l.Annotations[AnnotationReleasedAt]); err == nil {
+		k.ReleasedAt = t
+	}
+	return k
+}
+
+// LocksOf reads the lock Leases among leases, by name.
+func LocksOf(leases []*coordv1.Lease) map[string]Lock {
+	out := map[string]Lock{}
+	for _, l := range leases {
+		if l != nil && IsLockName(l.Name) {
+			out[l.Name] = LockOf(l)
+		}
+	}
+	return out
+}
+
+// HeldIn lists, sorted, the locks that name node as holder, whatever their
+// group: a lock taken under an older policy still counts.
+func HeldIn(locks map[string]Lock, node string) []string {
+	var held []string
+	for name, l := range locks {
+		if l.Holder == node {
+			held = append(held, name)
+		}
+	}
+	sort.Strings(held)
+	return held
 }

@@ -63,7 +63,7 @@ func TestDecide(t *testing.T) {
 		{"bound: live holder", owned(lease("a", t0.Add(-time.Hour)), "a"), HolderFacts{NodeExists: true, Record: live}, 0, me, false, "held by a"},
 		{"bound: free lock", lease("", time.Time{}), HolderFacts{}, 0, me, true, ""},
 	} {
-		v := Decide(tc.lease, "me", tc.facts, t0, Params{StaleAfter: stale, TTL: tc.ttl, Owner: tc.owner})
+		v := Decide(LockOf(tc.lease), "me", tc.facts, t0, Params{StaleAfter: stale, TTL: tc.ttl, Owner: tc.owner})
 		if v.Free != tc.free || !strings.Contains(v.Why, tc.reason) {
 			t.Errorf("%s: got %+v, want free=%v with %q", tc.name, v, tc.free, tc.reason)
 		}

@@ -87,7 +87,7 @@ func (c *Client) Acquire(ctx context.Context, name string, group lock.GroupRef, 
 			return nil, lock.Verdict{}, err
 		}
 	}
-	v := lock.Decide(l, node, hf, now, p)
+	v := lock.Decide(lock.LockOf(l), node, hf, now, p)
 	if !v.Free {
 		return nil, v, nil
 	}
