@@ -94,6 +94,7 @@ type Agent struct {
 	nodeStore    cache.Store
 	kuredStore   cache.Store // nil when kured.enabled is false
 	policyStore  cache.Store // nil when the MaintenancePolicy CRD is not installed
+	policyCache  policyCache
 	podStore     cache.Store // the pods on this node
 	jobs         jobs.Store
 	runner       jobRunner

@@ -1,24 +1,22 @@
 package agent
 
 import (
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/kustodian/kustodian/internal/lock"
-	"github.com/kustodian/kustodian/internal/policy"
-
 	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
 )
 
 // waitForAPI waits (StartBackoff) until the API server answers, then checks

@@ -1,22 +1,22 @@
 package agent
 
 import (
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/gates"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
-	corev1 "k8s.io/api/core/v1"
-
-	coordv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func (a *Agent) cachedNode() *corev1.Node {
@@ -150,6 +150,12 @@ func (a *Agent) snapshot() (view, error) {
 		s.Kured = &l
 	}
 	s.Policies = a.policies()
+	var nodeLabels map[string]string
+	if node != nil {
+		nodeLabels = node.Labels
+	}
+	resolved := a.resolvePolicy(s.Policies, nodeLabels)
+	s.Policy = &resolved
 	if a.podStore != nil {
 		for _, obj := range a.podStore.List() {
 			if p, ok := obj.(*corev1.Pod); ok {
@@ -238,12 +244,22 @@ func (a *Agent) policies() []*policy.MaintenancePolicy {
 	if a.policyStore == nil {
 		return nil
 	}
-	var out []*policy.MaintenancePolicy
+	var objs []*unstructured.Unstructured
 	for _, obj := range a.policyStore.List() {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			objs = append(objs, u)
 		}
+	}
+	sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
+	var key strings.Builder
+	for _, u := range objs {
+		fmt.Fprintf(&key, "%s@%s,", u.GetName(), u.GetResourceVersion())
+	}
+	if a.policyCache.read && key.String() == a.policyCache.key {
+		return a.policyCache.policies
+	}
+	var out []*policy.MaintenancePolicy
+	for _, u := range objs {
 		p, err := policy.FromUnstructured(u)
 		if err != nil {
 			// Kept, so that it holds the nodes instead of letting them go
@@ -253,7 +269,38 @@ func (a *Agent) policies() []*policy.MaintenancePolicy {
 		}
 		out = append(out, p)
 	}
+	a.policyCache = policyCache{read: true, key: key.String(), policies: out}
 	return out
+}
+
+// policyCache keeps the policies as last read, and the resolution of this
+// node's policy among them, until a policy or the Node's labels change:
+// policies are read, validated and their windows parsed once per change,
+// not at every step.
+type policyCache struct {
+	read     bool
+	key      string // the policies' names and resource versions
+	policies []*policy.MaintenancePolicy
+	// resolvedFor is the Node's labels resolved is for ("" before the
+	// first resolution).
+	resolvedFor string
+	resolved    policy.Effective
+}
+
+// resolvePolicy is this node's policy among policies (those policies()
+// just returned), resolved again only when they or its labels changed.
+func (a *Agent) resolvePolicy(policies []*policy.MaintenancePolicy, nodeLabels map[string]string) policy.Effective {
+	keys := make([]string, 0, len(nodeLabels))
+	for k, v := range nodeLabels {
+		keys = append(keys, k+"="+v)
+	}
+	sort.Strings(keys)
+	forKey := a.policyCache.key + "|" + strings.Join(keys, ",")
+	if forKey != a.policyCache.resolvedFor {
+		a.policyCache.resolved = policy.Resolve(policies, nodeLabels)
+		a.policyCache.resolvedFor = forKey
+	}
+	return a.policyCache.resolved
 }
 
 // runGateCommand runs gates.command.

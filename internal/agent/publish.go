@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // publish writes the node record (when something changed, or a heartbeat is

@@ -40,11 +40,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/test/simapi"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 // simRegressions are seeds that once failed: they run first, always.

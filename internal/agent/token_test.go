@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/lock"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 func TestTokenWarning(t *testing.T) {

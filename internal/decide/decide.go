@@ -53,6 +53,10 @@ type Snapshot struct {
 	Paused       bool
 	PausedReason string
 	Policies     []*policy.MaintenancePolicy
+	// Policy is this node's policy among Policies, resolved by the caller
+	// once per change of the policies or the Node's labels; nil: Next
+	// resolves it.
+	Policy *policy.Effective
 	// Kured is Kured's lock; nil when Kured is not installed or ignored.
 	Kured *kured.Lock
 	// Pods are the pods on this node (for blockers.podSelector).
@@ -249,7 +253,11 @@ func Next(s Snapshot) Decision {
 	if s.Self != nil {
 		nodeLabels = s.Self.Labels
 	}
-	d.Policy = policy.Resolve(s.Policies, nodeLabels)
+	if s.Policy != nil {
+		d.Policy = *s.Policy
+	} else {
+		d.Policy = policy.Resolve(s.Policies, nodeLabels)
+	}
 	d.Group = lock.GroupRef{Policy: d.Policy.Name, Group: d.Policy.Group}
 	d.Locks = d.Group.LockNames(d.Policy.Spec.Slots())
 	if d.State == lock.Waiting {

@@ -346,3 +346,17 @@ func TestNotWaiting(t *testing.T) {
 		t.Errorf("a lock of an old group: state %s", d.State)
 	}
 }
+
+// A policy the caller resolved is the one decided on; without one, Next
+// resolves it from the policies.
+func TestNextTakesTheResolvedPolicy(t *testing.T) {
+	s := snap(withPolicy(func(p *policy.Spec) {}))
+	if d := Next(s); d.Policy.Name != "p" {
+		t.Fatalf("resolved by Next: policy %q, want p", d.Policy.Name)
+	}
+	given := policy.Default()
+	s.Policy = &given
+	if d := Next(s); d.Policy.Name != given.Name || d.Group != (lock.GroupRef{Policy: given.Name}) {
+		t.Errorf("with the caller's resolution: policy %q group %v, want %q", d.Policy.Name, d.Group, given.Name)
+	}
+}

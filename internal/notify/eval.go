@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
-
 	"text/template/parse"
+	"time"
 )
 
 func (t *Template) walk(b *bytes.Buffer, n parse.Node, dot any) error {
