@@ -178,21 +178,6 @@ func (w *world) setPolicy(rng *rand.Rand) {
 	w.api.Put(simapi.Key{Resource: policy.GVR, Namespace: simNamespace, Name: "sim"}, u)
 }
 
-func (w *world) policyText() string {
-	if !w.hasPolicy {
-		return "none (the built-in default: one node at a time)"
-	}
-	return fmt.Sprintf("concurrency %d, groupBy %q", w.concurrency, w.groupBy)
-}
-
-// policyName is the name of the policy whose locks the judge counts.
-func (w *world) policyName() string {
-	if !w.hasPolicy {
-		return "default"
-	}
-	return "sim"
-}
-
 // group is the judge's own rule for a host's group.
 func (w *world) group(h *host) string {
 	if w.groupBy != "" {

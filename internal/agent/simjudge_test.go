@@ -155,3 +155,18 @@ func (w *world) groups() []string {
 	sort.Strings(out)
 	return out
 }
+
+func (w *world) policyText() string {
+	if !w.hasPolicy {
+		return "none (the built-in default: one node at a time)"
+	}
+	return fmt.Sprintf("concurrency %d, groupBy %q", w.concurrency, w.groupBy)
+}
+
+// policyName is the name of the policy whose locks the judge counts.
+func (w *world) policyName() string {
+	if !w.hasPolicy {
+		return "default"
+	}
+	return "sim"
+}
