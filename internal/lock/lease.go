@@ -157,13 +157,7 @@ func QueuesNaming(leases []*coordv1.Lease, node string) []GroupRef {
 // holder, whatever their group: a lock taken under an older policy still
 // counts.
 func HeldBy(leases []*coordv1.Lease, node string) []string {
-	var held []string
-	for _, l := range sortedByName(leases) {
-		if IsLockName(l.Name) && Holder(l) == node {
-			held = append(held, l.Name)
-		}
-	}
-	return held
+	return HeldIn(LocksOf(leases), node)
 }
 
 func sortedByName(leases []*coordv1.Lease) []*coordv1.Lease {

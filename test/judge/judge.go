@@ -222,7 +222,12 @@ func stamp(start time.Time) string {
 }
 
 func groupOf(l *coordv1.Lease) string {
-	p, g := l.Annotations[annPolicy], l.Annotations[annGroup]
+	return groupName(l.Annotations[annPolicy], l.Annotations[annGroup])
+}
+
+// groupName is "<policy>/<group>", "<policy>" for a policy without groups,
+// "default" for the built-in policy.
+func groupName(p, g string) string {
 	if p == "" {
 		p = "default"
 	}

@@ -33,16 +33,9 @@ func rvOf(obj metav1.Object) uint64 {
 }
 
 // lockGroup is a lock's group as the lock says it: its policy label and
-// group annotation, as groupOf reads them on a record.
+// group annotation, named as groupName names a record's.
 func lockGroup(l *coordv1.Lease) string {
-	p, g := l.Labels[labelPolicy], l.Annotations[annGroup]
-	if p == "" {
-		p = "default"
-	}
-	if g == "" || g == p {
-		return p
-	}
-	return p + "/" + g
+	return groupName(l.Labels[labelPolicy], l.Annotations[annGroup])
 }
 
 // node notes whether Kustodian's cordon is on a Node: unschedulable, and
