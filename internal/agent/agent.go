@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -76,13 +75,17 @@ type Agent struct {
 	now     func() time.Time
 	clock   clock.WithTicker
 	files   hostfiles.Files
-	locks   *lockapi.Client
+	locks   lockStore
 	drainer nodeDrainer
 	// evictor is the client the drain evicts with when it is not kube
 	// (drain.kubeletKubeconfig); nil otherwise.
 	evictor kubernetes.Interface
 
 	login1 *login1.Manager
+	// reboot reboots the host (login1; nil without it). rebootAsked is the
+	// job run (its unit) it last took a reboot request for.
+	reboot      rebooter
+	rebootAsked string
 	// block keeps a reboot from cutting a drain or a completion in half,
 	// for anyone who honours inhibitors; delay gives the agent the time
 	// to record Rebooting when a shutdown begins.
@@ -98,7 +101,10 @@ type Agent struct {
 	podStore     cache.Store // the pods on this node
 	jobs         jobs.Store
 	runner       jobRunner
-	kured        *kuredapi.Locker
+	// kured is Kured's lock (nil when kured.enabled is false), in the
+	// DaemonSet kuredDS names.
+	kured   kuredLocker
+	kuredDS cache.ObjectName
 
 	// decision is the last decision; its policy and group are the node's.
 	decision decide.Decision
@@ -146,18 +152,6 @@ type Agent struct {
 	failing failing // the run of failed steps it is in
 }
 
-// nodeDrainer is what the agent asks of internal/drain: a seam, so that the
-// protocol's simulation can finish drains when it chooses.
-type nodeDrainer interface {
-	Cordon(ctx context.Context, n *corev1.Node) (byAdmin bool, err error)
-	Uncordon(ctx context.Context, n *corev1.Node) error
-	Protect(ctx context.Context, n *corev1.Node) error
-	Unprotect(ctx context.Context, n *corev1.Node) error
-	Drain(ctx context.Context, node string, progress func(drain.Progress)) ([]string, error)
-}
-
-var _ nodeDrainer = (*drain.Drainer)(nil)
-
 // New builds an agent.
 func New(o Options) *Agent {
 	clk := o.Clock
@@ -195,10 +189,12 @@ func New(o Options) *Agent {
 	a.runner = newJobRunner(o.Config.StateDir)
 	if o.Config.Kured.Enabled != "false" {
 		a.kured = &kuredapi.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Now: now}
+		a.kuredDS = cache.NewObjectName(o.Config.Kured.Namespace, o.Config.Kured.DaemonSet)
 	}
 	a.openMetrics()
 	if o.Login1 != nil {
 		a.login1 = o.Login1
+		a.reboot = o.Login1
 		a.block = o.Login1.NewLock("shutdown", "kustodian", "draining or giving back the node to Kubernetes", "block")
 		a.delay = o.Login1.NewLock("shutdown", "kustodian", "recording the reboot in the cluster", "delay")
 	}

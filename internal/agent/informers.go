@@ -106,7 +106,7 @@ func (a *Agent) startInformers(ctx context.Context) error {
 	nodeStore := watch(self.Core().V1().Nodes().Informer(), h.other, self.Start)
 	var kuredStore, policyStore cache.Store
 	if a.kured != nil {
-		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kured.Namespace), byName(a.kured.Name))
+		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kuredDS.Namespace), byName(a.kuredDS.Name))
 		kuredStore = watch(k.Apps().V1().DaemonSets().Informer(), h.other, k.Start)
 	}
 	// The pods on this node, for the policy's pod blockers.

@@ -275,7 +275,8 @@ func watchJobs(ctx context.Context, dir string) <-chan struct{} {
 // maintenance: it gathers what jobs.Next needs, and does what it says. It
 // returns the record's message and whether the job failed.
 func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (string, bool, error) {
-	f := jobs.Facts{Now: a.now(), Boot: bootID(), RebootPending: rebootPending, CanReboot: a.login1 != nil, Unit: jobUnit(j)}
+	f := jobs.Facts{Now: a.now(), Boot: bootID(), RebootPending: rebootPending, CanReboot: a.reboot != nil,
+		RebootAsked: a.rebootAsked == jobUnit(j), Unit: jobUnit(j)}
 	if j.State == jobs.Running {
 		alive, err := a.runner.Alive(ctx, j)
 		if err != nil {
@@ -317,9 +318,10 @@ func (a *Agent) actOnJob(ctx context.Context, step jobs.Step, f jobs.Facts) (str
 			return a.actOnJob(ctx, jobs.StartFailed(j, f, err), f)
 		}
 	case jobs.Reboot:
-		if err := a.login1.Reboot(ctx); err != nil {
-			return "", false, err
+		if err := a.reboot.Reboot(ctx); err != nil {
+			return "", false, fmt.Errorf("asking logind to reboot: %w", err)
 		}
+		a.rebootAsked = jobUnit(&j)
 	case jobs.Finish:
 		// The agent made the request for the job, so it ends it.
 		if err := a.jobs.ClearCurrent(); err != nil {

@@ -1,13 +1,13 @@
 package agent
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
-
 	"context"
 	"fmt"
 
-	"github.com/kustodian/kustodian/internal/kured"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/kustodian/kustodian/internal/kured"
 )
 
 // kuredLock reads Kured's lock from the cache; ok is false when Kured's
@@ -16,7 +16,7 @@ func (a *Agent) kuredLock() (kured.Lock, bool) {
 	if a.kuredStore == nil {
 		return kured.Lock{}, false
 	}
-	obj, exists, err := a.kuredStore.GetByKey(a.kured.Namespace + "/" + a.kured.Name)
+	obj, exists, err := a.kuredStore.GetByKey(a.kuredDS.String())
 	if err != nil || !exists {
 		return kured.Lock{}, false
 	}

@@ -15,6 +15,10 @@ type Facts struct {
 	RebootPending bool
 	// CanReboot: logind can be reached to reboot the host.
 	CanReboot bool
+	// RebootAsked, for a Rebooting job: this agent asked for the reboot
+	// and logind took the request. Without it (the request failed, or an
+	// agent restarted in the same boot) the reboot is asked again.
+	RebootAsked bool
 	// Alive, for a Running job: its command still runs (looked up by the
 	// caller, which then passes the job as stored: it may have just ended).
 	Alive bool
@@ -64,8 +68,14 @@ func Next(j Job, f Facts) (Step, error) {
 	switch j.State {
 	case Rebooting:
 		if j.Boot == f.Boot {
-			s.Message = "rebooting for " + j.Summary() // asked; the host goes down soon
-			return s, nil
+			s.Message = "rebooting for " + j.Summary()
+			if !f.RebootAsked {
+				// The request failed, or died with an agent: the host
+				// would wait for a reboot nobody asked for.
+				s.Do = Reboot
+				s.Log, s.Warn = "the reboot was not taken; asking for it again", true
+			}
+			return s, nil // asked; the host goes down soon
 		}
 		return start(s, f, "job runs again after the reboot"), nil
 	case Pending:

@@ -54,8 +54,10 @@ func TestNext(t *testing.T) {
 				}
 				return ""
 			}},
-		{name: "rebooting, same boot: it waits for the reboot", job: with(func(j *Job) { j.State, j.Boot, j.Runs = Rebooting, "boot-2", 1 }), facts: facts,
-			state: Rebooting, do: Wait, runs: 1, message: "rebooting for job patch"},
+		{name: "rebooting, same boot, asked: it waits for the reboot", job: with(func(j *Job) { j.State, j.Boot, j.Runs = Rebooting, "boot-2", 1 }),
+			facts: withFacts(func(f *Facts) { f.RebootAsked = true }), state: Rebooting, do: Wait, runs: 1, message: "rebooting for job patch"},
+		{name: "rebooting, same boot, not asked (refused, or an agent restarted): it asks again", job: with(func(j *Job) { j.State, j.Boot, j.Runs = Rebooting, "boot-2", 1 }),
+			facts: facts, state: Rebooting, do: Reboot, runs: 1, message: "rebooting for job patch"},
 		{name: "rebooting, another boot: it runs again", job: with(func(j *Job) { j.State, j.Boot, j.Runs = Rebooting, "boot-1", 1 }), facts: facts,
 			state: Running, save: true, do: Start, runs: 2, message: "(run 2): running",
 			jobCheck: func(j Job) string {
