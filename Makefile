@@ -161,8 +161,9 @@ tools: deps ## build the control plane into the cache (minutes the first time)
 # Debian packages the tests need: debootstrap makes the hosts' root file
 # system, systemd-container boots them (systemd-nspawn); lintian, rpm and
 # rpmlint check the packages; ansible and ansible-lint run and check the
-# rollout; dpkg-dev's dpkg-scanpackages makes a test's apt repository.
-APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint ansible ansible-lint dpkg-dev gcc reprepro createrepo-c gnupg
+# rollout; dpkg-dev's dpkg-scanpackages makes a test's apt repository;
+# openssh-client's ssh-keygen signs and verifies rollouts beside ours.
+APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint ansible ansible-lint dpkg-dev gcc reprepro createrepo-c gnupg openssh-client
 deps: ## install what the tests need (Debian packages, as root), check Go
 	@command -v go >/dev/null || { echo "make: go is not installed; install Go 1.26 or newer" >&2; exit 1; }
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -1,0 +1,191 @@
+// Package rollout owns the MaintenanceRollout (docs/rollout.md): its API
+// types, the manifest its signature covers, the signature itself, and
+// which nodes a rollout reaches when. Everything here is a pure function
+// of the objects, the nodes and a clock; the agent observes and acts.
+package rollout
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The API group, version and resource of MaintenanceRollout.
+const (
+	Group    = "kustodian.io"
+	Version  = "v1alpha1"
+	Kind     = "MaintenanceRollout"
+	Resource = "maintenancerollouts"
+)
+
+// GVR is where MaintenanceRollouts are read and written.
+var GVR = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
+
+// MaintenanceRollout is a signed script to run once on every node it
+// selects, stage by stage, through each node's queue, policy and drain.
+type MaintenanceRollout struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              Spec   `json:"spec"`
+	Status            Status `json:"status,omitempty"`
+}
+
+// Spec is a rollout's spec. The field names are a contract
+// (docs/rollout.md): add, never rename.
+type Spec struct {
+	// Script runs as root on each node, in a directory that holds Files.
+	Script Source `json:"script"`
+	// RollbackScript runs on a node whose Script failed, before the node
+	// is held (or the script tried again).
+	RollbackScript *Source `json:"rollbackScript,omitempty"`
+	// Files are put beside the script, by name.
+	Files []File `json:"files,omitempty"`
+	// Reboot: auto reboots the node when the script leaves the reboot
+	// sentinel, and runs it again after the boot; never (the default)
+	// does not.
+	Reboot string `json:"reboot,omitempty"`
+	// Signature is an SSH signature (ssh-keygen -Y sign -n
+	// kustodian-rollout, or kustodian-ctl rollout sign) over the
+	// rollout's manifest: its name, the scripts, the files and Reboot.
+	Signature string `json:"signature"`
+
+	// NodeSelector picks the nodes; empty picks every node.
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+	// NewNodes: nodes created after the rollout run it too once they
+	// match (the default); false: only the nodes that existed then.
+	NewNodes *bool `json:"newNodes,omitempty"`
+	// Stages open one after the other; each reaches more nodes than the
+	// one before. Default: one node, then all.
+	Stages []Stage `json:"stages,omitempty"`
+	// Promotion: how the next stage opens.
+	Promotion Promotion `json:"promotion,omitempty"`
+	// Promoted is the last stage an admin opened (kustodian-ctl rollout
+	// promote); 0: the first stage only.
+	Promoted int `json:"promoted,omitempty"`
+	// OnFailure: what a failed node does.
+	OnFailure OnFailure `json:"onFailure,omitempty"`
+	// Paused: no node starts the rollout (those that have finish).
+	Paused bool `json:"paused,omitempty"`
+	// Aborted: no node starts the rollout any more, for good.
+	Aborted bool `json:"aborted,omitempty"`
+}
+
+// Source is a script: inline, or a key of a ConfigMap in the rollout's
+// namespace. SHA256 is the hex digest of its bytes.
+type Source struct {
+	Inline    string     `json:"inline,omitempty"`
+	ConfigMap *KeySource `json:"configMap,omitempty"`
+	SHA256    string     `json:"sha256"`
+}
+
+// KeySource is a key of a ConfigMap (data or binaryData).
+type KeySource struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// File is a file the script finds in its directory.
+type File struct {
+	// Name is the file's name in the script's directory (no slash).
+	Name   string `json:"name"`
+	Source `json:",inline"`
+}
+
+// Stage is one step of a rollout: exactly one of its fields is set.
+// Stages are cumulative: a stage reaches the nodes of the stages before it
+// and more.
+type Stage struct {
+	// Nodes: this many nodes in all.
+	Nodes *int `json:"nodes,omitempty"`
+	// Percent: this share of the selected nodes in all (at least one).
+	Percent *int `json:"percent,omitempty"`
+	// Selector: the nodes it selects, besides those of earlier stages.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// All: every selected node.
+	All bool `json:"all,omitempty"`
+}
+
+// Promotion modes.
+const (
+	PromotionManual = "manual"
+	PromotionAuto   = "auto"
+)
+
+// Promotion says how the next stage opens.
+type Promotion struct {
+	// Mode: manual (the default) waits for kustodian-ctl rollout promote;
+	// auto opens the next stage once this one has succeeded and Soak has
+	// passed since its last node finished.
+	Mode string           `json:"mode,omitempty"`
+	Soak *metav1.Duration `json:"soak,omitempty"`
+}
+
+// Failure actions.
+const (
+	FailureStop  = "stop"
+	FailureRetry = "retry"
+)
+
+// OnFailure says what a node whose script failed does after its rollback.
+type OnFailure struct {
+	// Action: stop (the default) holds the node and stops the rollout;
+	// retry runs the script again after Backoff (doubling), at most
+	// Retries times, then stops.
+	Action  string           `json:"action,omitempty"`
+	Retries int              `json:"retries,omitempty"`
+	Backoff *metav1.Duration `json:"backoff,omitempty"`
+}
+
+// Status is what the nodes report: each node writes its own entry in
+// Nodes, and the summary with it.
+type Status struct {
+	// Revision is the rollout's revision (Revision of its manifest).
+	Revision string `json:"revision,omitempty"`
+	// Stage is the stage open now.
+	Stage int `json:"stage"`
+	// Nodes has one entry per node that took the rollout, by name.
+	Nodes []NodeStatus `json:"nodes,omitempty"`
+	// Counts are the entries of this revision by state, and the nodes it
+	// selects.
+	Counts Counts `json:"counts"`
+	// FirstFailure is the first node that failed in this revision.
+	FirstFailure *NodeStatus `json:"firstFailure,omitempty"`
+	// Conditions: Progressing, Complete, Failed.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// A node's states in a rollout.
+const (
+	Waiting     = "Waiting" // its request is queued
+	Running     = "Running" // its node is drained and the script runs
+	RollingBack = "RollingBack"
+	Succeeded   = "Succeeded"
+	Failed      = "Failed"     // the script failed; no rollback, or it failed too
+	RolledBack  = "RolledBack" // the script failed and the rollback succeeded
+	Retrying    = "Retrying"   // failed, rolled back, and to run again after a backoff
+	Refused     = "Refused"    // the signature, a digest or a source did not check out
+	Cancelled   = "Cancelled"  // queued when the rollout stopped, paused or was aborted
+)
+
+// NodeStatus is one node's entry.
+type NodeStatus struct {
+	Name     string       `json:"name"`
+	Revision string       `json:"revision"`
+	Stage    int          `json:"stage"`
+	State    string       `json:"state"`
+	Attempts int          `json:"attempts,omitempty"`
+	Started  *metav1.Time `json:"started,omitempty"`
+	Finished *metav1.Time `json:"finished,omitempty"`
+	Message  string       `json:"message,omitempty"`
+	// LastLines are the script's last lines of output when it failed.
+	LastLines []string `json:"lastLines,omitempty"`
+}
+
+// Counts of a revision's entries.
+type Counts struct {
+	Selected  int `json:"selected"`
+	Waiting   int `json:"waiting"`
+	Running   int `json:"running"`
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	Refused   int `json:"refused"`
+}
