@@ -188,4 +188,6 @@ type Counts struct {
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
 	Refused   int `json:"refused"`
+	// Disabled: selected nodes whose hosts do not run rollouts.
+	Disabled int `json:"disabled"`
 }

@@ -1,0 +1,265 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var t0 = time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC)
+
+func intp(n int) *int { return &n }
+
+// fleet is n ready nodes whose hosts run rollouts, created before t0.
+func fleet(n int) []NodeFacts {
+	var out []NodeFacts
+	for i := 1; i <= n; i++ {
+		out = append(out, NodeFacts{Name: fmt.Sprintf("n%d", i), Ready: true, Created: t0.Add(-time.Hour),
+			Labels: map[string]string{LabelRollouts: "enabled", "zone": map[bool]string{true: "a", false: "b"}[i%2 == 1]}})
+	}
+	return out
+}
+
+func newRollout(change func(*Spec)) *MaintenanceRollout {
+	r := &MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "fix", UID: "uid-1", CreationTimestamp: metav1.NewTime(t0)},
+		Spec: Spec{Script: Source{Inline: "true\n", SHA256: SHA256([]byte("true\n"))}}}
+	if change != nil {
+		change(&r.Spec)
+	}
+	return r
+}
+
+// takers are the nodes Decide lets take the rollout now.
+func takers(t *testing.T, r *MaintenanceRollout, nodes []NodeFacts, now time.Time) []string {
+	t.Helper()
+	var out []string
+	for _, n := range nodes {
+		v, err := Decide(r, n.Name, nodes, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Take {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// took records that node took the rollout in stage, in state.
+func took(r *MaintenanceRollout, node string, stage int, state string, finished time.Time) {
+	e := NodeStatus{Name: node, Revision: Revision(r.Namespace, r.Name, r.Spec), Stage: stage, State: state}
+	if !finished.IsZero() {
+		f := metav1.NewTime(finished)
+		e.Finished = &f
+	}
+	for i := range r.Status.Nodes {
+		if r.Status.Nodes[i].Name == node {
+			r.Status.Nodes[i] = e
+			return
+		}
+	}
+	r.Status.Nodes = append(r.Status.Nodes, e)
+}
+
+// The default stages: exactly one node takes it first; the others only
+// once an admin promotes, and then all of them.
+func TestDecideCanaryThenAll(t *testing.T) {
+	nodes := fleet(5)
+	r := newRollout(nil)
+	first := takers(t, r, nodes, t0)
+	if len(first) != 1 {
+		t.Fatalf("%v take the first stage, want one node", first)
+	}
+	canary := first[0]
+	took(r, canary, 0, Waiting, time.Time{})
+	if got := takers(t, r, nodes, t0); len(got) != 0 {
+		t.Fatalf("%v take it while the canary waits, want none", got)
+	}
+	took(r, canary, 0, Succeeded, t0.Add(time.Minute))
+	if got := takers(t, r, nodes, t0.Add(time.Hour)); len(got) != 0 {
+		t.Fatalf("%v take it before a promotion (manual), want none", got)
+	}
+	r.Spec.Promoted = 1
+	got := takers(t, r, nodes, t0.Add(time.Hour))
+	if len(got) != 4 || strings.Contains(strings.Join(got, ","), canary) {
+		t.Fatalf("%v take stage 1, want the 4 nodes other than %s", got, canary)
+	}
+	st, err := Summarize(r, nodes, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stage != 1 || st.Counts.Succeeded != 1 || st.Counts.Selected != 5 {
+		t.Fatalf("summary: stage %d, counts %+v", st.Stage, st.Counts)
+	}
+}
+
+// Another rollout has another canary: the order is the rollout's own.
+func TestRankDiffersByRollout(t *testing.T) {
+	nodes := fleet(20)
+	seen := map[string]bool{}
+	for i := 0; i < 10; i++ {
+		r := newRollout(nil)
+		r.UID = types.UID(fmt.Sprint("uid-", i))
+		got := takers(t, r, nodes, t0)
+		if len(got) != 1 {
+			t.Fatalf("rollout %d: %v take the first stage", i, got)
+		}
+		seen[got[0]] = true
+	}
+	if len(seen) < 3 {
+		t.Fatalf("10 rollouts chose only %d canaries: %v", len(seen), seen)
+	}
+}
+
+// A count stage never hands out more places than its count, skips nodes
+// that are not Ready or whose host runs no rollouts, and counts the
+// nodes that took it in earlier stages.
+func TestDecideCountStages(t *testing.T) {
+	nodes := fleet(8)
+	nodes[0].Ready = false
+	delete(nodes[1].Labels, LabelRollouts)
+	r := newRollout(func(s *Spec) { s.Stages = []Stage{{Nodes: intp(2)}, {Percent: intp(50)}, {All: true}} })
+	first := takers(t, r, nodes, t0)
+	if len(first) != 2 {
+		t.Fatalf("%v take a 2-node stage", first)
+	}
+	for _, n := range first {
+		if n == "n1" || n == "n2" {
+			t.Fatalf("%s took it: not Ready, or its host runs no rollouts", n)
+		}
+	}
+	took(r, first[0], 0, Succeeded, t0)
+	if got := takers(t, r, nodes, t0); len(got) != 1 || got[0] != first[1] {
+		t.Fatalf("after %s took its place, %v take it, want only %s", first[0], got, first[1])
+	}
+	took(r, first[1], 0, Succeeded, t0)
+	r.Spec.Promoted = 1
+	// 50 % of the 7 nodes whose hosts run rollouts: 4, of which 2 took it.
+	if got := takers(t, r, nodes, t0); len(got) != 2 {
+		t.Fatalf("%v take the 50%% stage with 2 of 4 places taken", got)
+	}
+	st, err := Summarize(r, nodes, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counts.Selected != 7 || st.Counts.Disabled != 1 {
+		t.Fatalf("counts %+v, want 7 selected and 1 disabled", st.Counts)
+	}
+}
+
+// A selector stage reaches the nodes it selects, and a node created later
+// that matches takes it too, unless newNodes is false.
+func TestDecideSelectorAndNewNodes(t *testing.T) {
+	nodes := fleet(4)
+	zoneA := &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}
+	r := newRollout(func(s *Spec) { s.Stages = []Stage{{Selector: zoneA}, {All: true}} })
+	if got := strings.Join(takers(t, r, nodes, t0), ","); got != "n1,n3" {
+		t.Fatalf("%s take the zone-a stage, want n1,n3", got)
+	}
+	late := NodeFacts{Name: "n9", Ready: true, Created: t0.Add(time.Hour), Labels: map[string]string{LabelRollouts: "enabled", "zone": "a"}}
+	nodes = append(nodes, late)
+	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour)); !v.Take {
+		t.Fatalf("a node that joined later does not take it: %s", v.Why)
+	}
+	no := false
+	r.Spec.NewNodes = &no
+	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour)); v.Take {
+		t.Fatal("a node that joined later takes it with newNodes: false")
+	}
+}
+
+// A failure stops the rollout: no node takes it any more, and the summary
+// says which node failed; a new revision (a changed script) starts over.
+func TestDecideStopsAtAFailure(t *testing.T) {
+	nodes := fleet(4)
+	r := newRollout(func(s *Spec) { s.Stages = []Stage{{All: true}} })
+	took(r, "n1", 0, Succeeded, t0)
+	took(r, "n2", 0, RolledBack, t0.Add(time.Minute))
+	r.Status.Nodes[1].Message = "exit 3: dpkg: error"
+	if got := takers(t, r, nodes, t0.Add(time.Hour)); len(got) != 0 {
+		t.Fatalf("%v take a stopped rollout", got)
+	}
+	st, _ := Summarize(r, nodes, t0.Add(time.Hour))
+	if st.FirstFailure == nil || st.FirstFailure.Name != "n2" || !hasCond(st, ConditionFailed, metav1.ConditionTrue) || !hasCond(st, ConditionComplete, metav1.ConditionFalse) {
+		t.Fatalf("summary of a stopped rollout: %+v", st)
+	}
+	r.Spec.Script = Source{Inline: "fixed\n", SHA256: SHA256([]byte("fixed\n"))}
+	if got := takers(t, r, nodes, t0.Add(time.Hour)); len(got) != 4 {
+		t.Fatalf("%v take the new revision, want every node again", got)
+	}
+}
+
+// Automatic promotion opens the next stage once the stage succeeded and
+// the soak has passed since its last node finished.
+func TestAutoPromotionAfterTheSoak(t *testing.T) {
+	nodes := fleet(3)
+	r := newRollout(func(s *Spec) {
+		s.Promotion = Promotion{Mode: PromotionAuto, Soak: &metav1.Duration{Duration: 10 * time.Minute}}
+	})
+	canary := takers(t, r, nodes, t0)[0]
+	took(r, canary, 0, Succeeded, t0.Add(time.Minute))
+	v, _ := Decide(r, otherThan(nodes, canary), nodes, t0.Add(5*time.Minute))
+	if v.Take || !v.WakeAt.Equal(t0.Add(11*time.Minute)) {
+		t.Fatalf("during the soak: take %v, wake at %v, want no and %v", v.Take, v.WakeAt, t0.Add(11*time.Minute))
+	}
+	st, _ := Summarize(r, nodes, t0.Add(5*time.Minute))
+	if c := cond(st, ConditionProgressing); c == nil || c.Reason != "Soaking" {
+		t.Fatalf("during the soak, Progressing is %+v", c)
+	}
+	if got := takers(t, r, nodes, t0.Add(11*time.Minute)); len(got) != 2 {
+		t.Fatalf("%v take it after the soak, want the other 2", got)
+	}
+	for _, n := range nodes {
+		took(r, n.Name, 1, Succeeded, t0.Add(20*time.Minute))
+	}
+	took(r, canary, 0, Succeeded, t0.Add(time.Minute))
+	st, _ = Summarize(r, nodes, t0.Add(time.Hour))
+	if !hasCond(st, ConditionComplete, metav1.ConditionTrue) || st.Stage != 1 {
+		t.Fatalf("a rollout every node finished is not Complete: %+v", st.Conditions)
+	}
+}
+
+// Paused and aborted rollouts are taken by no node.
+func TestDecidePausedAndAborted(t *testing.T) {
+	nodes := fleet(2)
+	for name, change := range map[string]func(*Spec){
+		"paused":  func(s *Spec) { s.Paused = true },
+		"aborted": func(s *Spec) { s.Aborted = true },
+	} {
+		r := newRollout(change)
+		if got := takers(t, r, nodes, t0); len(got) != 0 {
+			t.Errorf("%s: %v take it", name, got)
+		}
+		v, _ := Decide(r, "n1", nodes, t0)
+		if !strings.Contains(v.Why, name) {
+			t.Errorf("%s: says %q", name, v.Why)
+		}
+	}
+}
+
+func otherThan(nodes []NodeFacts, name string) string {
+	for _, n := range nodes {
+		if n.Name != name {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+func cond(st Status, t string) *metav1.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func hasCond(st Status, t string, s metav1.ConditionStatus) bool {
+	c := cond(st, t)
+	return c != nil && c.Status == s
+}

@@ -1,0 +1,98 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types of a rollout (kubectl wait --for=condition=Complete).
+const (
+	ConditionProgressing = "Progressing"
+	ConditionComplete    = "Complete"
+	ConditionFailed      = "Failed"
+)
+
+// finalFailure: the node failed for good in this revision.
+func finalFailure(state string) bool {
+	return state == Failed || state == RolledBack || state == Refused
+}
+
+// Summarize is the rollout's status with its summary made again from the
+// nodes' entries, the spec and the nodes: the revision, the open stage,
+// the counts, the first failure and the conditions (their transition times
+// kept while they hold). Every node writes it with its own entry, so it is
+// as fresh as the last entry written.
+func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time) (Status, error) {
+	v, err := newView(r, nodes)
+	if err != nil {
+		return Status{}, err
+	}
+	st := r.Status
+	st.Revision = v.rev
+	open, soakEnds := v.open(now)
+	st.Stage = open
+	st.Counts = Counts{Selected: len(v.eligible), Disabled: len(v.selected) - len(v.eligible)}
+	for _, e := range v.entries {
+		switch e.State {
+		case Waiting:
+			st.Counts.Waiting++
+		case Running, RollingBack, Retrying:
+			st.Counts.Running++
+		case Succeeded:
+			st.Counts.Succeeded++
+		case Failed, RolledBack:
+			st.Counts.Failed++
+		case Refused:
+			st.Counts.Refused++
+		}
+	}
+	st.FirstFailure = nil
+	if v.stopped != nil && finalFailure(v.stopped.State) {
+		f := *v.stopped
+		st.FirstFailure = &f
+	}
+	complete, _ := v.succeeded(len(v.stages) - 1)
+	complete = complete && open == len(v.stages)-1
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg,
+			ObservedGeneration: r.Generation, LastTransitionTime: metav1.NewTime(now)})
+	}
+	doneMsg := fmt.Sprintf("%d of %d nodes succeeded", st.Counts.Succeeded, st.Counts.Selected)
+	switch {
+	case st.FirstFailure != nil:
+		f := st.FirstFailure
+		set(ConditionFailed, true, f.State, fmt.Sprintf("node %s: %s", f.Name, f.Message))
+		set(ConditionComplete, false, "Stopped", doneMsg)
+		set(ConditionProgressing, false, "Stopped", "stopped at stage "+fmt.Sprint(open)+" by node "+f.Name)
+	case complete:
+		set(ConditionFailed, false, "NoFailure", doneMsg)
+		set(ConditionComplete, true, "Succeeded", doneMsg)
+		set(ConditionProgressing, false, "Succeeded", doneMsg)
+	default:
+		set(ConditionFailed, false, "NoFailure", doneMsg)
+		set(ConditionComplete, false, "InProgress", doneMsg)
+		reason, msg := "Running", fmt.Sprintf("stage %d of %d: %s", open, len(v.stages), doneMsg)
+		stageDone, _ := v.succeeded(open)
+		switch {
+		case r.Spec.Aborted:
+			reason, msg = "Aborted", "aborted: no node starts it any more"
+		case r.Spec.Paused:
+			reason, msg = "Paused", "paused: no node starts it until resumed"
+		case v.stopped != nil:
+			reason, msg = "Retrying", fmt.Sprintf("node %s failed and tries again", v.stopped.Name)
+		case stageDone && !soakEnds.IsZero():
+			reason, msg = "Soaking", fmt.Sprintf("stage %d succeeded; the next opens at %s", open, soakEnds.UTC().Format(time.RFC3339))
+		case stageDone:
+			reason, msg = "AwaitingPromotion", fmt.Sprintf("stage %d succeeded; kustodian-ctl rollout promote %s opens the next", open, r.Name)
+		}
+		set(ConditionProgressing, !r.Spec.Aborted, reason, msg)
+	}
+	return st, nil
+}
