@@ -61,6 +61,10 @@ type Options struct {
 	Clock             clock.WithTicker // its time and timers; nil: the real clock
 	// Notifications sends the notifications of notify.urls (nil: none).
 	Notifications *notify.Sender
+	// ConnWatch, wrapped around Kube's and Dynamic's transports, tells of
+	// requests that could not reach the API server (nil: failed watches
+	// alone do).
+	ConnWatch *ConnWatch
 }
 
 // Agent runs the maintenance protocol for one node.
@@ -86,6 +90,9 @@ type Agent struct {
 	// job run (its unit) it last took a reboot request for.
 	reboot      rebooter
 	rebootAsked string
+	// jobWakeAt is when the current job's next step is due by the clock
+	// (a retry); zero: at the next change.
+	jobWakeAt time.Time
 	// block keeps a reboot from cutting a drain or a completion in half,
 	// for anyone who honours inhibitors; delay gives the agent the time
 	// to record Rebooting when a shutdown begins.
@@ -115,7 +122,8 @@ type Agent struct {
 	prom    *http.Client
 
 	wake chan struct{}
-	// watchBroken: an informer's watch failed (watchError).
+	// watchBroken: an informer's watch failed (watchError), or a request
+	// could not reach the API server (ConnWatch).
 	watchBroken chan struct{}
 
 	mu    sync.Mutex // guards drain
@@ -181,6 +189,9 @@ func New(o Options) *Agent {
 
 		tokenExpires:  o.TokenExpires,
 		notifications: o.Notifications,
+	}
+	if o.ConnWatch != nil {
+		a.watchBroken = o.ConnWatch.failed
 	}
 	a.drainer = &drain.Drainer{Client: o.Kube, Pods: o.Evictor, Settings: o.Config.Drain, Log: a.log}
 	a.evictor = o.Evictor

@@ -43,7 +43,14 @@ type systemdRunner struct {
 
 var _ jobRunner = (*systemdRunner)(nil)
 
-func jobUnit(j *jobs.Job) string { return fmt.Sprintf("kustodian-job-%s-%d.service", j.ID, j.Runs) }
+// jobUnit is the unit a job's run is in: its command's, or its rollback's
+// while it rolls back.
+func jobUnit(j *jobs.Job) string {
+	if j.State == jobs.RollingBack {
+		return fmt.Sprintf("kustodian-job-%s-%d-rollback.service", j.ID, j.Runs)
+	}
+	return fmt.Sprintf("kustodian-job-%s-%d.service", j.ID, j.Runs)
+}
 
 // call runs f on a connection to systemd, made at the first call and made
 // again after a failure.
@@ -277,7 +284,7 @@ func watchJobs(ctx context.Context, dir string) <-chan struct{} {
 func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (string, bool, error) {
 	f := jobs.Facts{Now: a.now(), Boot: bootID(), RebootPending: rebootPending, CanReboot: a.reboot != nil,
 		RebootAsked: a.rebootAsked == jobUnit(j), Unit: jobUnit(j)}
-	if j.State == jobs.Running {
+	if j.State == jobs.Running || j.State == jobs.RollingBack {
 		alive, err := a.runner.Alive(ctx, j)
 		if err != nil {
 			return "", false, err // asked again at the next step
@@ -301,6 +308,7 @@ func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (s
 // it.
 func (a *Agent) actOnJob(ctx context.Context, step jobs.Step, f jobs.Facts) (string, bool, error) {
 	j := step.Job
+	a.jobWakeAt = step.WakeAt
 	if step.Save {
 		if err := a.jobs.Save(&j); err != nil {
 			return "", false, err

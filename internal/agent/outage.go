@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"time"
 )
 
@@ -62,4 +63,36 @@ func (a *Agent) readyz(ctx context.Context) error {
 	probe, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	return a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(probe).Error()
+}
+
+// ConnWatch tells the agent of every request to the API server that
+// failed in the transport (refused, reset, timed out): wrapped around the
+// agent's clients (rest.Config.Wrap), it makes the Run loop check whether
+// the API server is away as a failed watch does (watchBroke). An informer
+// does not say when its watch cannot be started again for a refused
+// connection: it backs off, up to 30 s, on its own.
+type ConnWatch struct{ failed chan struct{} }
+
+// NewConnWatch makes a ConnWatch.
+func NewConnWatch() *ConnWatch { return &ConnWatch{failed: make(chan struct{}, 1)} }
+
+// Wrap is a rest.Config's WrapTransport.
+func (w *ConnWatch) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return connWatchTransport{rt: rt, failed: w.failed}
+}
+
+type connWatchTransport struct {
+	rt     http.RoundTripper
+	failed chan struct{}
+}
+
+func (t connWatchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(req)
+	if err != nil && req.Context().Err() == nil {
+		select {
+		case t.failed <- struct{}{}:
+		default:
+		}
+	}
+	return resp, err
 }

@@ -49,10 +49,15 @@ func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struc
 }
 
 // untilWake is how long until the last decision wants to be made again (a
-// window edge, the end of spacing, the next poll of the gates).
+// window edge, the end of spacing, the next poll of the gates, a managed
+// job's retry).
 func (a *Agent) untilWake() time.Duration {
-	if a.decision.WakeAt.IsZero() {
+	wake := a.decision.WakeAt
+	if !a.jobWakeAt.IsZero() && (wake.IsZero() || a.jobWakeAt.Before(wake)) {
+		wake = a.jobWakeAt
+	}
+	if wake.IsZero() {
 		return time.Hour
 	}
-	return max(a.decision.WakeAt.Sub(a.now()), 10*time.Millisecond)
+	return max(wake.Sub(a.now()), 10*time.Millisecond)
 }

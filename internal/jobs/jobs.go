@@ -24,6 +24,12 @@ const (
 	Succeeded = "succeeded" // exited 0
 	Failed    = "failed"    // exited non-zero, or could not run
 	Rebooting = "rebooting" // exited 0 with a reboot pending; the host reboots, then the job runs again
+
+	// A failed job with a rollback command, or retries, goes on (Next):
+	RollingBack    = "rolling-back"    // its rollback command runs
+	RolledBack     = "rolled-back"     // the rollback exited 0
+	RollbackFailed = "rollback-failed" // the rollback exited non-zero, or could not run
+	Retrying       = "retrying"        // failed (and rolled back); runs again at RetryAt
 )
 
 // Reboot policies.
@@ -52,10 +58,57 @@ type Job struct {
 	// Boot, while Rebooting, is the boot the job asked to end: the job
 	// runs again in any other.
 	Boot string `json:"boot,omitempty"`
+	// Dir is the directory the command runs in ("": the runner's).
+	Dir string `json:"dir,omitempty"`
+
+	// Rollback runs after the command failed, before the job is held or
+	// run again; its exit code and last lines are kept apart.
+	Rollback          []string `json:"rollback,omitempty"`
+	RollbackExitCode  *int     `json:"rollbackExitCode,omitempty"`
+	RollbackLastLines []string `json:"rollbackLastLines,omitempty"`
+	// Retries is how many times a failed job runs again, Backoff after
+	// the first failure, doubling; Attempts counts the attempts so far
+	// (0 in jobs written before retries: one), and RunsBefore the runs
+	// before this attempt (reboots are bounded per attempt).
+	Retries    int           `json:"retries,omitempty"`
+	Backoff    time.Duration `json:"backoff,omitempty"`
+	Attempts   int           `json:"attempts,omitempty"`
+	RunsBefore int           `json:"runsBefore,omitempty"`
+	RetryAt    time.Time     `json:"retryAt,omitzero"`
+	// Final: a failure that neither a rollback nor a retry can help (a
+	// reboot that cannot be made, or that is still pending after MaxRuns).
+	Final bool `json:"final,omitempty"`
+}
+
+// attempts is the number of attempts so far, at least one.
+func (j *Job) attempts() int { return max(j.Attempts, 1) }
+
+// Held reports whether the job failed for good: the node keeps its lock
+// and cordon until an operator acts.
+func (j *Job) Held() bool {
+	switch j.State {
+	case RollbackFailed:
+		return true
+	case RolledBack:
+		return j.Final || j.attempts() > j.Retries
+	case Failed:
+		return j.Final || len(j.Rollback) == 0 && j.attempts() > j.Retries
+	}
+	return false
+}
+
+// afterFailure: the command failed, and the job is held, rolls back or
+// waits to run again.
+func (j *Job) afterFailure() bool {
+	switch j.State {
+	case Failed, RollingBack, RolledBack, RollbackFailed, Retrying:
+		return true
+	}
+	return false
 }
 
 // Done reports whether the job has ended for good.
-func (j *Job) Done() bool { return j.State == Succeeded || j.State == Failed }
+func (j *Job) Done() bool { return j.State == Succeeded || j.Held() }
 
 // Summary is the one line for the node record.
 func (j *Job) Summary() string {
@@ -65,8 +118,17 @@ func (j *Job) Summary() string {
 	}
 	if j.Message != "" {
 		s += ": " + j.Message
-	} else if n := len(j.LastLines); n > 0 && j.State == Failed {
+	} else if n := len(j.LastLines); n > 0 && j.afterFailure() {
 		s += ": " + j.LastLines[n-1]
+	}
+	switch {
+	case j.RollbackExitCode != nil && *j.RollbackExitCode != 0:
+		s += fmt.Sprintf("; rollback exit %d", *j.RollbackExitCode)
+		if n := len(j.RollbackLastLines); n > 0 {
+			s += ": " + j.RollbackLastLines[n-1]
+		}
+	case j.State == Retrying:
+		s += fmt.Sprintf("; attempt %d of %d at %s", j.attempts()+1, j.Retries+1, j.RetryAt.UTC().Format(time.RFC3339))
 	}
 	return s
 }

@@ -54,6 +54,8 @@ type Step struct {
 	Failed  bool
 	// Again: decide again at once (the job moved on by itself).
 	Again bool
+	// WakeAt: decide again then (a retry is due); zero: at the next change.
+	WakeAt time.Time
 	// Log is what happened, for the agent's log ("" when nothing did);
 	// Warn says it is a warning.
 	Log  string
@@ -80,9 +82,24 @@ func Next(j Job, f Facts) (Step, error) {
 		return start(s, f, "job runs again after the reboot"), nil
 	case Pending:
 		return start(s, f, "job started"), nil
-	case Running:
+	case Retrying:
+		if f.Now.Before(j.RetryAt) {
+			s.Message, s.WakeAt = j.Summary(), j.RetryAt
+			return s, nil
+		}
+		s.Job.Attempts, s.Job.RunsBefore = j.attempts()+1, j.Runs
+		return start(s, f, fmt.Sprintf("job runs again: attempt %d of %d", j.attempts()+1, j.Retries+1)), nil
+	case Running, RollingBack:
 		if f.Alive {
 			s.Message = j.Summary()
+			return s, nil
+		}
+		if j.State == RollingBack {
+			// It died with the agent or the host: rollbacks are
+			// idempotent too, run it again.
+			s.Save, s.Do = true, Start
+			s.Message = j.Summary()
+			s.Log, s.Warn = "the rollback is not running any more; running it again", true
 			return s, nil
 		}
 		// It died with the agent or the host: jobs are idempotent, run again.
@@ -94,8 +111,8 @@ func Next(j Job, f Facts) (Step, error) {
 	case Succeeded:
 		if f.RebootPending && j.Reboot == RebootAuto {
 			switch {
-			case j.Runs >= MaxRuns:
-				return failed(s, f, fmt.Sprintf("a reboot is still pending after %d runs", j.Runs)), nil
+			case j.Runs-j.RunsBefore >= MaxRuns:
+				return failed(s, f, fmt.Sprintf("a reboot is still pending after %d runs", j.Runs-j.RunsBefore)), nil
 			case !f.CanReboot:
 				return failed(s, f, "a reboot is pending but logind cannot be reached to reboot"), nil
 			}
@@ -109,29 +126,63 @@ func Next(j Job, f Facts) (Step, error) {
 		s.Message = j.Summary()
 		s.Log = "job succeeded"
 		return s, nil
-	case Failed:
-		s.Message, s.Failed = held(j, f), true
-		return s, nil
+	case Failed, RolledBack, RollbackFailed:
+		return afterFailure(s, f), nil
 	}
 	return s, fmt.Errorf("job %s has an unknown state %q", j.ID, j.State)
 }
 
-// StartFailed is the step after the job's command could not be started.
+// StartFailed is the step after the job's command (or its rollback)
+// could not be started: a failure of the command (of the rollback).
 func StartFailed(j Job, f Facts, err error) Step {
-	return failed(Step{Job: j}, f, err.Error())
+	s := Step{Job: j}
+	if j.State == RollingBack {
+		s.Job.State = RollbackFailed
+	} else {
+		s.Job.State = Failed
+	}
+	s.Job.Message = err.Error()
+	s = afterFailure(s, f)
+	s.Save = true
+	return s
+}
+
+// afterFailure is a failed job's step: run its rollback, wait to run it
+// again, or hold the node.
+func afterFailure(s Step, f Facts) Step {
+	j := &s.Job
+	switch {
+	case j.Held():
+		s.Message, s.Failed = held(*j, f), true
+		return s
+	case j.State == Failed && len(j.Rollback) > 0:
+		j.State, j.RollbackExitCode, j.RollbackLastLines = RollingBack, nil, nil
+		s.Save, s.Do = true, Start
+		s.Message = j.Summary()
+		s.Log, s.Warn = "job failed: running its rollback", true
+		return s
+	}
+	j.RetryAt = f.Now.Add(j.Backoff << min(j.attempts()-1, 16)).UTC()
+	j.State = Retrying
+	s.Save, s.WakeAt = true, j.RetryAt
+	s.Message = j.Summary()
+	s.Log, s.Warn = "job failed: running it again at "+j.RetryAt.Format(time.RFC3339), true
+	return s
 }
 
 func start(s Step, f Facts, log string) Step {
 	j := &s.Job
 	j.Runs++
+	j.Attempts = j.attempts()
 	j.State, j.Started, j.ExitCode, j.LastLines, j.Message, j.Boot = Running, f.Now.UTC(), nil, nil, "", ""
 	s.Save, s.Do = true, Start
 	s.Message, s.Log = j.Summary(), log
 	return s
 }
 
+// failed ends a job that neither a rollback nor a retry can help.
 func failed(s Step, f Facts, why string) Step {
-	s.Job.State, s.Job.Message = Failed, why
+	s.Job.State, s.Job.Message, s.Job.Final = Failed, why, true
 	s.Save, s.Failed = true, true
 	s.Message = s.Job.Summary()
 	return s

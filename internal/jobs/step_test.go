@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 // job as saved, what the agent does, and the record's line.
 func TestNext(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	code := 0
+	code, one, two := 0, 1, 2
 	base := Job{ID: "patch", Command: []string{"apt-get", "upgrade"}, Reboot: RebootAuto}
 	with := func(change func(*Job)) Job {
 		j := base
@@ -88,6 +89,52 @@ func TestNext(t *testing.T) {
 		{name: "no logind to reboot: it fails", job: with(func(j *Job) { j.State, j.Runs = Succeeded, 1 }),
 			facts: withFacts(func(f *Facts) { f.RebootPending, f.CanReboot = true, false }), state: Failed, save: true, failed: true, runs: 1,
 			message: "logind cannot be reached"},
+		{name: "failed with a rollback: it rolls back", job: with(func(j *Job) { j.State, j.Runs, j.ExitCode, j.Rollback = Failed, 1, &one, []string{"undo"} }), facts: facts,
+			state: RollingBack, save: true, do: Start, runs: 1, message: "rolling-back, exit 1"},
+		{name: "rolling back, alive: it waits", job: with(func(j *Job) { j.State, j.Runs, j.Rollback = RollingBack, 1, []string{"undo"} }),
+			facts: withFacts(func(f *Facts) { f.Alive = true }), state: RollingBack, runs: 1, message: "rolling-back"},
+		{name: "rolling back, dead: the rollback runs again", job: with(func(j *Job) { j.State, j.Runs, j.Rollback = RollingBack, 1, []string{"undo"} }),
+			facts: facts, state: RollingBack, save: true, do: Start, runs: 1, message: "rolling-back"},
+		{name: "rolled back, no retries: the node holds", job: with(func(j *Job) { j.State, j.Runs, j.Attempts, j.Rollback = RolledBack, 1, 1, []string{"undo"} }),
+			facts: facts, state: RolledBack, failed: true, runs: 1, message: "rolled-back"},
+		{name: "rollback failed: the node holds, retries or not", job: with(func(j *Job) {
+			j.State, j.Runs, j.Attempts, j.Retries, j.Rollback, j.RollbackExitCode = RollbackFailed, 1, 1, 3, []string{"undo"}, &two
+		}), facts: facts, state: RollbackFailed, failed: true, runs: 1, message: "rollback exit 2"},
+		{name: "rolled back with retries left: it runs again after the backoff", job: with(func(j *Job) {
+			j.State, j.Runs, j.Attempts, j.Retries, j.Backoff, j.Rollback = RolledBack, 1, 1, 2, time.Minute, []string{"undo"}
+		}), facts: facts, state: Retrying, save: true, runs: 1, message: "attempt 2 of 3",
+			jobCheck: func(j Job) string {
+				if !j.RetryAt.Equal(now.Add(time.Minute)) {
+					return "RetryAt " + j.RetryAt.String()
+				}
+				return ""
+			}},
+		{name: "failed, no rollback, second attempt: the backoff doubles", job: with(func(j *Job) {
+			j.State, j.Runs, j.Attempts, j.Retries, j.Backoff = Failed, 2, 2, 2, time.Minute
+		}), facts: facts, state: Retrying, save: true, runs: 2, message: "attempt 3 of 3",
+			jobCheck: func(j Job) string {
+				if !j.RetryAt.Equal(now.Add(2 * time.Minute)) {
+					return "RetryAt " + j.RetryAt.String()
+				}
+				return ""
+			}},
+		{name: "failed, retries used up: the node holds", job: with(func(j *Job) { j.State, j.Runs, j.Attempts, j.Retries = Failed, 3, 3, 2 }),
+			facts: facts, state: Failed, failed: true, runs: 3, message: "held"},
+		{name: "retrying, not yet: it waits", job: with(func(j *Job) { j.State, j.Runs, j.Attempts, j.Retries, j.RetryAt = Retrying, 1, 1, 2, now.Add(time.Second) }),
+			facts: facts, state: Retrying, runs: 1, message: "retrying"},
+		{name: "retrying, due: the next attempt starts", job: with(func(j *Job) { j.State, j.Runs, j.Attempts, j.Retries, j.RetryAt = Retrying, 3, 1, 2, now }),
+			facts: facts, state: Running, save: true, do: Start, runs: 4, message: "(run 4): running",
+			jobCheck: func(j Job) string {
+				if j.Attempts != 2 || j.RunsBefore != 3 {
+					return fmt.Sprintf("attempts %d, runs before %d", j.Attempts, j.RunsBefore)
+				}
+				return ""
+			}},
+		{name: "a reboot that cannot be made is final: no retry", job: with(func(j *Job) { j.State, j.Runs, j.Retries = Succeeded, 1, 3 }),
+			facts: withFacts(func(f *Facts) { f.RebootPending, f.CanReboot = true, false }), state: Failed, save: true, failed: true, runs: 1,
+			message: "logind cannot be reached"},
+		{name: "reboots are bounded per attempt", job: with(func(j *Job) { j.State, j.Runs, j.RunsBefore, j.Attempts, j.Retries = Succeeded, 6, 3, 2, 3 }),
+			facts: withFacts(func(f *Facts) { f.RebootPending = true }), state: Rebooting, save: true, do: Reboot, runs: 6, message: "rebooting"},
 		{name: "failed: the node holds", job: with(func(j *Job) { j.State, j.Runs, j.ExitCode = Failed, 1, &code }), facts: facts,
 			state: Failed, failed: true, runs: 1, message: "the lock and the cordon are held (journalctl -u kustodian-job-patch.service)"},
 	} {
@@ -115,6 +162,14 @@ func TestNext(t *testing.T) {
 	s := StartFailed(with(func(j *Job) { j.State, j.Runs = Running, 1 }), facts, errors.New("systemd-run: no such unit"))
 	if s.Job.State != Failed || !s.Save || !s.Failed || !strings.Contains(s.Message, "systemd-run: no such unit") {
 		t.Errorf("StartFailed: %+v", s)
+	}
+	s = StartFailed(with(func(j *Job) { j.State, j.Runs, j.Rollback = Running, 1, []string{"undo"} }), facts, errors.New("no such unit"))
+	if s.Job.State != RollingBack || !s.Save || s.Failed || s.Do != Start {
+		t.Errorf("StartFailed with a rollback: %+v, want its rollback started", s)
+	}
+	s = StartFailed(s.Job, facts, errors.New("no such unit"))
+	if s.Job.State != RollbackFailed || !s.Save || !s.Failed {
+		t.Errorf("StartFailed of the rollback: %+v, want the node held", s)
 	}
 }
 

@@ -55,13 +55,22 @@ variable; a flag beats the environment, which beats the file.`,
 		if err != nil {
 			return err
 		}
-		cfg, node, kube := nc.cfg, nc.node, nc.kube
+		cfg, node := nc.cfg, nc.node
 		log.Info("starting", "version", version.String("kustodian"), "node", node, "server", nc.rest.Host)
 		logind := connectLogind(cmd.Context(), log)
 		if logind != nil {
 			defer logind.Close()
 		}
-		dyn, err := dynamic.NewForConfig(nc.rest)
+		// The agent's clients tell it of requests that cannot reach the
+		// API server.
+		conns := agent.NewConnWatch()
+		watched := rest.CopyConfig(nc.rest)
+		watched.Wrap(conns.Wrap)
+		kube, err := kubernetes.NewForConfig(watched)
+		if err != nil {
+			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+		}
+		dyn, err := dynamic.NewForConfig(watched)
 		if err != nil {
 			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 		}
@@ -101,6 +110,7 @@ variable; a flag beats the environment, which beats the file.`,
 			Evictor:           evictor,
 			EvictorKubeconfig: kubeletConfig,
 			Notifications:     notifications,
+			ConnWatch:         conns,
 		}).Run(cmd.Context())
 	}
 	return cmd

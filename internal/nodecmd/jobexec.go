@@ -16,8 +16,8 @@ import (
 )
 
 // newJobExecCommand is what the agent starts to run a job: it runs the
-// command, copies its output to its own (the journal), and records the exit
-// code and the last lines.
+// command (or, once it failed, its rollback), copies its output to its own
+// (the journal), and records the exit code and the last lines.
 func newJobExecCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "job-exec JOB-ID",
@@ -36,7 +36,22 @@ func newJobExecCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		code, tail, runErr := runCommand(cmd.Context(), j.Command, cmd.OutOrStdout())
+		if j.State == jobs.RollingBack {
+			// The command failed; its rollback runs, and its result is
+			// kept apart from the command's.
+			code, tail, runErr := runCommand(cmd.Context(), j.Rollback, j.Dir, cmd.OutOrStdout())
+			j.RollbackExitCode, j.RollbackLastLines = &code, tail
+			switch {
+			case runErr != nil:
+				j.State, j.Message = jobs.RollbackFailed, runErr.Error()
+			case code != 0:
+				j.State = jobs.RollbackFailed
+			default:
+				j.State = jobs.RolledBack
+			}
+			return saveResult(cmd.Context(), store, j, cmd.ErrOrStderr())
+		}
+		code, tail, runErr := runCommand(cmd.Context(), j.Command, j.Dir, cmd.OutOrStdout())
 		j.ExitCode, j.LastLines, j.Finished = &code, tail, time.Now().UTC()
 		j.Message = ""
 		switch {
@@ -82,10 +97,11 @@ func saveResult(ctx context.Context, store jobs.Store, j *jobs.Job, log io.Write
 	}
 }
 
-// runCommand runs argv with its output copied to out, and returns the exit
-// code and the last lines.
-func runCommand(ctx context.Context, argv []string, out io.Writer) (int, []string, error) {
+// runCommand runs argv in dir ("": this one) with its output copied to
+// out, and returns the exit code and the last lines.
+func runCommand(ctx context.Context, argv []string, dir string, out io.Writer) (int, []string, error) {
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	c.Dir = dir
 	pr, pw := io.Pipe()
 	c.Stdout, c.Stderr = pw, pw
 	var tail []string

@@ -251,10 +251,10 @@ func (f follower) explain(ctx context.Context, last *string) error {
 // code, see failedJobCode), or succeeded with the request gone, the node
 // given back (nil).
 func jobEnded(j *jobs.Job, request string) (ended bool, err error) {
-	switch j.State {
-	case jobs.Failed:
+	switch {
+	case j.Held():
 		return true, exitCode(failedJobCode(j.ExitCode))
-	case jobs.Succeeded:
+	case j.State == jobs.Succeeded:
 		_, err := os.Stat(request)
 		return errors.Is(err, os.ErrNotExist), nil
 	}
