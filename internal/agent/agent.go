@@ -241,7 +241,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.waitForAPI(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
-	if err := a.startInformers(ctx); err != nil || ctx.Err() != nil {
+	if err := a.startInformers(ctx, false); err != nil || ctx.Err() != nil {
 		return err
 	}
 	fileChanges, err := hostwatch.Files(ctx, a.files)

@@ -72,7 +72,27 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 	return a.checkEvictor(ctx)
 }
 
-func (a *Agent) startInformers(ctx context.Context) error {
+// errAwayAgain: the API server went away while the informers read the
+// cluster; errRefused: it answers, but refused a list (its authorizer has
+// not read the RBAC yet, right after a restart). startInformers returns
+// them only when asked to (back).
+var (
+	errAwayAgain = errors.New("the API server went away again while the agent read the cluster")
+	errRefused   = errors.New("the API server refused to list while the agent read the cluster")
+)
+
+// startInformers starts the watches and waits until they have read the
+// cluster. back: the agent comes back after an outage. The wait then ends
+// with errAwayAgain or errRefused as soon as a watch fails, rather than
+// waiting on the informers' own backoff, which after a few refusals grows
+// to 30 s; the new informers are stopped, and rideOut tries again.
+func (a *Agent) startInformers(ctx context.Context, back bool) error {
+	if back {
+		select { // a failure the last informers told of is over
+		case <-a.watchBroken:
+		default:
+		}
+	}
 	var (
 		synced []cache.InformerSynced
 		starts []func(<-chan struct{})
@@ -129,7 +149,15 @@ func (a *Agent) startInformers(ctx context.Context) error {
 		start(ictx.Done())
 	}
 	a.setStatus("starting: reading the cluster")
-	if !cache.WaitForCacheSync(ictx.Done(), synced...) {
+	if back {
+		if err := a.waitSynced(ictx, synced); err != nil {
+			stop()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	} else if !cache.WaitForCacheSync(ictx.Done(), synced...) {
 		stop()
 		if ctx.Err() != nil {
 			return nil
@@ -143,6 +171,33 @@ func (a *Agent) startInformers(ctx context.Context) error {
 	a.useCaches(caches{groupLeases: groupLeases, ownRecord: ownRecord, control: controlStore, node: nodeStore,
 		kured: kuredStore, pods: podStore, policies: policyStore})
 	return nil
+}
+
+// waitSynced waits until every informer has read the cluster, or a watch
+// fails: errAwayAgain if the API server does not answer, errRefused if it
+// does.
+func (a *Agent) waitSynced(ctx context.Context, synced []cache.InformerSynced) error {
+	tick := a.clock.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		done := true
+		for _, s := range synced {
+			done = done && s()
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C():
+		case <-a.watchBroken:
+			if err := a.readyz(ctx); err != nil {
+				return fmt.Errorf("%w: %v", errAwayAgain, err)
+			}
+			return errRefused
+		}
+	}
 }
 
 // caches are the stores the agent decides on, each filled by a watch.

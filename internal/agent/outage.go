@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -26,6 +27,7 @@ func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
 	probe := a.clock.NewTimer(0)
 	defer probe.Stop()
 	away := false
+	refused := 0 // lists refused since the API server came back
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,7 +50,21 @@ func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
 				probe.Reset(time.Duration((0.5 + rand.Float64()) * float64(probeEvery)))
 			case away:
 				a.log.Info("the API server is back; reading the cluster anew")
-				return a.startInformers(ctx)
+				err := a.startInformers(ctx, true)
+				switch {
+				case errors.Is(err, errAwayAgain):
+					a.log.Warn("the API server went away again; asking every second whether it is back", "err", err)
+					probe.Reset(time.Duration((0.5 + rand.Float64()) * float64(probeEvery)))
+				case errors.Is(err, errRefused):
+					// Its authorizer is not ready yet: read again soon,
+					// sooner than the informers' backoff would.
+					refused++
+					wait := min(probeEvery<<min(refused-1, 3), 8*probeEvery)
+					a.log.Info("the API server refused a list; reading the cluster again", "in", wait)
+					probe.Reset(wait)
+				default:
+					return err
+				}
 			}
 		}
 	}
