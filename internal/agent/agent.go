@@ -15,8 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -32,6 +34,7 @@ import (
 	"github.com/kustodian/kustodian/internal/login1"
 	"github.com/kustodian/kustodian/internal/metrics"
 	"github.com/kustodian/kustodian/internal/notify"
+	"github.com/kustodian/kustodian/internal/rollout"
 	"github.com/kustodian/kustodian/internal/systemd"
 )
 
@@ -43,8 +46,10 @@ type Options struct {
 	// credentials): the locks it takes are owned by that Node.
 	Owner *lock.NodeRef
 	Kube  kubernetes.Interface
-	// Dynamic reads the MaintenancePolicies.
-	Dynamic  dynamic.Interface
+	// Dynamic reads the MaintenancePolicies and MaintenanceRollouts.
+	Dynamic dynamic.Interface
+	// Metadata watches the Nodes' labels for rollouts (rollouts.enabled).
+	Metadata metadata.Interface
 	Log      *slog.Logger
 	Notifier systemd.Notifier
 	// Login1 is logind on the system bus; nil without one (the agent then
@@ -74,6 +79,7 @@ type Agent struct {
 	owner   *lock.NodeRef
 	kube    kubernetes.Interface
 	dyn     dynamic.Interface
+	meta    metadata.Interface
 	log     *slog.Logger
 	notify  systemd.Notifier
 	now     func() time.Time
@@ -106,8 +112,18 @@ type Agent struct {
 	policyStore  cache.Store // nil when the MaintenancePolicy CRD is not installed
 	policyCache  policyCache
 	podStore     cache.Store // the pods on this node
-	jobs         jobs.Store
-	runner       jobRunner
+
+	// The MaintenanceRollouts and the Nodes' metadata (nil unless
+	// rollouts.enabled and the CRD is installed); the rollouts this agent
+	// wrote, until the cache has them; when a rollout's next stage opens
+	// by itself; whether the last entry written met another's write.
+	rolloutStore     cache.Store
+	rolloutNodeStore cache.Store
+	rolloutWritten   map[string]*unstructured.Unstructured
+	rolloutWakeAt    time.Time
+	rolloutConflict  bool
+	jobs             jobs.Store
+	runner           jobRunner
 	// kured is Kured's lock (nil when kured.enabled is false), in the
 	// DaemonSet kuredDS names.
 	kured   kuredLocker
@@ -173,6 +189,7 @@ func New(o Options) *Agent {
 		owner:  o.Owner,
 		kube:   o.Kube,
 		dyn:    o.Dynamic,
+		meta:   o.Metadata,
 		prom:   &http.Client{Timeout: 10 * time.Second},
 		log:    o.Log.With("node", o.NodeName),
 		notify: o.Notifier,
@@ -182,10 +199,11 @@ func New(o Options) *Agent {
 		locks:  &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
 		wake:   make(chan struct{}, 1),
 		// A watch that fails makes the Run loop check the API server.
-		watchBroken: make(chan struct{}, 1),
-		holders:     map[string]holderCheck{},
-		queueSeen:   map[string]time.Time{},
-		jitter:      jitterOf(o.NodeName),
+		watchBroken:    make(chan struct{}, 1),
+		holders:        map[string]holderCheck{},
+		rolloutWritten: map[string]*unstructured.Unstructured{},
+		queueSeen:      map[string]time.Time{},
+		jitter:         jitterOf(o.NodeName),
 
 		tokenExpires:  o.TokenExpires,
 		notifications: o.Notifications,
@@ -237,6 +255,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	// change nothing there.
 	if _, err := a.files.Observe(); err != nil {
 		return permanent(err)
+	}
+	if a.cfg.Rollouts.Enabled {
+		if _, err := rollout.ReadTrustedKeys(a.cfg.Rollouts.TrustedKeys); err != nil {
+			return permanent(fmt.Errorf("rollouts.trustedKeys: %w", err))
+		}
 	}
 	if err := a.waitForAPI(ctx); err != nil || ctx.Err() != nil {
 		return err
@@ -385,20 +408,27 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 	a.inhibitFor(ctx, state)
 	switch state {
 	case lock.Idle:
-		return !a.cfg.Stay, a.idle(ctx, node)
+		// With rollouts, the agent stays to see them come.
+		done, err = !a.cfg.Stay && !a.cfg.Rollouts.Enabled, a.idle(ctx, node)
 	case lock.Waiting:
-		return false, a.waiting(ctx, d, o, node)
+		err = a.waiting(ctx, d, o, node)
 	case lock.Draining:
-		return false, a.draining(ctx, o, node)
+		err = a.draining(ctx, o, node)
 	case lock.Failed:
 		if o.Released() {
-			return false, a.released(ctx, o, node)
+			err = a.released(ctx, o, node)
+		} else {
+			err = a.publish(ctx, lock.Failed, o, node, a.failure)
 		}
-		return false, a.publish(ctx, lock.Failed, o, node, a.failure)
 	case lock.InMaintenance:
-		return false, a.inMaintenance(ctx, o, node)
+		err = a.inMaintenance(ctx, o, node)
 	case lock.Completing:
-		return false, a.completing(ctx, o, node)
+		err = a.completing(ctx, o, node)
+	default:
+		return false, fmt.Errorf("unknown state %s", state)
 	}
-	return false, fmt.Errorf("unknown state %s", state)
+	if err != nil {
+		return false, err
+	}
+	return done, a.stepRollouts(ctx, state, node)
 }

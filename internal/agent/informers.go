@@ -5,18 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/internal/rollout"
 )
 
 // waitForAPI waits (StartBackoff) until the API server answers, then checks
@@ -141,6 +147,19 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.dyn, 0, a.cfg.Namespace, nil)
 		policyStore = watch(pf.ForResource(policy.GVR).Informer(), h.other, pf.Start)
 	}
+	var rolloutStore, rolloutNodeStore cache.Store
+	if a.cfg.Rollouts.Enabled {
+		if installed, err := a.rolloutsInstalled(ctx); err != nil {
+			return err
+		} else if installed {
+			rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.dyn, 0, a.cfg.Namespace, nil)
+			rolloutStore = watch(rf.ForResource(rollout.GVR).Informer(), h.other, rf.Start)
+			// Which nodes a rollout selects, and when they joined: their
+			// metadata only, and a step only when that changes.
+			mf := metadatainformer.NewSharedInformerFactory(a.meta, 0)
+			rolloutNodeStore = watch(mf.ForResource(corev1.SchemeGroupVersion.WithResource("nodes")).Informer(), h.nodeLabels, mf.Start)
+		}
+	}
 	if regErr != nil {
 		return regErr
 	}
@@ -169,7 +188,7 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 	}
 	a.stopInformers = stop
 	a.useCaches(caches{groupLeases: groupLeases, ownRecord: ownRecord, control: controlStore, node: nodeStore,
-		kured: kuredStore, pods: podStore, policies: policyStore})
+		kured: kuredStore, pods: podStore, policies: policyStore, rollouts: rolloutStore, rolloutNodes: rolloutNodeStore})
 	return nil
 }
 
@@ -209,11 +228,15 @@ type caches struct {
 	kured       cache.Store // Kured's DaemonSet; nil when kured.enabled is false
 	pods        cache.Store // the pods on this node
 	policies    cache.Store // nil when the MaintenancePolicy CRD is not installed
+	// The MaintenanceRollouts and the Nodes' metadata; nil unless
+	// rollouts.enabled and the CRD is installed.
+	rollouts, rolloutNodes cache.Store
 }
 
 // useCaches makes the agent decide on c from now on.
 func (a *Agent) useCaches(c caches) {
 	a.kuredStore, a.podStore, a.policyStore = c.kured, c.pods, c.policies
+	a.rolloutStore, a.rolloutNodeStore = c.rollouts, c.rolloutNodes
 	a.groupLeases = c.groupLeases
 	a.leases = newLeaseView(a.cfg.Namespace, c.groupLeases, c.ownRecord)
 	a.watching = a.now()
@@ -224,7 +247,7 @@ func (a *Agent) useCaches(c caches) {
 // watchHandlers are what the agent does with the changes its watches
 // deliver.
 type watchHandlers struct {
-	groupLeases, ownRecord, other cache.ResourceEventHandler
+	groupLeases, ownRecord, nodeLabels, other cache.ResourceEventHandler
 }
 
 func (a *Agent) handlers() watchHandlers {
@@ -259,6 +282,21 @@ func (a *Agent) handlers() watchHandlers {
 			},
 			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.poke() },
 		},
+		// The Nodes' metadata changes with every status update; only
+		// their labels (and the Nodes that come and go) matter to
+		// rollouts.
+		nodeLabels: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { a.poke() },
+			UpdateFunc: func(oldObj, newObj any) {
+				o, ok1 := oldObj.(*metav1.PartialObjectMetadata)
+				n, ok2 := newObj.(*metav1.PartialObjectMetadata)
+				if ok1 && ok2 && maps.Equal(o.Labels, n.Labels) {
+					return
+				}
+				a.poke()
+			},
+			DeleteFunc: func(any) { a.poke() },
+		},
 		other: poke,
 	}
 }
@@ -279,17 +317,32 @@ func (a *Agent) policiesInstalled(ctx context.Context) (bool, error) {
 	if a.dyn == nil {
 		return false, nil
 	}
-	_, err := a.dyn.Resource(policy.GVR).Namespace(a.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	return a.crdInstalled(ctx, policy.GVR, "MaintenancePolicies", slog.LevelInfo,
+		"the MaintenancePolicy CRD is not installed; the built-in default policy applies (one node at a time, always)")
+}
+
+// rolloutsInstalled tells whether the MaintenanceRollout CRD is installed:
+// without it there is no rollout to run.
+func (a *Agent) rolloutsInstalled(ctx context.Context) (bool, error) {
+	return a.crdInstalled(ctx, rollout.GVR, "MaintenanceRollouts", slog.LevelWarn,
+		"rollouts.enabled, but the MaintenanceRollout CRD is not installed (kustodian-ctl install installs it); no rollout can reach this node")
+}
+
+// crdInstalled tells whether the API server serves gvr in the namespace,
+// logging absent when it does not; a resource the agent may not read is an
+// installation older than the agent.
+func (a *Agent) crdInstalled(ctx context.Context, gvr schema.GroupVersionResource, kind string, level slog.Level, absent string) (bool, error) {
+	_, err := a.dyn.Resource(gvr).Namespace(a.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
 	switch {
 	case err == nil:
 		return true, nil
 	case apierrors.IsNotFound(err):
-		a.log.Info("the MaintenancePolicy CRD is not installed; the built-in default policy applies (one node at a time, always)")
+		a.log.Log(ctx, level, absent)
 		return false, nil
 	case apierrors.IsForbidden(err):
-		return false, permanent(fmt.Errorf("may not read the MaintenancePolicies of namespace %q: the installation is older than this agent (run kustodian-ctl install -n %s)", a.cfg.Namespace, a.cfg.Namespace))
+		return false, permanent(fmt.Errorf("may not read the %s of namespace %q: the installation is older than this agent (run kustodian-ctl install -n %s)", kind, a.cfg.Namespace, a.cfg.Namespace))
 	default:
-		return false, fmt.Errorf("reading the MaintenancePolicies of namespace %s: %w", a.cfg.Namespace, err)
+		return false, fmt.Errorf("reading the %s of namespace %s: %w", kind, a.cfg.Namespace, err)
 	}
 }
 

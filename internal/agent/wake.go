@@ -50,11 +50,13 @@ func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struc
 
 // untilWake is how long until the last decision wants to be made again (a
 // window edge, the end of spacing, the next poll of the gates, a managed
-// job's retry).
+// job's retry, a rollout's soak).
 func (a *Agent) untilWake() time.Duration {
 	wake := a.decision.WakeAt
-	if !a.jobWakeAt.IsZero() && (wake.IsZero() || a.jobWakeAt.Before(wake)) {
-		wake = a.jobWakeAt
+	for _, w := range []time.Time{a.jobWakeAt, a.rolloutWakeAt} {
+		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+			wake = w
+		}
 	}
 	if wake.IsZero() {
 		return time.Hour

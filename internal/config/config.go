@@ -36,13 +36,26 @@ type Agent struct {
 	Resync         time.Duration
 	LogFormat      string // auto, text or json
 
-	Lock    Lock
-	Queue   Queue
-	Drain   Drain
-	Kured   Kured
-	Gates   Gates
-	Metrics Metrics
-	Notify  Notify
+	Lock     Lock
+	Queue    Queue
+	Drain    Drain
+	Kured    Kured
+	Gates    Gates
+	Metrics  Metrics
+	Notify   Notify
+	Rollouts Rollouts
+}
+
+// DefaultTrustedKeys is the file of the keys whose rollouts a host runs.
+const DefaultTrustedKeys = "/etc/kustodian/rollout-keys"
+
+// Rollouts configures MaintenanceRollouts on this host.
+type Rollouts struct {
+	// Enabled: run the rollouts that select this node and are signed by
+	// a key of TrustedKeys. The agent then keeps running (stay).
+	Enabled bool
+	// TrustedKeys is a file of OpenSSH public keys, one per line.
+	TrustedKeys string
 }
 
 // Notify configures the notifications the agent sends.
@@ -192,8 +205,9 @@ func Defaults() Agent {
 			EvictErrorRetryDelay: 5 * time.Second,
 			KubeletKubeconfig:    KubeletKubeconfigAuto,
 		},
-		Kured:   Kured{Enabled: "auto", Namespace: "kube-system", DaemonSet: "kured"},
-		Metrics: Metrics{Textfile: "auto", Listen: DefaultMetricsListen},
+		Kured:    Kured{Enabled: "auto", Namespace: "kube-system", DaemonSet: "kured"},
+		Rollouts: Rollouts{TrustedKeys: DefaultTrustedKeys},
+		Metrics:  Metrics{Textfile: "auto", Listen: DefaultMetricsListen},
 		Notify: Notify{
 			Started:   notify.DefaultTemplates[notify.Started],
 			Completed: notify.DefaultTemplates[notify.Completed],
@@ -317,6 +331,9 @@ func (a Agent) Problems() []*FieldError {
 	}
 	if a.Kured.DaemonSet == "" {
 		bad("kured.daemonSet", "is empty")
+	}
+	if a.Rollouts.Enabled && !filepath.IsAbs(a.Rollouts.TrustedKeys) {
+		bad("rollouts.trustedKeys", "%q is not an absolute path: with rollouts.enabled the agent runs only rollouts signed by a key in that file", a.Rollouts.TrustedKeys)
 	}
 	if _, err := labels.Parse(a.Drain.PodSelector); err != nil {
 		bad("drain.podSelector", "%q is not a label selector: %v", a.Drain.PodSelector, err)

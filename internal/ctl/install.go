@@ -91,7 +91,7 @@ keeps nothing) and says what each would do.`,
 				}
 				fmt.Fprintln(o.streams.Out, what+o.dryRun.suffix())
 				if obj.Resource == manifests.GVRCustomResourceDefinition && !server {
-					if err := waitEstablished(cmd.Context(), dyn, manifests.CRDName); err != nil {
+					if err := waitEstablished(cmd.Context(), dyn, obj.Object.(metav1.Object).GetName()); err != nil {
 						return err
 					}
 				}

@@ -142,6 +142,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newQueueCommand(o),
 		newPauseCommand(o),
 		newPolicyCommand(o),
+		newRolloutCommand(o),
 		newResumeCommand(o),
 		newReleaseCommand(o),
 		newHistoryCommand(o),

@@ -9,10 +9,12 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kustodian/kustodian/internal/manifests"
 	"github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/internal/rollout"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -51,10 +53,15 @@ by every installation: it is deleted only when no other namespace has policies.`
 			for i := len(objs) - 1; i >= 0; i-- {
 				if objs[i].Resource == manifests.GVRCustomResourceDefinition {
 					// Shared by every installation: it goes with the last.
-					if others, err := policiesElsewhere(ctx, dyn, o.namespace()); err != nil {
+					crd := objs[i].Object.(metav1.Object).GetName()
+					kind, gvr := "MaintenancePolicies", policy.GVR
+					if crd == manifests.RolloutCRDName {
+						kind, gvr = "MaintenanceRollouts", rollout.GVR
+					}
+					if others, err := objectsElsewhere(ctx, dyn, gvr, o.namespace()); err != nil {
 						return err
 					} else if len(others) > 0 {
-						fmt.Fprintf(o.streams.Out, "customresourcedefinitions %s kept: MaintenancePolicies exist in %s\n", manifests.CRDName, strings.Join(others, ", "))
+						fmt.Fprintf(o.streams.Out, "customresourcedefinitions %s kept: %s exist in %s\n", crd, kind, strings.Join(others, ", "))
 						continue
 					}
 				}
@@ -72,14 +79,15 @@ by every installation: it is deleted only when no other namespace has policies.`
 	return cmd
 }
 
-// policiesElsewhere lists the other namespaces that hold MaintenancePolicies.
-func policiesElsewhere(ctx context.Context, dyn dynamic.Interface, ns string) ([]string, error) {
-	list, err := dyn.Resource(policy.GVR).List(ctx, metav1.ListOptions{})
+// objectsElsewhere lists the other namespaces that hold objects of a
+// shared CRD (MaintenancePolicies, MaintenanceRollouts).
+func objectsElsewhere(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns string) ([]string, error) {
+	list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, status.Explain(err, "list", "maintenancepolicies", "")
+		return nil, status.Explain(err, "list", gvr.Resource, "")
 	}
 	seen := map[string]bool{}
 	var out []string

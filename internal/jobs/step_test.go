@@ -120,7 +120,9 @@ func TestNext(t *testing.T) {
 			}},
 		{name: "failed, retries used up: the node holds", job: with(func(j *Job) { j.State, j.Runs, j.Attempts, j.Retries = Failed, 3, 3, 2 }),
 			facts: facts, state: Failed, failed: true, runs: 3, message: "held"},
-		{name: "retrying, not yet: it waits", job: with(func(j *Job) { j.State, j.Runs, j.Attempts, j.Retries, j.RetryAt = Retrying, 1, 1, 2, now.Add(time.Second) }),
+		{name: "retrying, not yet: it waits", job: with(func(j *Job) {
+			j.State, j.Runs, j.Attempts, j.Retries, j.RetryAt = Retrying, 1, 1, 2, now.Add(time.Second)
+		}),
 			facts: facts, state: Retrying, runs: 1, message: "retrying"},
 		{name: "retrying, due: the next attempt starts", job: with(func(j *Job) { j.State, j.Runs, j.Attempts, j.Retries, j.RetryAt = Retrying, 3, 1, 2, now }),
 			facts: facts, state: Running, save: true, do: Start, runs: 4, message: "(run 4): running",

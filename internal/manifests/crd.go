@@ -16,18 +16,36 @@ import (
 //go:embed crd.yaml
 var crdYAML []byte
 
+// rolloutCRDYAML is the MaintenanceRollout CustomResourceDefinition
+// (docs/rollout.md), in the same way.
+//
+//go:embed rollout-crd.yaml
+var rolloutCRDYAML []byte
+
 // GVRCustomResourceDefinition is where the CRD is written.
 var GVRCustomResourceDefinition = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// CRDName is the name of the MaintenancePolicy CRD.
-const CRDName = "maintenancepolicies.kustodian.io"
+// The names of the CRDs.
+const (
+	CRDName        = "maintenancepolicies.kustodian.io"
+	RolloutCRDName = "maintenancerollouts.kustodian.io"
+)
+
+// CRDNames are the CRDs install makes and waits for.
+var CRDNames = []string{CRDName, RolloutCRDName}
 
 // PolicyCRD is the MaintenancePolicy CustomResourceDefinition. Unlike the
 // other objects it is shared by every installation in the cluster.
-func PolicyCRD() Object {
+func PolicyCRD() Object { return crd(crdYAML) }
+
+// RolloutCRD is the MaintenanceRollout CustomResourceDefinition, shared
+// like PolicyCRD.
+func RolloutCRD() Object { return crd(rolloutCRDYAML) }
+
+func crd(b []byte) Object {
 	var m map[string]any
-	if err := yaml.Unmarshal(crdYAML, &m); err != nil {
-		panic(fmt.Sprintf("the embedded CRD does not parse: %v", err)) // a build defect, caught by the tests
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		panic(fmt.Sprintf("an embedded CRD does not parse: %v", err)) // a build defect, caught by the tests
 	}
 	return Object{GVRCustomResourceDefinition, &unstructured.Unstructured{Object: m}}
 }

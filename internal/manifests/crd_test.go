@@ -6,10 +6,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// kubectl explain maintenancepolicy.spec shows each field's description:
-// every field of the spec must have one.
+// kubectl explain maintenancepolicy.spec (maintenancerollout.spec) shows
+// each field's description: every field of the spec must have one.
 func TestEveryPolicyFieldIsDocumented(t *testing.T) {
-	crd := PolicyCRD().Object.(*unstructured.Unstructured)
+	for _, o := range []Object{PolicyCRD(), RolloutCRD()} {
+		crd := o.Object.(*unstructured.Unstructured)
+		t.Run(crd.GetName(), func(t *testing.T) { everyFieldDocumented(t, crd) })
+	}
+}
+
+func everyFieldDocumented(t *testing.T, crd *unstructured.Unstructured) {
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	if len(versions) != 1 {
 		t.Fatalf("%d versions", len(versions))

@@ -60,6 +60,7 @@ func Objects(o Options) []Object {
 	cluster := AgentServiceAccount + "-" + ns // cluster-wide and foreign-namespace objects
 	out := []Object{
 		PolicyCRD(),
+		RolloutCRD(),
 		{gvrNamespace, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: meta(ns, "")}},
 		{gvrServiceAccount, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(AgentServiceAccount, ns)}},
 	}
@@ -73,12 +74,16 @@ func Objects(o Options) []Object {
 		{gvrClusterRoleBinding, &rbacv1.ClusterRoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: meta(cluster, ""),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cluster}, Subjects: agent}},
 		// In its namespace: the lock and record Leases, the control
-		// ConfigMap, the MaintenancePolicies.
+		// ConfigMap (and the rollouts' scripts in ConfigMaps), the
+		// MaintenancePolicies and MaintenanceRollouts.
 		{gvrRole, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(AgentServiceAccount, ns),
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
-				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancepolicies"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancepolicies", "maintenancerollouts"}, Verbs: []string{"get", "list", "watch"}},
+				// Each node's entry in a rollout's status (the admission
+				// policy keeps it to its own).
+				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancerollouts/status"}, Verbs: []string{"get", "update"}},
 			}}},
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(AgentServiceAccount, ns),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: AgentServiceAccount}, Subjects: agent}},

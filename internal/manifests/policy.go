@@ -13,6 +13,7 @@ import (
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/nodemarks"
 	mpolicy "github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/internal/rollout"
 )
 
 // The ValidatingAdmissionPolicies tie each agent token to the Node it is
@@ -46,7 +47,7 @@ var (
 
 // PolicyName is the name of an installation's admission policy (and of its
 // binding): kustodian-agent-<namespace>-<suffix>, suffix one of bound,
-// nodes, leases, events, kured.
+// nodes, leases, rollouts, events, kured.
 func PolicyName(namespace, suffix string) string {
 	return AgentServiceAccount + "-" + namespace + "-" + suffix
 }
@@ -219,6 +220,21 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 				self+" + ' may change only the annotations "+lock.AnnotationQueue+" and "+lock.AnnotationQueueBy+" of queue ' + request.name"),
 		},
 	}, {
+		// MaintenanceRollouts: the status subresource only (RBAC), and in
+		// it every other node's entry as it was. The summary beside the
+		// entries is each writer's (docs/security.md says what a
+		// compromised node can make it say).
+		suffix: "rollouts",
+		rules:  []admv1.NamedRuleWithOperations{rule(rollout.Group, rollout.Resource+"/status", admv1.Update)},
+		variables: []admv1.Variable{
+			variable("others", "object.?status.?nodes.orValue([]).filter(e, e.name != variables.node)"),
+			variable("oldOthers", "oldObject.?status.?nodes.orValue([]).filter(e, e.name != variables.node)"),
+		},
+		validations: []admv1.Validation{
+			check("variables.others == variables.oldOthers",
+				self+" + ' may change only its own entry in status.nodes of MaintenanceRollout ' + request.name + ', not the entries of other nodes'"),
+		},
+	}, {
 		// Events: about its own Node only.
 		suffix: "events",
 		rules:  []admv1.NamedRuleWithOperations{rule("", "events", admv1.Create, admv1.Update)},
@@ -280,7 +296,7 @@ func mine(s string) string {
 // An admin's annotations (kustodian.io/priority, kustodian.io/hold) stay the
 // admin's: a node may not move itself up the queue or lift its own hold.
 var (
-	nodeLabels      = []string{lock.LabelState}
+	nodeLabels      = []string{lock.LabelState, rollout.LabelRollouts}
 	nodeAnnotations = []string{lock.AnnotationCordoned, nodemarks.AnnotationProtected, scaleDownDisabled, history.Annotation}
 	leaseLabels     = []string{lock.LabelManagedBy, lock.LabelPolicy}
 )

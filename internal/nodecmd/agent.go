@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -74,6 +75,10 @@ variable; a flag beats the environment, which beats the file.`,
 		if err != nil {
 			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 		}
+		meta, err := metadata.NewForConfig(watched)
+		if err != nil {
+			return fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+		}
 		var evictor kubernetes.Interface
 		kubeletConfig, err := findKubeletKubeconfig(cfg.Drain.KubeletKubeconfig, config.KubeletKubeconfigs)
 		if err != nil {
@@ -101,6 +106,7 @@ variable; a flag beats the environment, which beats the file.`,
 			Owner:    nc.bound,
 			Kube:     kube,
 			Dynamic:  dyn,
+			Metadata: meta,
 			Log:      log,
 			Notifier: notifier,
 			Login1:   logind,

@@ -22,17 +22,18 @@ type NodeFacts struct {
 	Name    string
 	Labels  map[string]string
 	Created time.Time
-	Ready   bool
 }
 
 // accepts reports whether the node's host runs rollouts.
 func (n NodeFacts) accepts() bool { return n.Labels[LabelRollouts] == "enabled" }
 
-// stopStates end a node's part in a revision with a failure: the rollout
-// stops there.
+// stopState: a node's script failed in this revision (for good, or it
+// tries again); no other node starts the rollout meanwhile. A refusal
+// (Refused) does not stop the others: each host checks the signature for
+// itself, and the refusal is reported as a failure.
 func stopState(state string) bool {
 	switch state {
-	case Failed, RolledBack, Refused, Retrying, RollingBack:
+	case Failed, RolledBack, Retrying, RollingBack:
 		return true
 	}
 	return false
@@ -47,6 +48,7 @@ type view struct {
 	eligible []NodeFacts           // selected, and their hosts run rollouts
 	entries  map[string]NodeStatus // this revision's, without Cancelled ones
 	stopped  *NodeStatus           // the first entry that stopped it
+	failure  *NodeStatus           // the first final failure (a refusal too)
 }
 
 func newView(r *MaintenanceRollout, nodes []NodeFacts) (*view, error) {
@@ -80,9 +82,12 @@ func newView(r *MaintenanceRollout, nodes []NodeFacts) (*view, error) {
 			continue
 		}
 		v.entries[e.Name] = e
+		e := e
 		if stopState(e.State) && (v.stopped == nil || failedBefore(e, *v.stopped)) {
-			e := e
 			v.stopped = &e
+		}
+		if finalFailure(e.State) && (v.failure == nil || failedBefore(e, *v.failure)) {
+			v.failure = &e
 		}
 	}
 	return v, nil
@@ -96,6 +101,19 @@ func failedBefore(a, b NodeStatus) bool {
 		return true
 	}
 	return a.Finished.Before(b.Finished) || a.Finished.Equal(b.Finished) && a.Name < b.Name
+}
+
+// halted says why no node may start the rollout now, "" when one may.
+func (v *view) halted() string {
+	switch {
+	case v.r.Spec.Aborted:
+		return "the rollout was aborted"
+	case v.r.Spec.Paused:
+		return "the rollout is paused"
+	case v.stopped != nil:
+		return fmt.Sprintf("the rollout stopped: node %s is %s", v.stopped.Name, v.stopped.State)
+	}
+	return ""
 }
 
 // rank orders the nodes for a rollout: the same order on every node,
@@ -227,8 +245,8 @@ type Verdict struct {
 // Decide says whether node self takes rollout r now: the rollout is
 // neither paused, aborted nor stopped by a failure; the node is selected,
 // its host runs rollouts, it has not taken this revision; and the stage
-// open now reaches it. A count stage reaches the ready nodes that have not
-// taken it, in rank order, until its count is taken; the claim is made
+// open now reaches it. A count stage reaches the nodes that have not taken
+// it, in rank order, until its count is taken; the claim is made
 // with the rollout's resourceVersion, so two nodes never take the last
 // place.
 func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time) (Verdict, error) {
@@ -239,13 +257,8 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 	if _, ok := v.entries[self]; ok {
 		return Verdict{Why: "this node took revision " + v.rev}, nil
 	}
-	switch {
-	case r.Spec.Aborted:
-		return Verdict{Why: "the rollout was aborted"}, nil
-	case r.Spec.Paused:
-		return Verdict{Why: "the rollout is paused"}, nil
-	case v.stopped != nil:
-		return Verdict{Why: fmt.Sprintf("the rollout stopped: node %s is %s", v.stopped.Name, v.stopped.State)}, nil
+	if why := v.halted(); why != "" {
+		return Verdict{Why: why}, nil
 	}
 	i := slices.IndexFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self })
 	if i < 0 {
@@ -263,7 +276,7 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 		if t := v.countTarget(k); len(v.entries) < t {
 			room := t - len(v.entries)
 			for _, n := range v.eligible {
-				if _, took := v.entries[n.Name]; took || !n.Ready {
+				if _, took := v.entries[n.Name]; took {
 					continue
 				}
 				if n.Name == self {
@@ -274,9 +287,6 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 				}
 			}
 		}
-	}
-	if !me.Ready {
-		return Verdict{Why: "this node is not Ready", WakeAt: wake}, nil
 	}
 	if o < len(v.stages)-1 {
 		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when promoted", o), WakeAt: wake}, nil

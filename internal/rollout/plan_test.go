@@ -14,11 +14,11 @@ var t0 = time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC)
 
 func intp(n int) *int { return &n }
 
-// fleet is n ready nodes whose hosts run rollouts, created before t0.
+// fleet is n nodes whose hosts run rollouts, created before t0.
 func fleet(n int) []NodeFacts {
 	var out []NodeFacts
 	for i := 1; i <= n; i++ {
-		out = append(out, NodeFacts{Name: fmt.Sprintf("n%d", i), Ready: true, Created: t0.Add(-time.Hour),
+		out = append(out, NodeFacts{Name: fmt.Sprintf("n%d", i), Created: t0.Add(-time.Hour),
 			Labels: map[string]string{LabelRollouts: "enabled", "zone": map[bool]string{true: "a", false: "b"}[i%2 == 1]}})
 	}
 	return out
@@ -116,11 +116,11 @@ func TestRankDiffersByRollout(t *testing.T) {
 }
 
 // A count stage never hands out more places than its count, skips nodes
-// that are not Ready or whose host runs no rollouts, and counts the
-// nodes that took it in earlier stages.
+// whose hosts run no rollouts, and counts the nodes that took it in
+// earlier stages.
 func TestDecideCountStages(t *testing.T) {
-	nodes := fleet(8)
-	nodes[0].Ready = false
+	nodes := fleet(9)
+	delete(nodes[0].Labels, LabelRollouts)
 	delete(nodes[1].Labels, LabelRollouts)
 	r := newRollout(func(s *Spec) { s.Stages = []Stage{{Nodes: intp(2)}, {Percent: intp(50)}, {All: true}} })
 	first := takers(t, r, nodes, t0)
@@ -129,7 +129,7 @@ func TestDecideCountStages(t *testing.T) {
 	}
 	for _, n := range first {
 		if n == "n1" || n == "n2" {
-			t.Fatalf("%s took it: not Ready, or its host runs no rollouts", n)
+			t.Fatalf("%s took it: its host runs no rollouts", n)
 		}
 	}
 	took(r, first[0], 0, Succeeded, t0)
@@ -146,8 +146,8 @@ func TestDecideCountStages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Counts.Selected != 7 || st.Counts.Disabled != 1 {
-		t.Fatalf("counts %+v, want 7 selected and 1 disabled", st.Counts)
+	if st.Counts.Selected != 7 || st.Counts.Disabled != 2 {
+		t.Fatalf("counts %+v, want 7 selected and 2 disabled", st.Counts)
 	}
 }
 
@@ -160,7 +160,7 @@ func TestDecideSelectorAndNewNodes(t *testing.T) {
 	if got := strings.Join(takers(t, r, nodes, t0), ","); got != "n1,n3" {
 		t.Fatalf("%s take the zone-a stage, want n1,n3", got)
 	}
-	late := NodeFacts{Name: "n9", Ready: true, Created: t0.Add(time.Hour), Labels: map[string]string{LabelRollouts: "enabled", "zone": "a"}}
+	late := NodeFacts{Name: "n9", Created: t0.Add(time.Hour), Labels: map[string]string{LabelRollouts: "enabled", "zone": "a"}}
 	nodes = append(nodes, late)
 	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour)); !v.Take {
 		t.Fatalf("a node that joined later does not take it: %s", v.Why)
@@ -262,4 +262,23 @@ func cond(st Status, t string) *metav1.Condition {
 func hasCond(st Status, t string, s metav1.ConditionStatus) bool {
 	c := cond(st, t)
 	return c != nil && c.Status == s
+}
+
+// A host that refuses a rollout (a bad signature, a key it does not
+// trust) says so as a failure, but does not stop the others: each host
+// checks for itself.
+func TestARefusalStopsNoOtherNode(t *testing.T) {
+	nodes := fleet(3)
+	r := newRollout(func(s *Spec) { s.Stages = []Stage{{All: true}} })
+	took(r, "n1", 0, Refused, t0)
+	if got := takers(t, r, nodes, t0); len(got) != 2 {
+		t.Fatalf("%v take it after n1 refused, want the other 2", got)
+	}
+	st, _ := Summarize(r, nodes, t0)
+	if st.FirstFailure == nil || st.FirstFailure.Name != "n1" || !hasCond(st, ConditionFailed, metav1.ConditionTrue) || st.Counts.Refused != 1 {
+		t.Fatalf("a refusal is not reported as a failure: %+v", st)
+	}
+	if c := cond(st, ConditionProgressing); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("Progressing after a refusal: %+v", c)
+	}
 }

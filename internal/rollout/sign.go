@@ -102,34 +102,9 @@ func Sign(signer ssh.Signer, message []byte) (string, error) {
 // Verify checks an armored signature over message: made in the rollout
 // namespace by one of trusted. It returns the key that made it.
 func Verify(armored string, message []byte, trusted []ssh.PublicKey) (ssh.PublicKey, error) {
-	s := strings.TrimSpace(armored)
-	if !strings.HasPrefix(s, armorBegin) || !strings.HasSuffix(s, armorEnd) {
-		if s == "" {
-			return nil, errors.New("the rollout is not signed")
-		}
-		return nil, errors.New("the signature is not an SSH signature (-----BEGIN SSH SIGNATURE-----)")
-	}
-	body := strings.Join(strings.Fields(strings.TrimSuffix(strings.TrimPrefix(s, armorBegin), armorEnd)), "")
-	raw, err := base64.StdEncoding.DecodeString(body)
+	b, key, err := parseSignature(armored)
 	if err != nil {
-		return nil, fmt.Errorf("the signature is not base64: %w", err)
-	}
-	if !bytes.HasPrefix(raw, []byte(sigMagic)) {
-		return nil, errors.New("the signature lacks the SSHSIG preamble")
-	}
-	var b sigBlob
-	if err := ssh.Unmarshal(raw[len(sigMagic):], &b); err != nil {
-		return nil, fmt.Errorf("the signature does not parse: %w", err)
-	}
-	if b.Version != sigVersion {
-		return nil, fmt.Errorf("signature version %d: want %d", b.Version, sigVersion)
-	}
-	if b.Namespace != SignatureNamespace {
-		return nil, fmt.Errorf("the signature was made for %q, not %q (ssh-keygen -Y sign -n %s)", b.Namespace, SignatureNamespace, SignatureNamespace)
-	}
-	key, err := ssh.ParsePublicKey([]byte(b.PublicKey))
-	if err != nil {
-		return nil, fmt.Errorf("the signature's key does not parse: %w", err)
+		return nil, err
 	}
 	if !trustedKey(key, trusted) {
 		return nil, fmt.Errorf("signed by %s %s, which this host does not trust", key.Type(), ssh.FingerprintSHA256(key))
@@ -146,6 +121,46 @@ func Verify(armored string, message []byte, trusted []ssh.PublicKey) (ssh.Public
 		return nil, fmt.Errorf("the signature by %s does not match the rollout's manifest (a script, a file or the reboot setting changed since it was signed)", ssh.FingerprintSHA256(key))
 	}
 	return key, nil
+}
+
+// SignatureKey is the key an armored signature says made it (unchecked).
+func SignatureKey(armored string) (ssh.PublicKey, error) {
+	_, key, err := parseSignature(armored)
+	return key, err
+}
+
+// parseSignature reads an armored signature of the rollout namespace.
+func parseSignature(armored string) (sigBlob, ssh.PublicKey, error) {
+	var b sigBlob
+	s := strings.TrimSpace(armored)
+	if !strings.HasPrefix(s, armorBegin) || !strings.HasSuffix(s, armorEnd) {
+		if s == "" {
+			return b, nil, errors.New("the rollout is not signed")
+		}
+		return b, nil, errors.New("the signature is not an SSH signature (-----BEGIN SSH SIGNATURE-----)")
+	}
+	body := strings.Join(strings.Fields(strings.TrimSuffix(strings.TrimPrefix(s, armorBegin), armorEnd)), "")
+	raw, err := base64.StdEncoding.DecodeString(body)
+	if err != nil {
+		return b, nil, fmt.Errorf("the signature is not base64: %w", err)
+	}
+	if !bytes.HasPrefix(raw, []byte(sigMagic)) {
+		return b, nil, errors.New("the signature lacks the SSHSIG preamble")
+	}
+	if err := ssh.Unmarshal(raw[len(sigMagic):], &b); err != nil {
+		return b, nil, fmt.Errorf("the signature does not parse: %w", err)
+	}
+	if b.Version != sigVersion {
+		return b, nil, fmt.Errorf("signature version %d: want %d", b.Version, sigVersion)
+	}
+	if b.Namespace != SignatureNamespace {
+		return b, nil, fmt.Errorf("the signature was made for %q, not %q (ssh-keygen -Y sign -n %s)", b.Namespace, SignatureNamespace, SignatureNamespace)
+	}
+	key, err := ssh.ParsePublicKey([]byte(b.PublicKey))
+	if err != nil {
+		return b, nil, fmt.Errorf("the signature's key does not parse: %w", err)
+	}
+	return b, key, nil
 }
 
 func trustedKey(key ssh.PublicKey, trusted []ssh.PublicKey) bool {

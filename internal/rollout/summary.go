@@ -50,8 +50,8 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time) (Status,
 		}
 	}
 	st.FirstFailure = nil
-	if v.stopped != nil && finalFailure(v.stopped.State) {
-		f := *v.stopped
+	if v.failure != nil {
+		f := *v.failure
 		st.FirstFailure = &f
 	}
 	complete, _ := v.succeeded(len(v.stages) - 1)
@@ -70,7 +70,11 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time) (Status,
 		f := st.FirstFailure
 		set(ConditionFailed, true, f.State, fmt.Sprintf("node %s: %s", f.Name, f.Message))
 		set(ConditionComplete, false, "Stopped", doneMsg)
-		set(ConditionProgressing, false, "Stopped", "stopped at stage "+fmt.Sprint(open)+" by node "+f.Name)
+		if v.stopped != nil {
+			set(ConditionProgressing, false, "Stopped", "stopped at stage "+fmt.Sprint(open)+" by node "+v.stopped.Name)
+		} else {
+			set(ConditionProgressing, true, "Refused", "node "+f.Name+" refused it; the others go on")
+		}
 	case complete:
 		set(ConditionFailed, false, "NoFailure", doneMsg)
 		set(ConditionComplete, true, "Succeeded", doneMsg)

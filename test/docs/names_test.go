@@ -33,7 +33,7 @@ var foreign = map[string]string{
 // one: a name in backquotes that starts with one of the sections of its
 // nested keys (and is not a file: metrics.json).
 var (
-	keyName  = regexp.MustCompile(`^(drain|gates|kured|lock|metrics|notify|queue)\.[A-Za-z.]+$`)
+	keyName  = regexp.MustCompile(`^(drain|gates|kured|lock|metrics|notify|queue|rollouts)\.[A-Za-z.]+$`)
 	fileName = regexp.MustCompile(`\.(json|yaml|yml|prom|corrupt)(\.|$)`)
 )
 
@@ -97,7 +97,7 @@ func flags(help string) map[string]bool {
 }
 
 // spans are the code of a Markdown document: its code spans and the
-// lines of its fenced blocks.
+// lines of its fenced and indented blocks.
 func spans(text string) []string {
 	fence := regexp.MustCompile("(?s)```[a-z]*\n(.*?)```")
 	var out []string
@@ -105,6 +105,22 @@ func spans(text string) []string {
 		out = append(out, strings.Split(m[1], "\n")...)
 	}
 	rest := fence.ReplaceAllString(text, "")
+	// Indented code blocks: lines of four spaces or more after a blank
+	// line or another such line.
+	blank, block := true, false
+	for _, line := range strings.Split(rest, "\n") {
+		switch {
+		case strings.TrimSpace(line) == "":
+			blank = true
+			continue
+		case strings.HasPrefix(line, "    ") && (blank || block):
+			block = true
+			out = append(out, line)
+		default:
+			block = false
+		}
+		blank = false
+	}
 	for _, m := range regexp.MustCompile("`([^`\n]+)`").FindAllStringSubmatch(rest, -1) {
 		out = append(out, m[1])
 	}
@@ -157,12 +173,18 @@ func TestDocumentsNameWhatExists(t *testing.T) {
 	if invocations < 30 {
 		t.Fatalf("only %d commands found in the documents: the judge cannot read them", invocations)
 	}
-	for _, bin := range []string{"kustodian", "kustodian-ctl"} {
-		for _, sub := range subcommands(b.helpOf(bin)) {
-			for f := range flags(b.helpOf(bin, sub)) {
+	var walk func(path ...string)
+	walk = func(path ...string) {
+		for _, sub := range subcommands(b.helpOf(path...)) {
+			p := append(append([]string{}, path...), sub)
+			for f := range flags(b.helpOf(p...)) {
 				all[f] = true
 			}
+			walk(p...)
 		}
+	}
+	for _, bin := range []string{"kustodian", "kustodian-ctl"} {
+		walk(bin)
 	}
 	for _, a := range alone {
 		if !all[a.flag] && foreign[a.flag] == "" {
@@ -187,13 +209,22 @@ func checkInvocation(t *testing.T, b *binaries, file string, bin, words []string
 		}
 		return
 	}
+	// The command is the binary and the subcommands that follow it
+	// (kustodian-ctl rollout create).
 	args := []string{binary}
-	if len(words) > 0 && word.MatchString(words[0]) {
-		if c := command(b.helpOf(binary, words[0])); c != binary+" "+words[0] {
-			t.Errorf("%s: %s %s is not a command (its --help describes %q)", file, binary, words[0], c)
-			return
+	for _, w := range words {
+		if !word.MatchString(w) {
+			break
 		}
-		args = append(args, words[0])
+		p := append(append([]string{}, args...), w)
+		if c := command(b.helpOf(p...)); c != strings.Join(p, " ") {
+			if len(args) == 1 {
+				t.Errorf("%s: %s %s is not a command (its --help describes %q)", file, binary, w, c)
+				return
+			}
+			break // an argument of the command
+		}
+		args = p
 	}
 	have := flags(b.helpOf(args...))
 	for _, w := range words {

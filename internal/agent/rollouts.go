@@ -1,0 +1,377 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/jobs"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/rollout"
+)
+
+// Event reasons of rollouts.
+const (
+	ReasonRolloutTaken   = "RolloutTaken"
+	ReasonRolloutRefused = "RolloutRefused"
+)
+
+// rolloutJobID names the managed job of a rollout's revision on this host:
+// one job per revision, never made twice.
+func rolloutJobID(name, rev string) string { return "rollout-" + name + "-" + rev }
+
+// defaultRetryBackoff is the first wait before a failed rollout runs again
+// when its spec says none.
+const defaultRetryBackoff = time.Minute
+
+// stepRollouts takes the MaintenanceRollouts' part of a step: it marks the
+// Node as one whose host runs rollouts (or not), reports this node's
+// rollout jobs in their rollouts' status, withdraws a queued one whose
+// rollout stopped, and, when the node is Idle, takes the first rollout
+// that reaches it.
+func (a *Agent) stepRollouts(ctx context.Context, state lock.State, node *corev1.Node) error {
+	if err := a.markRollouts(ctx, node); err != nil {
+		return err
+	}
+	if !a.cfg.Rollouts.Enabled || a.rolloutStore == nil {
+		return nil
+	}
+	rs := a.rollouts()
+	nodes := a.rolloutNodes()
+	a.rolloutWakeAt = time.Time{}
+	for _, r := range rs {
+		if err := a.reportRollout(ctx, r, nodes, state); err != nil {
+			return err
+		}
+	}
+	if state != lock.Idle {
+		return nil
+	}
+	for _, r := range rs {
+		if took, err := a.takeRollout(ctx, r, nodes, node); err != nil || took {
+			return err
+		}
+	}
+	return nil
+}
+
+// markRollouts keeps the Node's label kustodian.io/rollouts as the
+// configuration says: "enabled", or absent.
+func (a *Agent) markRollouts(ctx context.Context, node *corev1.Node) error {
+	if node == nil {
+		return nil
+	}
+	has := node.Labels[rollout.LabelRollouts] == "enabled"
+	if has == a.cfg.Rollouts.Enabled {
+		return nil
+	}
+	value := "null"
+	if a.cfg.Rollouts.Enabled {
+		value = `"enabled"`
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, rollout.LabelRollouts, value)
+	if _, err := a.kube.CoreV1().Nodes().Patch(ctx, a.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kustodian"}); err != nil {
+		return fmt.Errorf("labelling node %s %s: %w", a.node, rollout.LabelRollouts, err)
+	}
+	return nil
+}
+
+// cachedRollout is a rollout as the agent knows it: the newer of the
+// informer's copy and the one this agent last wrote.
+type cachedRollout struct {
+	u *unstructured.Unstructured
+	r *rollout.MaintenanceRollout
+}
+
+// rollouts are the rollouts of the namespace, oldest first.
+func (a *Agent) rollouts() []cachedRollout {
+	var out []cachedRollout
+	for _, obj := range a.rolloutStore.List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if w, ok := a.rolloutWritten[u.GetName()]; ok {
+			if compare(u.GetResourceVersion(), w.GetResourceVersion()) < 0 && u.GetUID() == w.GetUID() {
+				u = w // the cache has not caught up with this agent's write
+			} else {
+				delete(a.rolloutWritten, u.GetName())
+			}
+		}
+		r, err := rollout.FromUnstructured(u)
+		if err != nil {
+			a.log.Warn("a MaintenanceRollout cannot be read; skipping it", "rollout", u.GetName(), "err", err)
+			continue
+		}
+		out = append(out, cachedRollout{u: u, r: r})
+	}
+	slices.SortFunc(out, func(x, y cachedRollout) int {
+		if c := x.r.CreationTimestamp.Compare(y.r.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(x.r.Name, y.r.Name)
+	})
+	return out
+}
+
+// rolloutNodes are the cluster's nodes as rollouts see them.
+func (a *Agent) rolloutNodes() []rollout.NodeFacts {
+	var out []rollout.NodeFacts
+	for _, obj := range a.rolloutNodeStore.List() {
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			continue
+		}
+		out = append(out, rollout.NodeFacts{Name: m.Name, Labels: m.Labels, Created: m.CreationTimestamp.Time})
+	}
+	return out
+}
+
+// entryOf is what this node's entry says of its rollout job.
+func entryOf(j *jobs.Job, current bool, now time.Time) rollout.NodeStatus {
+	e := rollout.NodeStatus{Attempts: j.Attempts, Message: j.Summary()}
+	final := func(state string) {
+		e.State = state
+		e.LastLines = j.LastLines
+		if j.RollbackExitCode != nil && *j.RollbackExitCode != 0 {
+			e.LastLines = j.RollbackLastLines
+		}
+		e.LastLines = lastN(e.LastLines, 10)
+		finished := j.Finished
+		if finished.IsZero() {
+			finished = now
+		}
+		t := metav1.NewTime(finished)
+		e.Finished = &t
+	}
+	switch j.State {
+	case jobs.Pending:
+		e.State = rollout.Waiting
+	case jobs.Running, jobs.Rebooting:
+		e.State = rollout.Running
+	case jobs.Succeeded:
+		// Succeeded for good once the agent ended the job (it is no longer
+		// the current one): until then a reboot may follow.
+		if current {
+			e.State = rollout.Running
+		} else {
+			final(rollout.Succeeded)
+		}
+	case jobs.RollingBack:
+		e.State = rollout.RollingBack
+	case jobs.Retrying:
+		e.State = rollout.Retrying
+	case jobs.Failed, jobs.RolledBack, jobs.RollbackFailed:
+		switch {
+		case !j.Held() && j.State == jobs.Failed && len(j.Rollback) > 0:
+			e.State = rollout.RollingBack
+		case !j.Held():
+			e.State = rollout.Retrying
+		case j.State == jobs.RolledBack:
+			final(rollout.RolledBack)
+		default:
+			final(rollout.Failed)
+		}
+	}
+	return e
+}
+
+func lastN(lines []string, n int) []string {
+	if len(lines) > n {
+		return lines[len(lines)-n:]
+	}
+	return lines
+}
+
+// reportRollout writes this node's entry of r when its job's state says
+// something new, and withdraws a job still queued when r stopped.
+func (a *Agent) reportRollout(ctx context.Context, c cachedRollout, nodes []rollout.NodeFacts, state lock.State) error {
+	r := c.r
+	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
+	j, err := a.jobs.Get(rolloutJobID(r.Name, rev))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return permanent(err)
+	}
+	cur, err := a.jobs.Current()
+	if err != nil {
+		return permanent(err)
+	}
+	current := cur != nil && cur.ID == j.ID
+	want := entryOf(j, current, a.now())
+	if why := rollout.Halted(r); why != "" && want.State == rollout.Waiting && current && (state == lock.Waiting || state == lock.Idle) {
+		// Queued, not started: it goes, and the node leaves the queue.
+		if err := a.jobs.Discard(j.ID); err != nil {
+			return permanent(err)
+		}
+		if err := a.files.RemoveRequest(); err != nil {
+			return permanent(err)
+		}
+		a.log.Info("withdrew a queued rollout", "rollout", r.Name, "revision", rev, "why", why)
+		want.State, want.Message = rollout.Cancelled, "withdrawn before it started: "+why
+		a.poke()
+	}
+	old := r.Entry(a.node)
+	want.Name, want.Revision = a.node, rev
+	if old != nil && old.Revision == rev {
+		want.Stage, want.Started = old.Stage, old.Started
+		if old.State == want.State && old.Message == want.Message && old.Attempts == want.Attempts {
+			return nil
+		}
+	}
+	return a.writeEntry(ctx, c, want, nodes)
+}
+
+// takeRollout takes r when it reaches this node now: it checks the
+// signature and the digests, claims its place in r's status (one write
+// with r's resourceVersion, so that two nodes never take the last place of
+// a stage), puts the scripts and files in a directory of their own, and
+// requests maintenance with the job that runs them. A claim whose job was
+// not made (the agent stopped between) is finished here.
+func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollout.NodeFacts, node *corev1.Node) (bool, error) {
+	r := c.r
+	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
+	id := rolloutJobID(r.Name, rev)
+	if _, err := a.jobs.Get(id); err == nil {
+		return false, nil // taken before: a revision runs once on a host
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return false, permanent(err)
+	}
+	e := r.Entry(a.node)
+	resume := e != nil && e.Revision == rev && e.State == rollout.Waiting
+	stage := 0
+	if resume {
+		stage = e.Stage
+	} else {
+		if e != nil && e.Revision == rev && e.State != rollout.Cancelled {
+			return false, nil // refused here, or a job of this revision this host no longer has
+		}
+		v, err := rollout.Decide(r, a.node, nodes, a.now())
+		if err != nil {
+			a.log.Warn("a MaintenanceRollout cannot be decided on; skipping it", "rollout", r.Name, "err", err)
+			return false, nil
+		}
+		if !v.WakeAt.IsZero() && (a.rolloutWakeAt.IsZero() || v.WakeAt.Before(a.rolloutWakeAt)) {
+			a.rolloutWakeAt = v.WakeAt
+		}
+		if !v.Take {
+			return false, nil
+		}
+		stage = v.Stage
+	}
+	files, err := a.checkRollout(ctx, r)
+	var ref *refusal
+	switch {
+	case errors.Is(err, errNotYet):
+		a.log.Info("a rollout waits for its sources", "rollout", r.Name, "why", err)
+		return false, nil
+	case errors.As(err, &ref):
+		a.log.Warn("refused a rollout", "rollout", r.Name, "revision", rev, "why", ref.why)
+		if node != nil {
+			a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonRolloutRefused, fmt.Sprintf("refused rollout %s revision %s: %s", r.Name, rev, ref.why))
+		}
+		now := metav1.NewTime(a.now())
+		return false, a.writeEntry(ctx, c, rollout.NodeStatus{Name: a.node, Revision: rev, Stage: stage, State: rollout.Refused,
+			Message: ref.why, Finished: &now}, nodes)
+	case err != nil:
+		return false, err
+	}
+	if !resume {
+		now := metav1.NewTime(a.now())
+		err := a.writeEntry(ctx, c, rollout.NodeStatus{Name: a.node, Revision: rev, Stage: stage, State: rollout.Waiting,
+			Message: "queued", Started: &now}, nodes)
+		if err != nil || a.rolloutConflict {
+			return false, err // another node wrote first: decide again on what it wrote
+		}
+	}
+	dir, err := a.writeRolloutFiles(r.Name, rev, files)
+	if err != nil {
+		return false, permanent(err)
+	}
+	job := &jobs.Job{ID: id, Command: scriptCommand(dir, rollout.ScriptName, files[rollout.ScriptName]), Dir: dir,
+		Reboot: jobs.RebootNever, Created: a.now().UTC(), State: jobs.Pending}
+	if r.Spec.Reboot == rollout.RebootAuto {
+		job.Reboot = jobs.RebootAuto
+	}
+	if r.Spec.RollbackScript != nil {
+		job.Rollback = scriptCommand(dir, rollout.RollbackName, files[rollout.RollbackName])
+	}
+	if r.Spec.OnFailure.Action == rollout.FailureRetry {
+		job.Retries, job.Backoff = r.Spec.OnFailure.Retries, defaultRetryBackoff
+		if b := r.Spec.OnFailure.Backoff; b != nil {
+			job.Backoff = b.Duration
+		}
+	}
+	if err := a.jobs.Create(job); err != nil {
+		if errors.Is(err, jobs.ErrBusy) {
+			return false, nil // a job of `kustodian run` goes first
+		}
+		return false, permanent(err)
+	}
+	if _, err := a.files.CreateRequest(fmt.Sprintf("rollout %s revision %s\n", r.Name, rev)); err != nil {
+		if derr := a.jobs.Discard(id); derr != nil {
+			return false, permanent(fmt.Errorf("%w (and job %s could not be removed: %v)", err, id, derr))
+		}
+		if errors.Is(err, hostfiles.ErrRequested) {
+			return false, nil // a maintenance script asked first
+		}
+		return false, permanent(err)
+	}
+	a.log.Info("took a rollout", "rollout", r.Name, "revision", rev, "stage", stage, "job", id)
+	if node != nil {
+		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRolloutTaken, fmt.Sprintf("took rollout %s revision %s (stage %d) as job %s", r.Name, rev, stage, id))
+	}
+	a.poke()
+	return true, nil
+}
+
+// scriptCommand runs a script by its #! line, or with /bin/sh without one.
+func scriptCommand(dir, name string, content []byte) []string {
+	path := filepath.Join(dir, name)
+	if strings.HasPrefix(string(content), "#!") {
+		return []string{path}
+	}
+	return []string{"/bin/sh", path}
+}
+
+// writeEntry writes this node's entry of a rollout, with the summary made
+// again. A conflict (another node wrote since this agent read the rollout)
+// is no error: rolloutConflict says so, and the next step decides again.
+func (a *Agent) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts) error {
+	a.rolloutConflict = false
+	st, err := rollout.WithEntry(c.r, e, nodes, a.now())
+	if err != nil {
+		return err
+	}
+	u, err := rollout.StatusObject(c.u, st)
+	if err != nil {
+		return err
+	}
+	written, err := a.dyn.Resource(rollout.GVR).Namespace(c.u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kustodian-agent"})
+	switch {
+	case apierrors.IsConflict(err):
+		a.rolloutConflict = true
+		a.poke()
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil // deleted meanwhile
+	case err != nil:
+		return fmt.Errorf("writing this node's entry of MaintenanceRollout %s: %w", c.u.GetName(), err)
+	}
+	a.rolloutWritten[written.GetName()] = written
+	return nil
+}

@@ -1,0 +1,380 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kustodian/kustodian/internal/rollout"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+func newRolloutCommand(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "Create, sign, follow and steer MaintenanceRollouts: signed scripts that every selected node runs once, in stages",
+		Long: `A MaintenanceRollout is a script that each node it selects runs once, as a
+maintenance of its own: through its queue, its policy and its drain. It spreads in
+stages (one node first, then more, as an admin promotes it or by itself after a
+soak), reaches nodes that join later, and stops at the first failure, keeping that
+node cordoned after running the rollback script. A host runs a rollout only if its
+configuration enables rollouts (rollouts.enabled) and trusts the key that signed it
+(rollouts.trustedKeys).`,
+		Example: `  kustodian-ctl rollout create fix-ntp --script fix-ntp.sh --rollback undo-ntp.sh --key ~/.ssh/id_ed25519
+  kustodian-ctl rollout status fix-ntp
+  kustodian-ctl rollout promote fix-ntp
+  # signing with ssh-keygen (a hardware key, say):
+  kustodian-ctl rollout create fix-ntp --script fix-ntp.sh --dry-run=client -o yaml > fix-ntp.yaml
+  kustodian-ctl rollout manifest -f fix-ntp.yaml | ssh-keygen -Y sign -f ~/.ssh/id_ed25519_sk -n kustodian-rollout - > fix-ntp.sig
+  kustodian-ctl rollout sign -f fix-ntp.yaml --signature fix-ntp.sig | kubectl apply -f -`,
+	}
+	cmd.AddCommand(newRolloutCreateCommand(o), newRolloutSignCommand(o), newRolloutManifestCommand(o), newRolloutStatusCommand(o),
+		newRolloutPromoteCommand(o),
+		newRolloutSetCommand(o, "pause", "Stop a rollout: no node starts it (queued nodes withdraw, running ones finish)", "paused", true),
+		newRolloutSetCommand(o, "resume", "Let a paused rollout go on", "paused", false),
+		newRolloutSetCommand(o, "abort", "End a rollout for good: no node starts it any more (queued nodes withdraw)", "aborted", true))
+	return cmd
+}
+
+// rolloutFlags are what create builds a rollout from.
+type rolloutFlags struct {
+	script, rollback string
+	files            []string
+	selector         string
+	stages           []string
+	promotion        string
+	soak             time.Duration
+	onFailure        string
+	retries          int
+	backoff          time.Duration
+	reboot           string
+	newNodes         bool
+	signing
+}
+
+// parseStage reads a --stage: N (nodes), N% (percent), all, or a label
+// selector.
+func parseStage(s string) (rollout.Stage, error) {
+	switch {
+	case s == "all":
+		return rollout.Stage{All: true}, nil
+	case strings.HasSuffix(s, "%"):
+		n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+		if err != nil {
+			return rollout.Stage{}, fmt.Errorf("--stage %q: a percentage is N%%", s)
+		}
+		return rollout.Stage{Percent: &n}, nil
+	}
+	if n, err := strconv.Atoi(s); err == nil {
+		return rollout.Stage{Nodes: &n}, nil
+	}
+	sel, err := metav1.ParseToLabelSelector(s)
+	if err != nil {
+		return rollout.Stage{}, fmt.Errorf("--stage %q: not N, N%%, all or a label selector: %v", s, err)
+	}
+	return rollout.Stage{Selector: sel}, nil
+}
+
+// inlineSource reads a file into an inline source with its digest.
+func inlineSource(flag, path string) (rollout.Source, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return rollout.Source{}, fmt.Errorf("%s: %w", flag, err)
+	}
+	return rollout.Source{Inline: string(b), SHA256: rollout.SHA256(b)}, nil
+}
+
+func (f *rolloutFlags) build(namespace, name string) (*rollout.MaintenanceRollout, error) {
+	r := &rollout.MaintenanceRollout{TypeMeta: metav1.TypeMeta{APIVersion: rollout.Group + "/" + rollout.Version, Kind: rollout.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	var err error
+	if r.Spec.Script, err = inlineSource("--script", f.script); err != nil {
+		return nil, err
+	}
+	if f.rollback != "" {
+		rb, err := inlineSource("--rollback", f.rollback)
+		if err != nil {
+			return nil, err
+		}
+		r.Spec.RollbackScript = &rb
+	}
+	for _, spec := range f.files {
+		fname, path, ok := strings.Cut(spec, "=")
+		if !ok {
+			fname, path = filepath.Base(spec), spec
+		}
+		src, err := inlineSource("--file "+spec, path)
+		if err != nil {
+			return nil, err
+		}
+		r.Spec.Files = append(r.Spec.Files, rollout.File{Name: fname, Source: src})
+	}
+	if f.selector != "" {
+		if r.Spec.NodeSelector, err = metav1.ParseToLabelSelector(f.selector); err != nil {
+			return nil, fmt.Errorf("--selector %q: %v", f.selector, err)
+		}
+	}
+	for _, s := range f.stages {
+		st, err := parseStage(s)
+		if err != nil {
+			return nil, err
+		}
+		r.Spec.Stages = append(r.Spec.Stages, st)
+	}
+	r.Spec.Promotion.Mode = f.promotion
+	if f.soak > 0 {
+		r.Spec.Promotion.Soak = &metav1.Duration{Duration: f.soak}
+	}
+	r.Spec.OnFailure = rollout.OnFailure{Action: f.onFailure, Retries: f.retries}
+	if f.backoff > 0 {
+		r.Spec.OnFailure.Backoff = &metav1.Duration{Duration: f.backoff}
+	}
+	r.Spec.Reboot = f.reboot
+	if !f.newNodes {
+		r.Spec.NewNodes = &f.newNodes
+	}
+	return r, rollout.Check(name, r.Spec)
+}
+
+func newRolloutCreateCommand(o *options) *cobra.Command {
+	f := &rolloutFlags{}
+	var out *output
+	cmd := &cobra.Command{
+		Use:   "create NAME --script FILE (--key KEY | --signature SIG)",
+		Short: "Create a signed MaintenanceRollout from a script (and a rollback script and files)",
+		Long: `create builds a MaintenanceRollout with the scripts and files inline, signs it
+(--key, or --signature made by ssh-keygen over kustodian-ctl rollout manifest) and
+creates it. With --dry-run=client it only prints it (-o yaml): the way to sign it
+elsewhere. Stages (--stage, repeated, in order): N nodes, N% of the selected
+nodes, a label selector, or all; default: 1, then all.`,
+		Example: `  kustodian-ctl rollout create fix-ntp --script fix-ntp.sh --rollback undo.sh --key ~/.ssh/id_ed25519
+  kustodian-ctl rollout create kernel --script upgrade.sh --reboot auto -l pool=workers \
+      --stage 1 --stage 10% --stage all --promotion auto --soak 30m --key ~/.ssh/id_ed25519`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.Check(); err != nil {
+				return err
+			}
+			if f.script == "" {
+				return errors.New("--script is required: the script every selected node runs")
+			}
+			r, err := f.build(o.namespace(), args[0])
+			if err != nil {
+				return err
+			}
+			if err := f.sign(r); err != nil {
+				return err
+			}
+			if r.Spec.Signature == "" && o.dryRun != dryRunClient {
+				return errors.New("the rollout is not signed, and hosts run only signed rollouts: give --key or --signature (or --dry-run=client -o yaml to sign it elsewhere)")
+			}
+			u, err := toUnstructured(r)
+			if err != nil {
+				return err
+			}
+			if o.dryRun != dryRunClient {
+				dyn, err := o.dynamicClient()
+				if err != nil {
+					return err
+				}
+				created, err := dyn.Resource(rollout.GVR).Namespace(o.namespace()).Create(cmd.Context(), u, metav1.CreateOptions{FieldManager: "kustodian-ctl"})
+				if err != nil {
+					return status.Explain(err, "create", "maintenancerollouts", o.namespace())
+				}
+				u = created
+				o.rolloutEvent(cmd.Context(), u, "Created", "created, revision "+rollout.Revision(r.Namespace, r.Name, r.Spec))
+			}
+			if !out.Table() {
+				return out.Print(o.streams.Out, u, []string{"maintenancerollout.kustodian.io/" + r.Name})
+			}
+			fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s created, revision %s%s; kustodian-ctl rollout status %s follows it\n",
+				r.Name, rollout.Revision(r.Namespace, r.Name, r.Spec), o.dryRun.suffix(), r.Name)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.script, "script", "", "the script every selected node runs as root (by its #! line, else with /bin/sh)")
+	fl.StringVar(&f.rollback, "rollback", "", "the script a node whose script failed runs before it is held")
+	fl.StringArrayVar(&f.files, "file", nil, "a file put beside the script: NAME=PATH, or PATH (named by its base name); repeatable")
+	fl.StringVarP(&f.selector, "selector", "l", "", "the nodes it is for (a label selector); default: every node")
+	fl.StringArrayVar(&f.stages, "stage", nil, "a stage: N (nodes), N% (of the selected nodes), all, or a label selector; repeatable, in order (default: 1, all)")
+	fl.StringVar(&f.promotion, "promotion", "", "manual (the default: kustodian-ctl rollout promote) or auto (after a stage succeeded and --soak passed)")
+	fl.DurationVar(&f.soak, "soak", 0, "with --promotion auto, how long a stage must stay good before the next opens")
+	fl.StringVar(&f.onFailure, "on-failure", "", "stop (the default: hold the node, stop the rollout) or retry")
+	fl.IntVar(&f.retries, "retries", 0, "with --on-failure retry, how many times a node runs the script again")
+	fl.DurationVar(&f.backoff, "backoff", 0, "with --on-failure retry, the wait before the first retry, doubling (default 1m)")
+	fl.StringVar(&f.reboot, "reboot", "", "auto: reboot when the script leaves the reboot sentinel and run it again after the boot; never (the default)")
+	fl.BoolVar(&f.newNodes, "new-nodes", true, "nodes created later run it too once they match")
+	f.signing.add(cmd)
+	addDryRun(cmd, o, "print the rollout (-o yaml), create nothing: to sign it elsewhere")
+	out = addOutput(cmd, false)
+	return cmd
+}
+
+func toUnstructured(r *rollout.MaintenanceRollout) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return u, nil
+}
+
+// getRollout reads a rollout of the namespace.
+func (o *options) getRollout(ctx context.Context, name string) (*rollout.MaintenanceRollout, *unstructured.Unstructured, error) {
+	dyn, err := o.dynamicClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	return getRolloutWith(ctx, dyn, o.namespace(), name)
+}
+
+func getRolloutWith(ctx context.Context, dyn dynamic.Interface, ns, name string) (*rollout.MaintenanceRollout, *unstructured.Unstructured, error) {
+	u, err := dyn.Resource(rollout.GVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, fmt.Errorf("maintenancerollout %q not found in namespace %s (kubectl get maintenancerollouts -n %s lists them)", name, ns, ns)
+	}
+	if err != nil {
+		return nil, nil, status.Explain(err, "get", "maintenancerollouts", ns)
+	}
+	r, err := rollout.FromUnstructured(u)
+	return r, u, err
+}
+
+func newRolloutPromoteCommand(o *options) *cobra.Command {
+	var to int
+	cmd := &cobra.Command{
+		Use:   "promote NAME [--to STAGE]",
+		Short: "Open a rollout's next stage (or stage --to)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, u, err := o.getRollout(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			stages := rollout.StagesOf(r.Spec)
+			next := max(r.Spec.Promoted, r.Status.Stage) + 1
+			if cmd.Flags().Changed("to") {
+				next = to
+			}
+			if next < 0 || next >= len(stages) {
+				return fmt.Errorf("rollout %s has stages 0 to %d; stage %d does not exist (it is at stage %d)", r.Name, len(stages)-1, next, r.Status.Stage)
+			}
+			if next <= r.Spec.Promoted {
+				fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s: stage %d is open already\n", r.Name, next)
+				return nil
+			}
+			if err := o.patchRolloutSpec(cmd.Context(), u, map[string]any{"promoted": next}); err != nil {
+				return err
+			}
+			if o.dryRun == dryRunNone {
+				o.rolloutEvent(cmd.Context(), u, "Promoted", fmt.Sprintf("promoted to stage %d", next))
+			}
+			fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s promoted to stage %d%s\n", r.Name, next, o.dryRun.suffix())
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&to, "to", 0, "the stage to open (0 is the first); default: the next")
+	addDryRun(cmd, o, "check, change nothing")
+	return cmd
+}
+
+func newRolloutSetCommand(o *options, verb, short, field string, value bool) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   verb + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, u, err := o.getRollout(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if err := o.patchRolloutSpec(cmd.Context(), u, map[string]any{field: value}); err != nil {
+				return err
+			}
+			past := map[string]string{"pause": "paused", "resume": "resumed", "abort": "aborted"}[verb]
+			if o.dryRun == dryRunNone {
+				o.rolloutEvent(cmd.Context(), u, strings.ToUpper(past[:1])+past[1:], past)
+			}
+			fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s %s%s\n", args[0], past, o.dryRun.suffix())
+			return nil
+		},
+	}
+	addDryRun(cmd, o, "check, change nothing")
+	return cmd
+}
+
+// patchRolloutSpec sets fields of a rollout's spec, as it was read (its
+// resourceVersion: a change meanwhile is refused, not overwritten).
+func (o *options) patchRolloutSpec(ctx context.Context, u *unstructured.Unstructured, fields map[string]any) error {
+	if o.dryRun == dryRunClient {
+		return nil
+	}
+	dyn, err := o.dynamicClient()
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()}, "spec": fields})
+	if err != nil {
+		return err
+	}
+	_, err = dyn.Resource(rollout.GVR).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kustodian-ctl"})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("maintenancerollout %s changed while this command ran; run it again", u.GetName())
+	}
+	if err != nil {
+		return status.Explain(err, "patch", "maintenancerollouts", u.GetNamespace())
+	}
+	return nil
+}
+
+// rolloutEvent records who did what to a rollout, as an Event on it: the
+// audit trail `kubectl describe maintenancerollout` shows. A failure to
+// write it is said, not fatal.
+func (o *options) rolloutEvent(ctx context.Context, u *unstructured.Unstructured, reason, what string) {
+	client, err := o.client()
+	if err == nil {
+		err = writeRolloutEvent(ctx, client, u, reason, what)
+	}
+	if err != nil {
+		fmt.Fprintf(o.streams.ErrOut, "warning: the Event recording this could not be written: %v\n", err)
+	}
+}
+
+func writeRolloutEvent(ctx context.Context, client kubernetes.Interface, u *unstructured.Unstructured, reason, what string) error {
+	who := "someone"
+	if rev, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
+		who = rev.Status.UserInfo.Username
+	}
+	now := metav1.NewTime(time.Now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: u.GetName() + ".", Namespace: u.GetNamespace()},
+		InvolvedObject: corev1.ObjectReference{Kind: rollout.Kind, APIVersion: rollout.Group + "/" + rollout.Version,
+			Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID()},
+		Reason: reason, Message: what + " by " + who, Type: corev1.EventTypeNormal,
+		Source:         corev1.EventSource{Component: "kustodian-ctl"},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: "kustodian-ctl", ReportingInstance: who,
+	}
+	_, err := client.CoreV1().Events(u.GetNamespace()).Create(ctx, ev, metav1.CreateOptions{})
+	return err
+}

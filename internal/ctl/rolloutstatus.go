@@ -1,0 +1,259 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kustodian/kustodian/internal/rollout"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+// RolloutNodeRow is one node of `rollout status`: its entry, or, for a
+// selected node without one, why it has not taken the rollout.
+type RolloutNodeRow struct {
+	Node     string `json:"node"`
+	Stage    *int   `json:"stage,omitempty"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts,omitempty"`
+	Finished string `json:"finished,omitempty"`
+	Message  string `json:"message"`
+}
+
+// rolloutView is a rollout with its rows, as status shows it.
+type rolloutView struct {
+	r    *rollout.MaintenanceRollout
+	rows []RolloutNodeRow
+	// summary is made here from the entries, the spec and the nodes, as
+	// the agents make it.
+	summary rollout.Status
+}
+
+func newRolloutStatusCommand(o *options) *cobra.Command {
+	var out *output
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show a rollout: its stage, counts and conditions, and every selected node's state",
+		Long: `status shows a MaintenanceRollout: its revision, the stage open now, how many of
+the selected nodes succeeded, and one row per node: its entry (Waiting, Running,
+RollingBack, Retrying, Succeeded, Failed, RolledBack, Refused, Cancelled) or, for a
+selected node that has not taken it, pending with the reason. The summary is made
+from the nodes' entries, as the agents make it. -o json|yaml prints the object;
+--watch prints a line at each change and a progress line until the rollout is
+complete or stopped. kubectl wait --for=condition=Complete maintenancerollout/NAME
+waits for it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.Check(); err != nil {
+				return err
+			}
+			if watch {
+				return o.watchRollout(cmd.Context(), args[0])
+			}
+			if !out.Table() {
+				_, u, err := o.getRollout(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return out.Print(o.streams.Out, u, []string{"maintenancerollout.kustodian.io/" + args[0]})
+			}
+			v, err := o.readRolloutView(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			printRollout(o.streams.Out, v, time.Now(), !out.NoHeaders)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print each change and a progress line until the rollout is complete or stopped")
+	out = addOutput(cmd, false)
+	return cmd
+}
+
+// readRolloutView reads a rollout and the nodes.
+func (o *options) readRolloutView(ctx context.Context, name string) (rolloutView, error) {
+	r, _, err := o.getRollout(ctx, name)
+	if err != nil {
+		return rolloutView{}, err
+	}
+	client, err := o.client()
+	if err != nil {
+		return rolloutView{}, err
+	}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return rolloutView{}, status.Explain(err, "list", "nodes", "")
+	}
+	var nodes []rollout.NodeFacts
+	for _, n := range list.Items {
+		nodes = append(nodes, rollout.NodeFacts{Name: n.Name, Labels: n.Labels, Created: n.CreationTimestamp.Time})
+	}
+	return rolloutRows(r, nodes, time.Now())
+}
+
+// rolloutRows makes the rows: every entry of the current revision, then
+// the selected nodes without one.
+func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now time.Time) (rolloutView, error) {
+	v := rolloutView{r: r}
+	sum, err := rollout.Summarize(r, nodes, now)
+	if err != nil {
+		return v, err
+	}
+	v.summary = sum
+	seen := map[string]bool{}
+	for _, e := range r.Status.Nodes {
+		if e.Revision != sum.Revision {
+			continue
+		}
+		seen[e.Name] = true
+		stage := e.Stage
+		row := RolloutNodeRow{Node: e.Name, Stage: &stage, State: e.State, Attempts: e.Attempts, Message: e.Message}
+		if e.Finished != nil {
+			row.Finished = e.Finished.UTC().Format(time.RFC3339)
+		}
+		if n := len(e.LastLines); n > 0 && (e.State == rollout.Failed || e.State == rollout.RolledBack) && !strings.HasSuffix(row.Message, e.LastLines[n-1]) {
+			row.Message += " | " + e.LastLines[n-1]
+		}
+		v.rows = append(v.rows, row)
+	}
+	for _, n := range nodes {
+		if seen[n.Name] {
+			continue
+		}
+		d, err := rollout.Decide(r, n.Name, nodes, now)
+		if err != nil {
+			return v, err
+		}
+		if strings.Contains(d.Why, "does not select this node") {
+			continue
+		}
+		if d.Take {
+			d.Why += "; its agent takes it at its next step"
+		}
+		v.rows = append(v.rows, RolloutNodeRow{Node: n.Name, State: "pending", Message: d.Why})
+	}
+	slices.SortStableFunc(v.rows, func(a, b RolloutNodeRow) int { return strings.Compare(a.Node, b.Node) })
+	return v, nil
+}
+
+// progressLine is the one line of a rollout's progress.
+func progressLine(v rolloutView) string {
+	c := v.summary.Counts
+	line := fmt.Sprintf("%d/%d succeeded, %d running, %d waiting, %d failed", c.Succeeded, c.Selected, c.Running, c.Waiting, c.Failed)
+	if c.Refused > 0 {
+		line += fmt.Sprintf(", %d refused", c.Refused)
+	}
+	if c.Disabled > 0 {
+		line += fmt.Sprintf(" (%d selected nodes' hosts run no rollouts)", c.Disabled)
+	}
+	return line
+}
+
+// conditionLine says where the rollout stands, from its conditions.
+func conditionLine(v rolloutView) string {
+	for _, t := range []string{rollout.ConditionFailed, rollout.ConditionComplete} {
+		if c := meta.FindStatusCondition(v.summary.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
+			return t + ": " + c.Message
+		}
+	}
+	if c := meta.FindStatusCondition(v.summary.Conditions, rollout.ConditionProgressing); c != nil {
+		return c.Reason + ": " + c.Message
+	}
+	return ""
+}
+
+func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
+	stages := rollout.StagesOf(v.r.Spec)
+	fmt.Fprintf(w, "maintenancerollout %s: revision %s, stage %d of %d (%s)\n", v.r.Name, v.summary.Revision, v.summary.Stage, len(stages), stageText(stages[v.summary.Stage]))
+	fmt.Fprintln(w, conditionLine(v))
+	fmt.Fprintln(w, progressLine(v))
+	if f := v.summary.FirstFailure; f != nil {
+		fmt.Fprintf(w, "first failure: node %s, %s: %s\n", f.Name, f.State, f.Message)
+		for _, l := range f.LastLines {
+			fmt.Fprintf(w, "  | %s\n", l)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	if headers {
+		fmt.Fprintln(tw, "NODE\tSTAGE\tSTATE\tATTEMPTS\tFINISHED\tMESSAGE")
+	}
+	for _, r := range v.rows {
+		stage, attempts, finished := "-", "-", "-"
+		if r.Stage != nil {
+			stage = fmt.Sprint(*r.Stage)
+		}
+		if r.Attempts > 0 {
+			attempts = fmt.Sprint(r.Attempts)
+		}
+		if t, err := time.Parse(time.RFC3339, r.Finished); err == nil {
+			finished = age(&t, now) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, stage, r.State, attempts, finished, r.Message)
+	}
+	tw.Flush()
+}
+
+// stageText says what a stage reaches.
+func stageText(s rollout.Stage) string {
+	switch {
+	case s.Nodes != nil:
+		return fmt.Sprintf("%d nodes", *s.Nodes)
+	case s.Percent != nil:
+		return fmt.Sprintf("%d%%", *s.Percent)
+	case s.Selector != nil:
+		sel, err := metav1.LabelSelectorAsSelector(s.Selector)
+		if err == nil {
+			return sel.String()
+		}
+	}
+	return "all"
+}
+
+// watchRolloutEvery is how often status --watch reads the rollout again.
+var watchRolloutEvery = 2 * time.Second
+
+// watchRollout prints each node's changes and a progress line when it
+// changes, until the rollout is complete or has failed.
+func (o *options) watchRollout(ctx context.Context, name string) error {
+	last := map[string]string{}
+	lastProgress := ""
+	t := time.NewTicker(watchRolloutEvery)
+	defer t.Stop()
+	for {
+		v, err := o.readRolloutView(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, r := range v.rows {
+			line := r.State + ": " + r.Message
+			if last[r.Node] != line {
+				fmt.Fprintf(o.streams.Out, "%s %s %s\n", time.Now().Format("15:04:05"), r.Node, line)
+				last[r.Node] = line
+			}
+		}
+		progress := progressLine(v) + "; " + conditionLine(v)
+		if progress != lastProgress {
+			fmt.Fprintf(o.streams.Out, "%s %s\n", time.Now().Format("15:04:05"), progress)
+			lastProgress = progress
+		}
+		for _, c := range []string{rollout.ConditionComplete, rollout.ConditionFailed} {
+			if meta.IsStatusConditionTrue(v.summary.Conditions, c) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

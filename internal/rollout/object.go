@@ -1,0 +1,65 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// FromUnstructured reads a MaintenanceRollout as the dynamic client and
+// its informers return it.
+func FromUnstructured(u *unstructured.Unstructured) (*MaintenanceRollout, error) {
+	var r MaintenanceRollout
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+		return nil, fmt.Errorf("MaintenanceRollout %s: %w", u.GetName(), err)
+	}
+	return &r, nil
+}
+
+// StatusObject is u with its status replaced by st, for UpdateStatus: the
+// rest of u (its resourceVersion above all) as read.
+func StatusObject(u *unstructured.Unstructured, st Status) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	if err != nil {
+		return nil, err
+	}
+	out := u.DeepCopy()
+	out.Object["status"] = m
+	return out, nil
+}
+
+// Entry is node's entry in the rollout's status, or nil.
+func (r *MaintenanceRollout) Entry(node string) *NodeStatus {
+	for i := range r.Status.Nodes {
+		if r.Status.Nodes[i].Name == node {
+			return &r.Status.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// WithEntry is the rollout's status with e as its node's entry (added or
+// replaced) and the summary made again (Summarize).
+func WithEntry(r *MaintenanceRollout, e NodeStatus, nodes []NodeFacts, now time.Time) (Status, error) {
+	c := *r
+	c.Status.Nodes = append([]NodeStatus(nil), r.Status.Nodes...)
+	if old := c.Entry(e.Name); old != nil {
+		*old = e
+	} else {
+		c.Status.Nodes = append(c.Status.Nodes, e)
+	}
+	c.Status.Conditions = append(c.Status.Conditions[:0:0], r.Status.Conditions...)
+	return Summarize(&c, nodes, now)
+}
+
+// Halted says why no node may start the rollout now, "" when one may:
+// aborted, paused, or stopped by a node's failure.
+func Halted(r *MaintenanceRollout) string {
+	v, err := newView(r, nil)
+	if err != nil {
+		return err.Error()
+	}
+	return v.halted()
+}
