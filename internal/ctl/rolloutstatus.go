@@ -173,9 +173,14 @@ func conditionLine(v rolloutView) string {
 
 func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 	stages := rollout.StagesOf(v.r.Spec)
-	fmt.Fprintf(w, "maintenancerollout %s: revision %s, stage %d of %d (%s)\n", v.r.Name, v.summary.Revision, v.summary.Stage, len(stages), stageText(stages[v.summary.Stage]))
+	fmt.Fprintf(w, "maintenancerollout %s: revision %s, stage %d of %d (%s)\n", v.r.Name, v.summary.Revision, v.summary.Stage, len(stages), rollout.Describe(stages[v.summary.Stage]))
 	fmt.Fprintln(w, conditionLine(v))
 	fmt.Fprintln(w, progressLine(v))
+	var line []string
+	for _, st := range v.summary.Stages {
+		line = append(line, fmt.Sprintf("%d (%s): %s, %d/%d", st.Stage, st.Reaches, st.State, st.Succeeded, st.Nodes))
+	}
+	fmt.Fprintln(w, "stages: "+strings.Join(line, "; "))
 	if f := v.summary.FirstFailure; f != nil {
 		fmt.Fprintf(w, "first failure: node %s, %s: %s\n", f.Name, f.State, f.Message)
 		for _, l := range f.LastLines {
@@ -200,22 +205,6 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, stage, r.State, attempts, finished, r.Message)
 	}
 	tw.Flush()
-}
-
-// stageText says what a stage reaches.
-func stageText(s rollout.Stage) string {
-	switch {
-	case s.Nodes != nil:
-		return fmt.Sprintf("%d nodes", *s.Nodes)
-	case s.Percent != nil:
-		return fmt.Sprintf("%d%%", *s.Percent)
-	case s.Selector != nil:
-		sel, err := metav1.LabelSelectorAsSelector(s.Selector)
-		if err == nil {
-			return sel.String()
-		}
-	}
-	return "all"
 }
 
 // watchRolloutEvery is how often status --watch reads the rollout again.

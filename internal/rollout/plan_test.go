@@ -95,6 +95,11 @@ func TestDecideCanaryThenAll(t *testing.T) {
 	if st.Stage != 1 || st.Counts.Succeeded != 1 || st.Counts.Selected != 5 {
 		t.Fatalf("summary: stage %d, counts %+v", st.Stage, st.Counts)
 	}
+	want := []StageStatus{{Stage: 0, Reaches: "1 node", Nodes: 1, Took: 1, Succeeded: 1, State: StageSucceeded},
+		{Stage: 1, Reaches: "all", Nodes: 5, State: StageOpen}}
+	if fmt.Sprint(st.Stages) != fmt.Sprint(want) {
+		t.Fatalf("stages %+v, want %+v", st.Stages, want)
+	}
 }
 
 // Another rollout has another canary: the order is the rollout's own.

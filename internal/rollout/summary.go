@@ -35,6 +35,7 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time) (Status,
 	open, soakEnds := v.open(now)
 	st.Stage = open
 	st.Counts = Counts{Selected: len(v.eligible), Disabled: len(v.selected) - len(v.eligible)}
+	st.Stages = v.stageStatus(open)
 	for _, e := range v.entries {
 		switch e.State {
 		case Waiting:
@@ -99,4 +100,58 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time) (Status,
 		set(ConditionProgressing, !r.Spec.Aborted, reason, msg)
 	}
 	return st, nil
+}
+
+// stageStatus is how far each stage has come, open the stage open now.
+func (v *view) stageStatus(open int) []StageStatus {
+	var out []StageStatus
+	for k, s := range v.stages {
+		ss := StageStatus{Stage: k, Reaches: Describe(s), State: StagePending}
+		bySel := 0
+		for _, n := range v.eligible {
+			if v.bySelector(k, n) {
+				bySel++
+			}
+		}
+		ss.Nodes = max(v.countTarget(k), bySel)
+		for _, e := range v.entries {
+			if e.Stage != k {
+				continue
+			}
+			ss.Took++
+			switch {
+			case e.State == Succeeded:
+				ss.Succeeded++
+			case finalFailure(e.State):
+				ss.Failed++
+			}
+		}
+		if k <= open {
+			ss.State = StageOpen
+			if done, _ := v.succeeded(k); done {
+				ss.State = StageSucceeded
+			} else if ss.Failed > 0 {
+				ss.State = StageFailed
+			}
+		}
+		out = append(out, ss)
+	}
+	return out
+}
+
+// Describe says what a stage reaches: "1 node", "25%", a selector, "all".
+func Describe(s Stage) string {
+	switch {
+	case s.Nodes != nil && *s.Nodes == 1:
+		return "1 node"
+	case s.Nodes != nil:
+		return fmt.Sprintf("%d nodes", *s.Nodes)
+	case s.Percent != nil:
+		return fmt.Sprintf("%d%%", *s.Percent)
+	case s.Selector != nil:
+		if sel, err := metav1.LabelSelectorAsSelector(s.Selector); err == nil {
+			return sel.String()
+		}
+	}
+	return "all"
 }

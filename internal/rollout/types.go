@@ -142,6 +142,8 @@ type Status struct {
 	Revision string `json:"revision,omitempty"`
 	// Stage is the stage open now.
 	Stage int `json:"stage"`
+	// Stages says how far each stage has come.
+	Stages []StageStatus `json:"stages,omitempty"`
 	// Nodes has one entry per node that took the rollout, by name.
 	Nodes []NodeStatus `json:"nodes,omitempty"`
 	// Counts are the entries of this revision by state, and the nodes it
@@ -178,6 +180,29 @@ type NodeStatus struct {
 	Message  string       `json:"message,omitempty"`
 	// LastLines are the script's last lines of output when it failed.
 	LastLines []string `json:"lastLines,omitempty"`
+}
+
+// Stage states.
+const (
+	StagePending   = "Pending"   // not open yet
+	StageOpen      = "Open"      // open, not all its nodes done
+	StageSucceeded = "Succeeded" // every node it reaches succeeded
+	StageFailed    = "Failed"    // a node of it failed
+)
+
+// StageStatus is how far one stage has come.
+type StageStatus struct {
+	Stage int `json:"stage"`
+	// Reaches says what the stage reaches ("1 node", "25%", "zone=a",
+	// "all"); Nodes, how many nodes that is now, with the stages before.
+	Reaches string `json:"reaches"`
+	Nodes   int    `json:"nodes"`
+	// Took: the nodes that took the rollout in this stage; of them,
+	// Succeeded and Failed (refusals included).
+	Took      int    `json:"took"`
+	Succeeded int    `json:"succeeded"`
+	Failed    int    `json:"failed"`
+	State     string `json:"state"`
 }
 
 // Counts of a revision's entries.
