@@ -195,6 +195,9 @@ nodes, a label selector, or all; default: 1, then all.`,
 					return err
 				}
 				created, err := dyn.Resource(rollout.GVR).Namespace(o.namespace()).Create(cmd.Context(), u, metav1.CreateOptions{FieldManager: "kustodian-ctl"})
+				if apierrors.IsAlreadyExists(err) {
+					return o.rolloutExists(cmd.Context(), r)
+				}
 				if err != nil {
 					return status.Explain(err, "create", "maintenancerollouts", o.namespace())
 				}
@@ -226,6 +229,22 @@ nodes, a label selector, or all; default: 1, then all.`,
 	addDryRun(cmd, o, "print the rollout (-o yaml), create nothing: to sign it elsewhere")
 	out = addOutput(cmd, false)
 	return cmd
+}
+
+// rolloutExists answers a create whose rollout exists: the same revision
+// (a re-run) is no change; another is refused.
+func (o *options) rolloutExists(ctx context.Context, r *rollout.MaintenanceRollout) error {
+	have, _, err := o.getRollout(ctx, r.Name)
+	if err != nil {
+		return err
+	}
+	want, got := rollout.Revision(r.Namespace, r.Name, r.Spec), rollout.Revision(have.Namespace, have.Name, have.Spec)
+	if want != got {
+		return fmt.Errorf("maintenancerollout %s exists with revision %s (another script, files or reboot setting than this one, %s): choose another name, or delete it first (kubectl -n %s delete maintenancerollout %s)",
+			r.Name, got, want, r.Namespace, r.Name)
+	}
+	fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s unchanged, revision %s\n", r.Name, got)
+	return nil
 }
 
 func toUnstructured(r *rollout.MaintenanceRollout) (*unstructured.Unstructured, error) {

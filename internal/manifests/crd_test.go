@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,5 +47,39 @@ func everyFieldDocumented(t *testing.T, crd *unstructured.Unstructured) {
 	walk("spec", schema)
 	if fields < 30 {
 		t.Errorf("only %d fields walked", fields)
+	}
+}
+
+// Every schema in the CRDs uses only OpenAPI's keywords: a stray key (a
+// comma in an unquoted YAML flow-mapping description makes one) is dropped
+// by the API server, and the stored CRD then differs from the applied one
+// (a GitOps tool's apply then conflicts with install's).
+func TestCRDSchemasUseOnlyKnownKeywords(t *testing.T) {
+	known := map[string]bool{"type": true, "description": true, "properties": true, "items": true, "required": true,
+		"enum": true, "pattern": true, "maxLength": true, "minLength": true, "minimum": true, "maximum": true,
+		"maxItems": true, "minItems": true, "format": true, "default": true, "additionalProperties": true, "nullable": true}
+	for _, o := range []Object{PolicyCRD(), RolloutCRD()} {
+		crd := o.Object.(*unstructured.Unstructured)
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		root, _, _ := unstructured.NestedMap(versions[0].(map[string]any), "schema", "openAPIV3Schema")
+		var walk func(path string, s map[string]any)
+		walk = func(path string, s map[string]any) {
+			for k, v := range s {
+				if !known[k] && !strings.HasPrefix(k, "x-kubernetes-") {
+					t.Errorf("%s: %s has the key %q, no OpenAPI keyword", crd.GetName(), path, k)
+				}
+				switch k {
+				case "properties":
+					for name, p := range v.(map[string]any) {
+						walk(path+"."+name, p.(map[string]any))
+					}
+				case "items", "additionalProperties":
+					if m, ok := v.(map[string]any); ok {
+						walk(path+"[]", m)
+					}
+				}
+			}
+		}
+		walk("", root)
 	}
 }

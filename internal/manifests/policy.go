@@ -119,7 +119,7 @@ object.spec.?providerID == oldObject.spec.?providerID && object.spec.?configSour
 object.spec.?externalID == oldObject.spec.?externalID`,
 				self+" + ' may change only spec.unschedulable of its Node, not its taints or other fields'"),
 			check("size(variables.labels) == 0",
-				self+" + ' may change only the label "+strings.Join(nodeLabels, ", ")+" of its Node, not ' + variables.labels.join(', ')"),
+				self+" + ' may change only the labels "+strings.Join(nodeLabels, ", ")+" of its Node, not ' + variables.labels.join(', ')"),
 			check("size(variables.annotations) == 0",
 				self+" + ' may change only the annotations "+strings.Join(nodeAnnotations, ", ")+" of its Node, not ' + variables.annotations.join(', ')"),
 			check(fmt.Sprintf("size(bytes(object.metadata.?annotations.orValue({})[?'%s'].orValue(''))) <= %d", history.Annotation, history.MaxBytes),

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,7 +21,9 @@ import (
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/rollout"
+	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/dist"
 	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
@@ -300,5 +303,52 @@ func TestRolloutFailureRollsBackAndStops(t *testing.T) {
 	}
 	if !strings.Contains(out, "the rollout stopped: node "+canary) {
 		t.Errorf("the other nodes' rows do not say the rollout stopped:\n%s", out)
+	}
+}
+
+// ansible/rollout-cluster.yml submits a rollout from the admin's machine:
+// the agents of the nodes it selects run it; run again, it changes
+// nothing; another script under the same name is refused.
+func TestRolloutSubmittedByAnsible(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	nodecreds.Install(e, e.Namespace)
+	key := newRolloutKey(t)
+	agents := map[string]*agentProc{}
+	for _, n := range nodes {
+		agents[n] = rolloutAgent(t, e, n, key)
+	}
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "fix.sh"), []byte("#!/bin/sh\necho run >> ../../ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	play := func(script string) (string, error) {
+		cmd := exec.CommandContext(e.Ctx, "ansible-playbook", filepath.Join(dist.RepoRoot(t), "ansible", "rollout-cluster.yml"),
+			"-e", "rollout_name=fix", "-e", "rollout_script="+script, "-e", "rollout_key="+key.private,
+			"-e", `{"rollout_stages": ["all"]}`, "-e", "kustodian_ctl="+buildbin.Ctl(t),
+			"-e", "kustodian_admin_kubeconfig="+e.Kubeconfig, "-e", "kustodian_namespace="+e.Namespace)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "PWD="+work, "ANSIBLE_CONFIG="+filepath.Join(dist.RepoRoot(t), "ansible", "ansible.cfg"))
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := play("fix.sh"); err != nil || !strings.Contains(out, "changed=1") {
+		t.Fatalf("ansible-playbook rollout-cluster.yml: %v\n%s", err, out)
+	}
+	dyn := dynamicClient(t, e)
+	waitEntries(e, dyn, "fix", "both nodes succeeded", inStates(map[string]string{nodes[0]: rollout.Succeeded, nodes[1]: rollout.Succeeded}))
+	if out, err := play("fix.sh"); err != nil || !strings.Contains(out, "changed=0") || !strings.Contains(out, "Complete: 2 of 2 nodes succeeded") {
+		t.Errorf("the playbook again: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(work, "other.sh"), []byte("#!/bin/sh\ntrue\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := play("other.sh"); err == nil || !strings.Contains(out, "exists with revision") {
+		t.Errorf("another script under the same name: %v\n%s", err, out)
+	}
+	for n, a := range agents {
+		if got := len(a.ran("ran")); got != 1 {
+			t.Errorf("the script ran %d times on %s, want once", got, n)
+		}
 	}
 }
