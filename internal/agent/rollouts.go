@@ -213,7 +213,7 @@ func (a *Agent) reportRollout(ctx context.Context, c cachedRollout, nodes []roll
 	}
 	current := cur != nil && cur.ID == j.ID
 	want := entryOf(j, current, a.now())
-	if why := rollout.Halted(r); why != "" && want.State == rollout.Waiting && current && (state == lock.Waiting || state == lock.Idle) {
+	if why := rollout.Withdrawn(r); why != "" && want.State == rollout.Waiting && current && (state == lock.Waiting || state == lock.Idle) {
 		// Queued, not started: it goes, and the node leaves the queue.
 		if err := a.jobs.Discard(j.ID); err != nil {
 			return permanent(err)

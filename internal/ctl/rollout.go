@@ -342,8 +342,8 @@ func newRolloutSetCommand(o *options, verb, short, field string, value bool) *co
 	return cmd
 }
 
-// patchRolloutSpec sets fields of a rollout's spec, as it was read (its
-// resourceVersion: a change meanwhile is refused, not overwritten).
+// patchRolloutSpec sets fields of a rollout's spec, and no other: the
+// agents' status writes meanwhile are no conflict.
 func (o *options) patchRolloutSpec(ctx context.Context, u *unstructured.Unstructured, fields map[string]any) error {
 	if o.dryRun == dryRunClient {
 		return nil
@@ -352,14 +352,11 @@ func (o *options) patchRolloutSpec(ctx context.Context, u *unstructured.Unstruct
 	if err != nil {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": u.GetResourceVersion()}, "spec": fields})
+	patch, err := json.Marshal(map[string]any{"spec": fields})
 	if err != nil {
 		return err
 	}
 	_, err = dyn.Resource(rollout.GVR).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kustodian-ctl"})
-	if apierrors.IsConflict(err) {
-		return fmt.Errorf("maintenancerollout %s changed while this command ran; run it again", u.GetName())
-	}
 	if err != nil {
 		return status.Explain(err, "patch", "maintenancerollouts", u.GetNamespace())
 	}

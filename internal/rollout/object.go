@@ -63,3 +63,28 @@ func Halted(r *MaintenanceRollout) string {
 	}
 	return v.halted()
 }
+
+// Withdrawn says why a node queued for the rollout, not started, withdraws
+// ("" when it stays queued): the rollout was aborted or paused, or a node
+// failed for good. A node that rolls back or retries holds new nodes
+// back (Halted), not those already queued.
+func Withdrawn(r *MaintenanceRollout) string {
+	switch {
+	case r.Spec.Aborted:
+		return "the rollout was aborted"
+	case r.Spec.Paused:
+		return "the rollout is paused"
+	}
+	v, err := newView(r, nil)
+	if err != nil {
+		return err.Error()
+	}
+	if v.stopped != nil {
+		for _, e := range v.entries {
+			if e.State == Failed || e.State == RolledBack {
+				return fmt.Sprintf("the rollout stopped: node %s is %s", e.Name, e.State)
+			}
+		}
+	}
+	return ""
+}

@@ -287,3 +287,25 @@ func TestARefusalStopsNoOtherNode(t *testing.T) {
 		t.Fatalf("Progressing after a refusal: %+v", c)
 	}
 }
+
+// A node that retries holds new nodes back but not those queued; a final
+// failure, a pause or an abort withdraws them too.
+func TestWithdrawn(t *testing.T) {
+	r := newRollout(func(s *Spec) { s.Stages = []Stage{{All: true}} })
+	took(r, "n1", 0, Retrying, time.Time{})
+	took(r, "n2", 0, Waiting, time.Time{})
+	if why := Withdrawn(r); why != "" {
+		t.Errorf("while n1 retries, queued nodes withdraw: %s", why)
+	}
+	if why := Halted(r); why == "" {
+		t.Error("while n1 retries, new nodes may start it")
+	}
+	took(r, "n1", 0, RolledBack, t0)
+	if why := Withdrawn(r); !strings.Contains(why, "n1 is RolledBack") {
+		t.Errorf("after n1 failed for good: %q", why)
+	}
+	r = newRollout(func(s *Spec) { s.Paused = true })
+	if why := Withdrawn(r); why != "the rollout is paused" {
+		t.Errorf("paused: %q", why)
+	}
+}

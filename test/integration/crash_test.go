@@ -217,7 +217,9 @@ func TestAgentRidesOutAPIServerOutages(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.finish() // the script is done while the API server is away
-	a.notify.waitStatus(e, "error, retrying in")
+	// The agent notices (a failed step, or a request of its informers that
+	// cannot connect) and waits for the API server's return.
+	a.notify.waitStatus(e, "the API server is away")
 	if !a.running() {
 		t.Fatal("the agent gave up while the API server was away")
 	}

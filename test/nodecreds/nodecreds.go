@@ -39,8 +39,7 @@ type Ctl struct {
 
 // Run runs it with args and returns its output.
 func (c Ctl) Run(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, c.Binary, append([]string{"--kubeconfig", c.Kubeconfig, "-n", c.Namespace}, args...)...)
-	out, err := cmd.CombinedOutput()
+	out, err := c.Command(ctx, args...).CombinedOutput()
 	return string(out), err
 }
 
@@ -51,6 +50,11 @@ func (c Ctl) Install(ctx context.Context, kuredNamespace string, extra ...string
 		return fmt.Errorf("kustodian-ctl install: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// Command is kustodian-ctl with args, to start.
+func (c Ctl) Command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, c.Binary, append([]string{"--kubeconfig", c.Kubeconfig, "-n", c.Namespace}, args...)...)
 }
 
 // NodeKubeconfig writes node's own kubeconfig to path.

@@ -1,0 +1,117 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kustodian/kustodian/internal/rollout"
+	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
+)
+
+// Pause withdraws a node queued for a rollout (Cancelled) while the node
+// in maintenance finishes; resume lets it take the rollout again. A script
+// that fails once runs again after its backoff (onFailure retry) and
+// succeeds, its node never given back in between. status --watch follows
+// to the end.
+func TestRolloutPauseResumeAndRetry(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	nodecreds.Install(e, e.Namespace)
+	tl := recordTimeline(e)
+	key := nodecreds.NewRolloutKey(t)
+	agents := map[string]*agentProc{}
+	for _, n := range nodes {
+		agents[n] = rolloutAgent(t, e, n, key)
+	}
+	gate := filepath.Join(t.TempDir(), "go")
+	// The first run on each node fails; the second waits for the test's
+	// go-ahead and succeeds.
+	script := writeScript(t, fmt.Sprintf(`echo run >> ../../ran
+if [ ! -e ../../failed-once ]; then touch ../../failed-once; echo 'E: mirror unreachable' >&2; exit 1; fi
+while [ ! -e %s ]; do sleep 0.1; done
+echo patched
+`, gate))
+	ctl := nodecreds.CtlFor(e)
+	if out, err := ctl.Run(e.Ctx, "rollout", "create", "steer", "--script", script, "--stage", "all",
+		"--on-failure", "retry", "--retries", "2", "--backoff", "1s", "--key", key.Private); err != nil {
+		t.Fatalf("rollout create: %v\n%s", err, out)
+	}
+	dyn := dynamicClient(t, e)
+	var first, second string
+	waitEntries(e, dyn, "steer", "one node running its second attempt, the other queued", func(got map[string]rollout.NodeStatus) error {
+		for _, n := range nodes {
+			if got[n].State == rollout.Running && got[n].Attempts == 2 {
+				first = n
+			}
+		}
+		for _, n := range nodes {
+			if n != first && got[n].State == rollout.Waiting {
+				second = n
+			}
+		}
+		if first == "" || second == "" {
+			return fmt.Errorf("entries %v", got)
+		}
+		return nil
+	})
+	if out, err := ctl.Run(e.Ctx, "rollout", "pause", "steer"); err != nil {
+		t.Fatalf("rollout pause: %v\n%s", err, out)
+	}
+	waitEntries(e, dyn, "steer", "the queued node withdrawn", inStates(map[string]string{second: rollout.Cancelled, first: rollout.Running}))
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitEntries(e, dyn, "steer", "the node in maintenance finished", inStates(map[string]string{first: rollout.Succeeded, second: rollout.Cancelled}))
+	if len(agents[second].ran("ran")) != 0 {
+		t.Fatalf("%s ran the script though it was withdrawn", second)
+	}
+	watchCtx, cancel := context.WithTimeout(e.Ctx, 2*cluster.DefaultTimeout)
+	defer cancel()
+	var watched strings.Builder
+	watch := ctl.Command(watchCtx, "rollout", "status", "steer", "--watch")
+	watch.Stdout, watch.Stderr = &watched, &watched
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ctl.Run(e.Ctx, "rollout", "resume", "steer"); err != nil {
+		t.Fatalf("rollout resume: %v\n%s", err, out)
+	}
+	if err := watch.Wait(); err != nil {
+		t.Fatalf("rollout status --watch: %v\n%s", err, watched.String())
+	}
+	out := watched.String()
+	if !strings.Contains(out, "Complete: 2 of 2 nodes succeeded") || !strings.Contains(out, second+" Succeeded") {
+		t.Errorf("rollout status --watch said:\n%s", out)
+	}
+	t.Logf("kustodian-ctl rollout status steer --watch:\n%s", out)
+	for n, a := range agents {
+		if got := len(a.ran("ran")); got != 2 {
+			t.Errorf("the script ran %d times on %s, want twice (a failure, then the retry)", got, n)
+		}
+	}
+	// Through its failure and retry each node stayed in maintenance: its
+	// records never went back to Idle in between.
+	for _, n := range nodes {
+		idle := 0
+		for _, tr := range tl.Transitions() {
+			if tr.Node == n && tr.State == "Idle" {
+				idle++
+			}
+		}
+		if idle > 1+boolInt(n == second) {
+			t.Errorf("%s went back to Idle %d times: a retry gave the node back", n, idle)
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
