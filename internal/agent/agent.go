@@ -120,6 +120,7 @@ type Agent struct {
 	rolloutStore     cache.Store
 	rolloutNodeStore cache.Store
 	rolloutWritten   map[string]*unstructured.Unstructured
+	refusedAt        map[string]time.Time // when this agent last refused each rollout
 	rolloutWakeAt    time.Time
 	rolloutConflict  bool
 	jobs             jobs.Store
@@ -202,6 +203,7 @@ func New(o Options) *Agent {
 		watchBroken:    make(chan struct{}, 1),
 		holders:        map[string]holderCheck{},
 		rolloutWritten: map[string]*unstructured.Unstructured{},
+		refusedAt:      map[string]time.Time{},
 		queueSeen:      map[string]time.Time{},
 		jitter:         jitterOf(o.NodeName),
 

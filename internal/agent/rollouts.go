@@ -56,6 +56,9 @@ func (a *Agent) stepRollouts(ctx context.Context, state lock.State, node *corev1
 			return err
 		}
 	}
+	if err := a.withdrawOrphan(rs, state); err != nil {
+		return err
+	}
 	if state != lock.Idle {
 		return nil
 	}
@@ -139,103 +142,6 @@ func (a *Agent) rolloutNodes() []rollout.NodeFacts {
 	return out
 }
 
-// entryOf is what this node's entry says of its rollout job.
-func entryOf(j *jobs.Job, current bool, now time.Time) rollout.NodeStatus {
-	e := rollout.NodeStatus{Attempts: j.Attempts, Message: j.Summary()}
-	final := func(state string) {
-		e.State = state
-		e.LastLines = j.LastLines
-		if j.RollbackExitCode != nil && *j.RollbackExitCode != 0 {
-			e.LastLines = j.RollbackLastLines
-		}
-		e.LastLines = lastN(e.LastLines, 10)
-		finished := j.Finished
-		if finished.IsZero() {
-			finished = now
-		}
-		t := metav1.NewTime(finished)
-		e.Finished = &t
-	}
-	switch j.State {
-	case jobs.Pending:
-		e.State = rollout.Waiting
-	case jobs.Running, jobs.Rebooting:
-		e.State = rollout.Running
-	case jobs.Succeeded:
-		// Succeeded for good once the agent ended the job (it is no longer
-		// the current one): until then a reboot may follow.
-		if current {
-			e.State = rollout.Running
-		} else {
-			final(rollout.Succeeded)
-		}
-	case jobs.RollingBack:
-		e.State = rollout.RollingBack
-	case jobs.Retrying:
-		e.State = rollout.Retrying
-	case jobs.Failed, jobs.RolledBack, jobs.RollbackFailed:
-		switch {
-		case !j.Held() && j.State == jobs.Failed && len(j.Rollback) > 0:
-			e.State = rollout.RollingBack
-		case !j.Held():
-			e.State = rollout.Retrying
-		case j.State == jobs.RolledBack:
-			final(rollout.RolledBack)
-		default:
-			final(rollout.Failed)
-		}
-	}
-	return e
-}
-
-func lastN(lines []string, n int) []string {
-	if len(lines) > n {
-		return lines[len(lines)-n:]
-	}
-	return lines
-}
-
-// reportRollout writes this node's entry of r when its job's state says
-// something new, and withdraws a job still queued when r stopped.
-func (a *Agent) reportRollout(ctx context.Context, c cachedRollout, nodes []rollout.NodeFacts, state lock.State) error {
-	r := c.r
-	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
-	j, err := a.jobs.Get(rolloutJobID(r.Name, rev))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return permanent(err)
-	}
-	cur, err := a.jobs.Current()
-	if err != nil {
-		return permanent(err)
-	}
-	current := cur != nil && cur.ID == j.ID
-	want := entryOf(j, current, a.now())
-	if why := rollout.Withdrawn(r); why != "" && want.State == rollout.Waiting && current && (state == lock.Waiting || state == lock.Idle) {
-		// Queued, not started: it goes, and the node leaves the queue.
-		if err := a.jobs.Discard(j.ID); err != nil {
-			return permanent(err)
-		}
-		if err := a.files.RemoveRequest(); err != nil {
-			return permanent(err)
-		}
-		a.log.Info("withdrew a queued rollout", "rollout", r.Name, "revision", rev, "why", why)
-		want.State, want.Message = rollout.Cancelled, "withdrawn before it started: "+why
-		a.poke()
-	}
-	old := r.Entry(a.node)
-	want.Name, want.Revision = a.node, rev
-	if old != nil && old.Revision == rev {
-		want.Stage, want.Started = old.Stage, old.Started
-		if old.State == want.State && old.Message == want.Message && old.Attempts == want.Attempts {
-			return nil
-		}
-	}
-	return a.writeEntry(ctx, c, want, nodes)
-}
-
 // takeRollout takes r when it reaches this node now: it checks the
 // signature and the digests, claims its place in r's status (one write
 // with r's resourceVersion, so that two nodes never take the last place of
@@ -253,10 +159,19 @@ func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollou
 	}
 	e := r.Entry(a.node)
 	resume := e != nil && e.Revision == rev && e.State == rollout.Waiting
+	// A refusal checked again keeps the place the node had: its entry
+	// stands for it until the check passes and the claim replaces it.
+	recheck := e != nil && e.Revision == rev && a.checkAgain(r, e)
 	stage := 0
-	if resume {
+	switch {
+	case resume:
 		stage = e.Stage
-	} else {
+	case recheck:
+		if why := rollout.Halted(r, nodes); why != "" {
+			return false, nil
+		}
+		stage = e.Stage
+	default:
 		if e != nil && e.Revision == rev && e.State != rollout.Cancelled {
 			return false, nil // refused here, or a job of this revision this host no longer has
 		}
@@ -280,13 +195,17 @@ func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollou
 		a.log.Info("a rollout waits for its sources", "rollout", r.Name, "why", err)
 		return false, nil
 	case errors.As(err, &ref):
+		a.refusedAt[r.Name] = a.now()
+		if e != nil && e.Revision == rev && e.State == rollout.Refused && e.Message == rollout.Bounded(rollout.NodeStatus{Message: ref.why}).Message && e.ObservedGeneration == r.Generation {
+			return false, nil // checked again, refused again: said already
+		}
 		a.log.Warn("refused a rollout", "rollout", r.Name, "revision", rev, "why", ref.why)
 		if node != nil {
 			a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonRolloutRefused, fmt.Sprintf("refused rollout %s revision %s: %s", r.Name, rev, ref.why))
 		}
 		now := metav1.NewTime(a.now())
 		return false, a.writeEntry(ctx, c, rollout.NodeStatus{Name: a.node, Revision: rev, Stage: stage, State: rollout.Refused,
-			Message: ref.why, Finished: &now}, nodes)
+			Message: ref.why, Finished: &now, ObservedGeneration: r.Generation}, nodes)
 	case err != nil:
 		return false, err
 	}
@@ -303,7 +222,8 @@ func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollou
 		return false, permanent(err)
 	}
 	job := &jobs.Job{ID: id, Command: scriptCommand(dir, rollout.ScriptName, files[rollout.ScriptName]), Dir: dir,
-		Reboot: jobs.RebootNever, Created: a.now().UTC(), State: jobs.Pending}
+		Reboot: jobs.RebootNever, Created: a.now().UTC(), State: jobs.Pending,
+		Rollout: &jobs.RolloutRef{Name: r.Name, UID: string(r.UID), Revision: rev}}
 	if r.Spec.Reboot == rollout.RebootAuto {
 		job.Reboot = jobs.RebootAuto
 	}
@@ -353,6 +273,7 @@ func scriptCommand(dir, name string, content []byte) []string {
 // is no error: rolloutConflict says so, and the next step decides again.
 func (a *Agent) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts) error {
 	a.rolloutConflict = false
+	e = rollout.Bounded(e)
 	st, err := rollout.WithEntry(c.r, e, nodes, a.now())
 	if err != nil {
 		return err

@@ -290,13 +290,19 @@ func newRolloutPromoteCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The stage open now, made again from the entries as the agents
+			// make it: status.stage is any node's to write.
+			v, err := o.readRolloutView(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
 			stages := rollout.StagesOf(r.Spec)
-			next := max(r.Spec.Promoted, r.Status.Stage) + 1
+			next := max(r.Spec.Promoted, v.summary.Stage) + 1
 			if cmd.Flags().Changed("to") {
 				next = to
 			}
 			if next < 0 || next >= len(stages) {
-				return fmt.Errorf("rollout %s has stages 0 to %d; stage %d does not exist (it is at stage %d)", r.Name, len(stages)-1, next, r.Status.Stage)
+				return fmt.Errorf("rollout %s has stages 0 to %d; stage %d does not exist (it is at stage %d)", r.Name, len(stages)-1, next, v.summary.Stage)
 			}
 			if next <= r.Spec.Promoted {
 				fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s: stage %d is open already\n", r.Name, next)

@@ -78,6 +78,15 @@ type Job struct {
 	// Final: a failure that neither a rollback nor a retry can help (a
 	// reboot that cannot be made, or that is still pending after MaxRuns).
 	Final bool `json:"final,omitempty"`
+	// Rollout is the MaintenanceRollout the job runs, if any.
+	Rollout *RolloutRef `json:"rollout,omitempty"`
+}
+
+// RolloutRef names a MaintenanceRollout's revision.
+type RolloutRef struct {
+	Name     string `json:"name"`
+	UID      string `json:"uid"`
+	Revision string `json:"revision"`
 }
 
 // attempts is the number of attempts so far, at least one.

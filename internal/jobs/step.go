@@ -162,7 +162,7 @@ func afterFailure(s Step, f Facts) Step {
 		s.Log, s.Warn = "job failed: running its rollback", true
 		return s
 	}
-	j.RetryAt = f.Now.Add(j.Backoff << min(j.attempts()-1, 16)).UTC()
+	j.RetryAt = f.Now.Add(min(j.Backoff<<min(j.attempts()-1, 16), MaxBackoff)).UTC()
 	j.State = Retrying
 	s.Save, s.WakeAt = true, j.RetryAt
 	s.Message = j.Summary()
@@ -187,6 +187,9 @@ func failed(s Step, f Facts, why string) Step {
 	s.Message = s.Job.Summary()
 	return s
 }
+
+// MaxBackoff bounds the wait before a retry, however often it doubled.
+const MaxBackoff = 24 * time.Hour
 
 // held is a failed job's line: the node keeps the lock and the cordon.
 func held(j Job, f Facts) string {

@@ -9,8 +9,9 @@ import (
 )
 
 // Manifest is the text a rollout's signature covers: what runs on the
-// nodes, and nothing about where or when (the selector, the stages and
-// the promotion are an admin's to change without signing again). It binds
+// nodes and how often (reboot, retries), and nothing about where or when
+// (the selector, the stages, the promotion and the backoff are an admin's
+// to change without signing again). It binds
 // the scripts to the rollout's namespace and name, so that a signed
 // script cannot be replayed under another rollout. `kustodian-ctl rollout
 // manifest` prints it for ssh-keygen -Y sign.
@@ -21,6 +22,12 @@ func Manifest(namespace, name string, s Spec) string {
 		fmt.Fprintf(&b, "rollback sha256:%s\n", strings.ToLower(s.RollbackScript.SHA256))
 	} else {
 		b.WriteString("rollback none\n")
+	}
+	// How often a failed script runs again is what runs too.
+	if s.OnFailure.Action == FailureRetry {
+		fmt.Fprintf(&b, "on-failure retry %d\n", s.OnFailure.Retries)
+	} else {
+		b.WriteString("on-failure stop\n")
 	}
 	files := slices.Clone(s.Files)
 	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })

@@ -55,11 +55,11 @@ func WithEntry(r *MaintenanceRollout, e NodeStatus, nodes []NodeFacts, now time.
 }
 
 // Halted says why no node may start the rollout now, "" when one may:
-// aborted, paused, or stopped by a node's failure.
-func Halted(r *MaintenanceRollout) string {
-	v, err := newView(r, nil)
+// aborted, paused, or stopped by the failure of a node it reaches.
+func Halted(r *MaintenanceRollout, nodes []NodeFacts) string {
+	v, err := newView(r, nodes)
 	if err != nil {
-		return err.Error()
+		return ""
 	}
 	return v.halted()
 }
@@ -68,16 +68,16 @@ func Halted(r *MaintenanceRollout) string {
 // ("" when it stays queued): the rollout was aborted or paused, or a node
 // failed for good. A node that rolls back or retries holds new nodes
 // back (Halted), not those already queued.
-func Withdrawn(r *MaintenanceRollout) string {
+func Withdrawn(r *MaintenanceRollout, nodes []NodeFacts) string {
 	switch {
 	case r.Spec.Aborted:
 		return "the rollout was aborted"
 	case r.Spec.Paused:
 		return "the rollout is paused"
 	}
-	v, err := newView(r, nil)
+	v, err := newView(r, nodes)
 	if err != nil {
-		return err.Error()
+		return ""
 	}
 	if v.stopped != nil {
 		for _, e := range v.entries {
@@ -87,4 +87,36 @@ func Withdrawn(r *MaintenanceRollout) string {
 		}
 	}
 	return ""
+}
+
+// The CRD's bounds of an entry's text.
+const (
+	MaxMessage  = 1024
+	MaxLine     = 512
+	MaxLastLine = 10
+)
+
+// Bounded is e cut to the CRD's bounds: a script's long output line or a
+// long refusal must not make its entry unwritable.
+func Bounded(e NodeStatus) NodeStatus {
+	e.Message = cut(e.Message, MaxMessage)
+	if len(e.LastLines) > MaxLastLine {
+		e.LastLines = e.LastLines[len(e.LastLines)-MaxLastLine:]
+	}
+	lines := make([]string, len(e.LastLines))
+	for i, l := range e.LastLines {
+		lines[i] = cut(l, MaxLine)
+	}
+	e.LastLines = lines
+	return e
+}
+
+// cut shortens s to at most n characters (runes, as the API server counts
+// a maxLength), marking the cut.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }

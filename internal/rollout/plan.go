@@ -57,7 +57,7 @@ func newView(r *MaintenanceRollout, nodes []NodeFacts) (*view, error) {
 	if r.Spec.NodeSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(r.Spec.NodeSelector)
 		if err != nil {
-			return nil, fmt.Errorf("MaintenanceRollout %s: spec.nodeSelector: %w", r.Name, err)
+			s = labels.Nothing() // an invalid selector selects nothing (Validate says why)
 		}
 		sel = s
 	}
@@ -77,8 +77,18 @@ func newView(r *MaintenanceRollout, nodes []NodeFacts) (*view, error) {
 			v.eligible = append(v.eligible, n)
 		}
 	}
+	// Only the entries of nodes the rollout reaches count: a node it does
+	// not select (a compromised one, say) can neither fill the canary's
+	// place nor stop the rollout with an entry of its own.
+	eligible := map[string]bool{}
+	for _, n := range v.eligible {
+		eligible[n.Name] = true
+	}
 	for _, e := range r.Status.Nodes {
 		if e.Revision != v.rev || e.State == Cancelled {
+			continue
+		}
+		if !eligible[e.Name] {
 			continue
 		}
 		v.entries[e.Name] = e

@@ -294,18 +294,37 @@ func TestWithdrawn(t *testing.T) {
 	r := newRollout(func(s *Spec) { s.Stages = []Stage{{All: true}} })
 	took(r, "n1", 0, Retrying, time.Time{})
 	took(r, "n2", 0, Waiting, time.Time{})
-	if why := Withdrawn(r); why != "" {
+	if why := Withdrawn(r, fleet(3)); why != "" {
 		t.Errorf("while n1 retries, queued nodes withdraw: %s", why)
 	}
-	if why := Halted(r); why == "" {
+	if why := Halted(r, fleet(3)); why == "" {
 		t.Error("while n1 retries, new nodes may start it")
 	}
 	took(r, "n1", 0, RolledBack, t0)
-	if why := Withdrawn(r); !strings.Contains(why, "n1 is RolledBack") {
+	if why := Withdrawn(r, fleet(3)); !strings.Contains(why, "n1 is RolledBack") {
 		t.Errorf("after n1 failed for good: %q", why)
 	}
 	r = newRollout(func(s *Spec) { s.Paused = true })
-	if why := Withdrawn(r); why != "the rollout is paused" {
+	if why := Withdrawn(r, fleet(3)); why != "the rollout is paused" {
 		t.Errorf("paused: %q", why)
+	}
+}
+
+// An entry of a node the rollout does not reach (a compromised node
+// writing its own) neither fills the canary's place nor stops the
+// rollout.
+func TestEntriesOfOtherNodesDoNotCount(t *testing.T) {
+	nodes := fleet(3)
+	r := newRollout(func(s *Spec) {
+		s.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}
+		s.Promotion = Promotion{Mode: PromotionAuto}
+	})
+	took(r, "n2", 0, Succeeded, t0.Add(-time.Hour)) // zone b: not selected
+	if got := takers(t, r, nodes, t0); len(got) != 1 || got[0] == "n2" {
+		t.Fatalf("%v take it after a forged success by n2, want one canary of zone a", got)
+	}
+	took(r, "n2", 0, RolledBack, t0)
+	if got := takers(t, r, nodes, t0); len(got) != 1 {
+		t.Fatalf("a forged failure by n2 stopped the rollout: %v take it", got)
 	}
 }

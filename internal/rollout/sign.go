@@ -113,6 +113,9 @@ func Verify(armored string, message []byte, trusted []ssh.PublicKey) (ssh.Public
 	if err := ssh.Unmarshal([]byte(b.Signature), &sig); err != nil {
 		return nil, fmt.Errorf("the signature does not parse: %w", err)
 	}
+	if sig.Format == ssh.KeyAlgoRSA {
+		return nil, errors.New("the signature is an RSA signature over SHA-1, which OpenSSH refuses too: sign with rsa-sha2-512 (ssh-keygen does) or an ed25519 key")
+	}
 	data, err := toSign(b.HashAlg, message)
 	if err != nil {
 		return nil, err

@@ -1,13 +1,18 @@
 package rollout
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // keygen makes an ed25519 key pair with OpenSSH's ssh-keygen and returns
@@ -137,5 +142,72 @@ func TestReadTrustedKeys(t *testing.T) {
 		if _, err := ReadTrustedKeys(p); err == nil || !strings.Contains(err.Error(), p) {
 			t.Errorf("%s: %v, want an error naming %s", name, err, p)
 		}
+	}
+}
+
+// The manifest covers what runs and how often, not where or when.
+func TestManifestCoversWhatRuns(t *testing.T) {
+	base := Spec{Script: Source{Inline: "true\n", SHA256: SHA256([]byte("true\n"))}}
+	rev := Revision("kustodian", "fix", base)
+	for name, change := range map[string]func(*Spec){
+		"script":  func(s *Spec) { s.Script.SHA256 = SHA256([]byte("false\n")) },
+		"reboot":  func(s *Spec) { s.Reboot = RebootAuto },
+		"retries": func(s *Spec) { s.OnFailure = OnFailure{Action: FailureRetry, Retries: 10} },
+		"a file":  func(s *Spec) { s.Files = []File{{Name: "a", Source: base.Script}} },
+	} {
+		s := base
+		change(&s)
+		if Revision("kustodian", "fix", s) == rev {
+			t.Errorf("a change of %s keeps the revision", name)
+		}
+	}
+	for name, change := range map[string]func(*Spec){
+		"stages":  func(s *Spec) { s.Stages = []Stage{{All: true}} },
+		"backoff": func(s *Spec) { s.OnFailure.Backoff = &metav1.Duration{Duration: time.Hour} },
+		"promote": func(s *Spec) { s.Promoted = 1 },
+	} {
+		s := base
+		change(&s)
+		if Revision("kustodian", "fix", s) != rev {
+			t.Errorf("a change of %s makes a new revision", name)
+		}
+	}
+	if Revision("other", "fix", base) == rev || Revision("kustodian", "fix2", base) == rev {
+		t.Error("the revision does not name the rollout")
+	}
+}
+
+// An RSA signature over SHA-1 (ssh-rsa) is refused, as OpenSSH refuses
+// it in SSHSIG.
+func TestRSASHA1SignatureRefused(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	message := []byte("manifest\n")
+	data, err := toSign("sha512", message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := signer.(ssh.AlgorithmSigner).SignWithAlgorithm(rand.Reader, data, ssh.KeyAlgoRSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := append([]byte(sigMagic), ssh.Marshal(sigBlob{Version: sigVersion, PublicKey: string(signer.PublicKey().Marshal()),
+		Namespace: SignatureNamespace, HashAlg: "sha512", Signature: string(ssh.Marshal(sig))})...)
+	armored := armorBegin + "\n" + base64.StdEncoding.EncodeToString(blob) + "\n" + armorEnd + "\n"
+	if _, err := Verify(armored, message, []ssh.PublicKey{signer.PublicKey()}); err == nil || !strings.Contains(err.Error(), "SHA-1") {
+		t.Fatalf("an ssh-rsa signature: %v", err)
+	}
+	good, err := Sign(signer, message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(good, message, []ssh.PublicKey{signer.PublicKey()}); err != nil {
+		t.Fatalf("an rsa-sha2-512 signature refused: %v", err)
 	}
 }

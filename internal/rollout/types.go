@@ -180,6 +180,9 @@ type NodeStatus struct {
 	Message  string       `json:"message,omitempty"`
 	// LastLines are the script's last lines of output when it failed.
 	LastLines []string `json:"lastLines,omitempty"`
+	// ObservedGeneration, of a refusal, is the rollout's generation
+	// refused: a changed spec (a new signature) is checked again.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // Stage states.

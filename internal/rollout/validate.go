@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -19,7 +19,17 @@ const (
 // MaxRetries bounds onFailure.retries.
 const MaxRetries = 10
 
-var hexDigest = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+var (
+	hexDigest = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+	// fileName: a name that the manifest's lines cannot confuse (no space,
+	// no newline) and that stays in the rollout's directory.
+	fileName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,255}$`)
+	// rolloutName: as the CRD says; it names the job on each host.
+	rolloutName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$`)
+)
+
+// MaxBackoff bounds onFailure.backoff and what it doubles to.
+const MaxBackoff = 24 * time.Hour
 
 // Validate lists every problem of a rollout's spec, each naming its
 // field; the CRD's schema refuses most of them at kubectl apply already.
@@ -47,8 +57,8 @@ func Validate(s Spec) []error {
 	for i, f := range s.Files {
 		field := fmt.Sprintf("spec.files[%d]", i)
 		switch {
-		case f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, "/\x00"):
-			add("%s.name: %q is not a plain file name", field, f.Name)
+		case !fileName.MatchString(f.Name) || f.Name == "." || f.Name == "..":
+			add("%s.name: %q is not a plain file name (letters, digits, '.', '_' and '-')", field, f.Name)
 		case f.Name == ScriptName || f.Name == RollbackName:
 			add("%s.name: %q is the script's own name: choose another", field, f.Name)
 		case seen[f.Name]:
@@ -113,8 +123,8 @@ func Validate(s Spec) []error {
 	default:
 		add("spec.onFailure.action: %q: want stop or retry", s.OnFailure.Action)
 	}
-	if s.OnFailure.Backoff != nil && s.OnFailure.Backoff.Duration < 0 {
-		add("spec.onFailure.backoff: %s is negative", s.OnFailure.Backoff.Duration)
+	if b := s.OnFailure.Backoff; b != nil && (b.Duration < 0 || b.Duration > MaxBackoff) {
+		add("spec.onFailure.backoff: %s: want 0 to %s", b.Duration, MaxBackoff)
 	}
 	return errs
 }
@@ -122,6 +132,9 @@ func Validate(s Spec) []error {
 // Check is Validate's problems as one error, nil when there are none.
 func Check(name string, s Spec) error {
 	errs := Validate(s)
+	if !rolloutName.MatchString(name) {
+		errs = append([]error{fmt.Errorf("metadata.name: %q: lower-case letters, digits and '-', at most 40 characters", name)}, errs...)
+	}
 	if len(errs) == 0 {
 		return nil
 	}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -22,6 +23,10 @@ func TestValidate(t *testing.T) {
 		{"two sources", func(s *Spec) { s.Script.ConfigMap = &KeySource{Name: "c", Key: "k"} }, "spec.script: inline and configMap"},
 		{"bad digest", func(s *Spec) { s.Script.SHA256 = "abc" }, "spec.script.sha256"},
 		{"a file with a path", func(s *Spec) { s.Files = []File{{Name: "../etc/passwd", Source: ok.Script}} }, "spec.files[0].name"},
+		{"a file name with a newline", func(s *Spec) { s.Files = []File{{Name: "a sha256:x\nfile b", Source: ok.Script}} }, "spec.files[0].name"},
+		{"a backoff of a year", func(s *Spec) {
+			s.OnFailure = OnFailure{Action: FailureRetry, Retries: 1, Backoff: &metav1.Duration{Duration: 8760 * time.Hour}}
+		}, "spec.onFailure.backoff"},
 		{"a file named script", func(s *Spec) { s.Files = []File{{Name: "script", Source: ok.Script}} }, "the script's own name"},
 		{"a file twice", func(s *Spec) { s.Files = []File{{Name: "a", Source: ok.Script}, {Name: "a", Source: ok.Script}} }, "spec.files[1].name"},
 		{"reboot", func(s *Spec) { s.Reboot = "sometimes" }, "spec.reboot"},
@@ -45,5 +50,20 @@ func TestValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestBounded(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	var lines []string
+	for i := 0; i < 15; i++ {
+		lines = append(lines, long)
+	}
+	e := Bounded(NodeStatus{Message: long, LastLines: lines})
+	if n := len([]rune(e.Message)); n != MaxMessage {
+		t.Errorf("message of %d characters", n)
+	}
+	if len(e.LastLines) != MaxLastLine || len([]rune(e.LastLines[0])) != MaxLine {
+		t.Errorf("%d lines, the first of %d characters", len(e.LastLines), len([]rune(e.LastLines[0])))
 	}
 }

@@ -193,6 +193,16 @@ func TestRolloutStagesPromotionAndNewNodes(t *testing.T) {
 		t.Logf("kustodian-ctl rollout status fix:\n%s", out)
 		return nil
 	})
+	// kubectl wait reads the conditions the agents write.
+	bin, err := cluster.BinDir(e.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := exec.CommandContext(e.Ctx, filepath.Join(bin, "kubectl"), "--kubeconfig", e.Kubeconfig, "-n", e.Namespace,
+		"wait", "--for=condition=Complete", "maintenancerollout/fix", "--timeout=60s")
+	if out, err := wait.CombinedOutput(); err != nil || !strings.Contains(string(out), "condition met") {
+		t.Errorf("kubectl wait --for=condition=Complete: %v\n%s", err, out)
+	}
 	for n, a := range agents {
 		if got := a.ran("ran"); len(got) != 1 {
 			t.Errorf("the script ran %d times on %s, want once", len(got), n)

@@ -2,12 +2,18 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/crypto/ssh"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/rollout"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
@@ -114,4 +120,92 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// A node queued for a rollout that is deleted withdraws its job, which
+// never runs; a rollout refused for want of a signature runs once it is
+// signed (a changed spec is checked again).
+func TestRolloutDeletedWithdrawsAndSignedLaterRuns(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	nodecreds.Install(e, e.Namespace)
+	key := nodecreds.NewRolloutKey(t)
+	agents := map[string]*agentProc{}
+	for _, n := range nodes {
+		agents[n] = rolloutAgent(t, e, n, key)
+	}
+	gate := filepath.Join(t.TempDir(), "go")
+	script := writeScript(t, fmt.Sprintf("echo run >> ../../ran\nwhile [ ! -e %s ]; do sleep 0.1; done\n", gate))
+	ctl := nodecreds.CtlFor(e)
+	if out, err := ctl.Run(e.Ctx, "rollout", "create", "gone", "--script", script, "--stage", "all", "--key", key.Private); err != nil {
+		t.Fatalf("rollout create: %v\n%s", err, out)
+	}
+	dyn := dynamicClient(t, e)
+	var running, queued string
+	waitEntries(e, dyn, "gone", "one node running, the other queued", func(got map[string]rollout.NodeStatus) error {
+		running, queued = "", ""
+		for _, n := range nodes {
+			switch got[n].State {
+			case rollout.Running:
+				running = n
+			case rollout.Waiting:
+				queued = n
+			}
+		}
+		if running == "" || queued == "" {
+			return fmt.Errorf("entries %v", got)
+		}
+		return nil
+	})
+	if err := dyn.Resource(rollout.GVR).Namespace(e.Namespace).Delete(e.Ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	q := agents[queued]
+	e.Eventually(queued+" withdrawing its job", cluster.DefaultTimeout, func(context.Context) error {
+		if _, err := os.Stat(q.requestFile()); err == nil {
+			return fmt.Errorf("its request is still there")
+		}
+		return nil
+	})
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitRecord(e, running, "the running node given back", func(r *lock.Record) error {
+		if r != nil {
+			return fmt.Errorf("%s is %s", running, r.State)
+		}
+		return nil
+	})
+	if len(q.ran("ran")) != 0 || len(agents[running].ran("ran")) != 1 {
+		t.Fatalf("runs: %s %d, %s %d; want 0 and 1", queued, len(q.ran("ran")), running, len(agents[running].ran("ran")))
+	}
+
+	// Unsigned: refused by both; signed afterwards: both run it.
+	out, err := ctl.Run(e.Ctx, "rollout", "create", "later", "--script", writeScript(t, "echo later >> ../../later\n"), "--stage", "all", "--dry-run=client", "-o", "json")
+	if err != nil {
+		t.Fatalf("rollout create --dry-run: %v\n%s", err, out)
+	}
+	applyJSON(t, e, dyn, out)
+	waitEntries(e, dyn, "later", "both refusing the unsigned rollout", inStates(map[string]string{nodes[0]: rollout.Refused, nodes[1]: rollout.Refused}))
+	r := getRollout(e, dyn, "later")
+	b, err := os.ReadFile(key.Private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := rollout.Sign(signer, []byte(rollout.Manifest(r.Namespace, r.Name, r.Spec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"signature": sig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(rollout.GVR).Namespace(e.Namespace).Patch(e.Ctx, "later", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEntries(e, dyn, "later", "both running it once signed", inStates(map[string]string{nodes[0]: rollout.Succeeded, nodes[1]: rollout.Succeeded}))
 }
