@@ -176,9 +176,13 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 	fmt.Fprintf(w, "maintenancerollout %s: revision %s, stage %d of %d (%s)\n", v.r.Name, v.summary.Revision, v.summary.Stage, len(stages), rollout.Describe(stages[v.summary.Stage]))
 	fmt.Fprintln(w, conditionLine(v))
 	fmt.Fprintln(w, progressLine(v))
+	// Each stage with the nodes that succeeded in it and before it, of
+	// those it reaches with the stages before.
 	var line []string
+	done := 0
 	for _, st := range v.summary.Stages {
-		line = append(line, fmt.Sprintf("%d (%s): %s, %d/%d", st.Stage, st.Reaches, st.State, st.Succeeded, st.Nodes))
+		done += st.Succeeded
+		line = append(line, fmt.Sprintf("%d (%s): %s, %d/%d", st.Stage, st.Reaches, st.State, done, st.Nodes))
 	}
 	fmt.Fprintln(w, "stages: "+strings.Join(line, "; "))
 	if f := v.summary.FirstFailure; f != nil {
