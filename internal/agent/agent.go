@@ -96,6 +96,11 @@ type Agent struct {
 	// job run (its unit) it last took a reboot request for.
 	reboot      rebooter
 	rebootAsked string
+	// conditionsWritten is the state and message of the Node conditions
+	// last written (until the cache shows them); conditionsRefused: the
+	// installation gives no right to write them (said once).
+	conditionsWritten string
+	conditionsRefused bool
 	// jobWakeAt is when the current job's next step is due by the clock
 	// (a retry); zero: at the next change.
 	jobWakeAt time.Time

@@ -97,6 +97,9 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 		if err := a.locks.SetStateLabel(ctx, node, state); err != nil {
 			return err
 		}
+		if err := a.setConditions(ctx, node, state, message); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -27,6 +27,9 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 		if err := a.locks.SetStateLabel(ctx, node, lock.Idle); err != nil {
 			return err
 		}
+		if err := a.setConditions(ctx, node, lock.Idle, ""); err != nil {
+			return err
+		}
 	}
 	from, succeeded := lock.Idle, false
 	if l := a.myRecordLease(); l != nil {

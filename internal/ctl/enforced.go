@@ -109,12 +109,15 @@ func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface
 				DeleteOptions: &metav1.DeleteOptions{DryRun: dry}})
 		}})
 	}
+	// A status update of a MaintenanceRollout needs one to exist: install
+	// creates none to probe with.
+	skipped = append(skipped, "rollouts (its probe would need a MaintenanceRollout)")
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return status.Explain(err, "list", "nodes", "")
 	}
 	if len(nodes.Items) == 0 {
-		skipped = append(skipped, "nodes, leases, events, kured (no Node to bind a token to)")
+		skipped = append(skipped, "nodes, nodestatus, leases, events, kured (no Node to bind a token to)")
 	} else {
 		n := nodes.Items[0]
 		node, err := tokenClient(&authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID})
@@ -125,6 +128,11 @@ func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface
 			probe{manifests.PolicyName(ns, "nodes"), func(ctx context.Context) error {
 				_, err := node.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType,
 					[]byte(`{"metadata":{"labels":{"kustodian.io/install-probe":"refused"}}}`), metav1.PatchOptions{DryRun: dry})
+				return err
+			}},
+			probe{manifests.PolicyName(ns, "nodestatus"), func(ctx context.Context) error {
+				_, err := node.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType,
+					[]byte(`{"status":{"conditions":[{"type":"KustodianInstallProbe","status":"True"}]}}`), metav1.PatchOptions{DryRun: dry}, "status")
 				return err
 			}},
 			probe{manifests.PolicyName(ns, "leases"), func(ctx context.Context) error {

@@ -108,6 +108,9 @@ func Objects(o Options) []Object {
 func agentClusterRules(o Options) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		// Its own Node's maintenance conditions (the admission policy
+		// holds it to them).
+		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 	}
 	if !o.KubeletEvictions {

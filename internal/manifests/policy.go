@@ -47,7 +47,7 @@ var (
 
 // PolicyName is the name of an installation's admission policy (and of its
 // binding): kustodian-agent-<namespace>-<suffix>, suffix one of bound,
-// nodes, leases, rollouts, events, kured.
+// nodes, nodestatus, leases, rollouts, events, kured.
 func PolicyName(namespace, suffix string) string {
 	return AgentServiceAccount + "-" + namespace + "-" + suffix
 }
@@ -127,6 +127,24 @@ object.spec.?externalID == oldObject.spec.?externalID`,
 			check(`object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([]) &&
 object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])`,
 				self+" + ' may not change the finalizers or owners of its Node'"),
+		},
+	}, {
+		// Its own Node's status: the four maintenance conditions, nothing
+		// else (the kubelet's conditions and every other field as they
+		// are).
+		suffix: "nodestatus",
+		rules:  []admv1.NamedRuleWithOperations{rule("", "nodes/status", admv1.Update)},
+		variables: []admv1.Variable{
+			variable("ours", "["+quoted(nodeConditions)+"]"),
+			variable("others", "object.status.?conditions.orValue([]).filter(c, !(c.type in variables.ours))"),
+			variable("oldOthers", "oldObject.status.?conditions.orValue([]).filter(c, !(c.type in variables.ours))"),
+		},
+		validations: []admv1.Validation{
+			check("object.metadata.name == variables.node",
+				self+" + ' may change only the status of its own Node, not that of ' + object.metadata.name"),
+			check("variables.others == variables.oldOthers",
+				self+" + ' may set only the conditions "+strings.Join(nodeConditions, ", ")+" in the status of its Node'"),
+			check(statusUnchanged, self+" + ' may change only the maintenance conditions in the status of its Node'"),
 		},
 	}, {
 		// Leases: its own record, locks it takes or gives back, and the
@@ -364,3 +382,31 @@ func policyObjects(o Options) []Object {
 	}
 	return out
 }
+
+// nodeConditions are the Node conditions an agent sets on its own Node.
+var nodeConditions = func() []string {
+	var out []string
+	for _, t := range nodemarks.ConditionTypes {
+		out = append(out, string(t))
+	}
+	return out
+}()
+
+func quoted(ss []string) string {
+	var q []string
+	for _, s := range ss {
+		q = append(q, "'"+s+"'")
+	}
+	return strings.Join(q, ", ")
+}
+
+// statusUnchanged: every field of a Node's status but its conditions as it
+// was (NodeStatus's fields in Kubernetes 1.37).
+var statusUnchanged = func() string {
+	var parts []string
+	for _, f := range []string{"capacity", "allocatable", "phase", "addresses", "daemonEndpoints", "nodeInfo", "images",
+		"volumesInUse", "volumesAttached", "config", "runtimeHandlers", "features", "declaredFeatures"} {
+		parts = append(parts, fmt.Sprintf("object.status.?%[1]s == oldObject.status.?%[1]s", f))
+	}
+	return strings.Join(parts, " && ")
+}()

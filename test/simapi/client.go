@@ -99,6 +99,10 @@ func (s *Server) serveChecked(a k8stesting.Action, verb string, k Key) (runtime.
 		return nil, s.Delete(k)
 	case "patch":
 		return s.patch(a.(k8stesting.PatchAction), k)
+	case "patch/status":
+		if k.Resource == Nodes {
+			return s.patchNodeStatus(a.(k8stesting.PatchAction), k)
+		}
 	}
 	return nil, fmt.Errorf("simapi: %s of %s is not modelled", verb, k.Resource)
 }
@@ -149,13 +153,35 @@ func fieldsOf(o runtime.Object) fields.Set {
 }
 
 func (s *Server) patch(a k8stesting.PatchAction, k Key) (runtime.Object, error) {
-	cur, err := s.Get(k)
+	_, out, err := s.patched(a, k)
 	if err != nil {
 		return nil, err
 	}
-	orig, err := json.Marshal(cur)
+	return s.Update(k, out)
+}
+
+// patchNodeStatus patches a Node's status subresource: of the patched
+// object, only the status is taken, as the API server does.
+func (s *Server) patchNodeStatus(a k8stesting.PatchAction, k Key) (runtime.Object, error) {
+	cur, out, err := s.patched(a, k)
 	if err != nil {
 		return nil, err
+	}
+	n := cur.(*corev1.Node).DeepCopy()
+	n.Status = out.(*corev1.Node).Status
+	n.ResourceVersion = out.(*corev1.Node).ResourceVersion
+	return s.Update(k, n)
+}
+
+// patched is the stored object and the object the patch makes of it.
+func (s *Server) patched(a k8stesting.PatchAction, k Key) (cur, out runtime.Object, err error) {
+	cur, err = s.Get(k)
+	if err != nil {
+		return nil, nil, err
+	}
+	orig, err := json.Marshal(cur)
+	if err != nil {
+		return nil, nil, err
 	}
 	var patched []byte
 	switch a.GetPatchType() {
@@ -169,16 +195,16 @@ func (s *Server) patch(a k8stesting.PatchAction, k Key) (runtime.Object, error) 
 			patched, err = p.Apply(orig)
 		}
 	default:
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("simapi: patch type %s is not modelled", a.GetPatchType()))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("simapi: patch type %s is not modelled", a.GetPatchType()))
 	}
 	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
+		return nil, nil, apierrors.NewBadRequest(err.Error())
 	}
 	// Into a new object: unmarshalling into the old one would keep the map
 	// entries the patch deletes.
-	out := reflect.New(reflect.TypeOf(cur).Elem()).Interface().(runtime.Object)
+	out = reflect.New(reflect.TypeOf(cur).Elem()).Interface().(runtime.Object)
 	if err := json.Unmarshal(patched, out); err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
+		return nil, nil, apierrors.NewBadRequest(err.Error())
 	}
 	// A patch that names no version applies to the current one.
 	m, _ := meta.Accessor(out)
@@ -186,5 +212,5 @@ func (s *Server) patch(a k8stesting.PatchAction, k Key) (runtime.Object, error) 
 	if m.GetResourceVersion() == cm.GetResourceVersion() {
 		m.SetResourceVersion("")
 	}
-	return s.Update(k, out)
+	return cur, out, nil
 }
