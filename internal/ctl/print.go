@@ -91,7 +91,7 @@ func printNodes(w io.Writer, s status.MaintenanceStatus, nodes []status.Node, wi
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	cols := "NODE\tSTATE\tSINCE\tQUEUE\tREASON\tMESSAGE"
 	if wide {
-		cols += "\tGROUP\tREQUEST\tHEARTBEAT\tCORDONED-BY"
+		cols += "\tGROUP\tREQUEST\tHEARTBEAT\tCORDONED-BY\tCONDITIONS"
 	}
 	if headers {
 		fmt.Fprintln(tw, cols)
@@ -109,7 +109,7 @@ func printNodes(w io.Writer, s status.MaintenanceStatus, nodes []status.Node, wi
 			if n.HeartbeatAge != nil {
 				hb = duration.HumanDuration(time.Duration(*n.HeartbeatAge * float64(time.Second)))
 			}
-			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", orDash(n.Group), orDash(n.RequestID), hb, orDash(n.CordonedBy))
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", orDash(n.Group), orDash(n.RequestID), hb, orDash(n.CordonedBy), orDash(strings.Join(n.Conditions, ",")))
 		}
 		fmt.Fprintln(tw)
 	}

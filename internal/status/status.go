@@ -16,6 +16,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 )
 
 // APIVersion and Kind of the documented output of `status -o json|yaml`.
@@ -76,6 +77,9 @@ type Node struct {
 	Requested *time.Time `json:"requested,omitempty"`
 	// CordonedBy is "kustodian", "other" (an admin, another tool) or "".
 	CordonedBy string `json:"cordonedBy,omitempty"`
+	// Conditions are the Node's maintenance conditions that are True
+	// (MaintenancePlanned, DrainInProgress, Drained, MaintenanceInProgress).
+	Conditions []string `json:"conditions,omitempty"`
 	// HasNode is false for a record whose Node object is gone.
 	HasNode bool `json:"hasNode"`
 	// Policy is the MaintenancePolicy the node falls under ("default": none).
@@ -203,7 +207,7 @@ func Build(in Inputs) MaintenanceStatus {
 		}
 		if obj := nodeObj[r.Node]; obj != nil {
 			n.HasNode = true
-			n.CordonedBy = cordonedBy(obj)
+			n.CordonedBy, n.Conditions = cordonedBy(obj), maintenanceConditions(obj)
 		}
 		s.Nodes = append(s.Nodes, n)
 		seen[r.Node] = true
@@ -214,7 +218,7 @@ func Build(in Inputs) MaintenanceStatus {
 		if !seen[h] {
 			n := Node{Name: h, State: "HoldsLock", Message: "holds a lock but has no record"}
 			if obj := nodeObj[h]; obj != nil {
-				n.HasNode, n.CordonedBy = true, cordonedBy(obj)
+				n.HasNode, n.CordonedBy, n.Conditions = true, cordonedBy(obj), maintenanceConditions(obj)
 			}
 			s.Nodes = append(s.Nodes, n)
 			seen[h] = true
@@ -222,7 +226,7 @@ func Build(in Inputs) MaintenanceStatus {
 	}
 	for _, obj := range in.Nodes {
 		if !seen[obj.Name] {
-			s.Nodes = append(s.Nodes, Node{Name: obj.Name, State: lock.Idle, HasNode: true, CordonedBy: cordonedBy(&obj)})
+			s.Nodes = append(s.Nodes, Node{Name: obj.Name, State: lock.Idle, HasNode: true, CordonedBy: cordonedBy(&obj), Conditions: maintenanceConditions(&obj)})
 		}
 	}
 	sort.SliceStable(s.Nodes, func(i, j int) bool {
@@ -282,4 +286,18 @@ func (s MaintenanceStatus) Queue() []Node {
 	}
 	sort.SliceStable(q, func(i, j int) bool { return queueOrder(q[i]) < queueOrder(q[j]) })
 	return q
+}
+
+// maintenanceConditions are the Node's maintenance conditions that are
+// True, in their order.
+func maintenanceConditions(n *corev1.Node) []string {
+	var out []string
+	for _, t := range nodemarks.ConditionTypes {
+		for _, c := range n.Status.Conditions {
+			if c.Type == t && c.Status == corev1.ConditionTrue {
+				out = append(out, string(t))
+			}
+		}
+	}
+	return out
 }

@@ -39,6 +39,10 @@ func Fixture() status.Inputs {
 		n.Spec.Unschedulable = unschedulable
 		if ours {
 			n.Annotations[lock.AnnotationCordoned] = "true"
+			// As its agent sets them in maintenance.
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+				{Type: corev1.NodeMaintenancePlanned, Status: corev1.ConditionFalse},
+				{Type: corev1.NodeDrained, Status: corev1.ConditionTrue}, {Type: corev1.NodeMaintenanceInProgress, Status: corev1.ConditionTrue}}
 		}
 		return n
 	}
