@@ -41,30 +41,29 @@ func newJobExecCommand() *cobra.Command {
 			// kept apart from the command's.
 			code, tail, runErr := runCommand(cmd.Context(), j.Rollback, j.Dir, cmd.OutOrStdout())
 			j.RollbackExitCode, j.RollbackLastLines = &code, tail
-			switch {
-			case runErr != nil:
-				j.State, j.Message = jobs.RollbackFailed, runErr.Error()
-			case code != 0:
-				j.State = jobs.RollbackFailed
-			default:
-				j.State = jobs.RolledBack
-			}
+			j.State = outcome(j, code, runErr, jobs.RolledBack, jobs.RollbackFailed)
 			return saveResult(cmd.Context(), store, j, cmd.ErrOrStderr())
 		}
 		code, tail, runErr := runCommand(cmd.Context(), j.Command, j.Dir, cmd.OutOrStdout())
 		j.ExitCode, j.LastLines, j.Finished = &code, tail, time.Now().UTC()
 		j.Message = ""
-		switch {
-		case runErr != nil:
-			j.State, j.Message = jobs.Failed, runErr.Error()
-		case code != 0:
-			j.State = jobs.Failed
-		default:
-			j.State = jobs.Succeeded
-		}
+		j.State = outcome(j, code, runErr, jobs.Succeeded, jobs.Failed)
 		return saveResult(cmd.Context(), store, j, cmd.ErrOrStderr())
 	}
 	return cmd
+}
+
+// outcome is the state a run leaves the job in: ok for exit 0, failed
+// otherwise; a command that could not run says why in the job's message.
+func outcome(j *jobs.Job, code int, runErr error, ok, failed string) string {
+	switch {
+	case runErr != nil:
+		j.Message = runErr.Error()
+		return failed
+	case code != 0:
+		return failed
+	}
+	return ok
 }
 
 // resultRetry is how often job-exec tries again to record a result it

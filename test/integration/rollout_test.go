@@ -32,6 +32,17 @@ func rolloutAgent(t *testing.T, e *cluster.Env, node string, key nodecreds.Rollo
 	return a
 }
 
+// rolloutAgents starts the agents of nodes with rollouts enabled, trusting
+// key, by node.
+func rolloutAgents(t *testing.T, e *cluster.Env, nodes []string, key nodecreds.RolloutKey) map[string]*agentProc {
+	t.Helper()
+	agents := map[string]*agentProc{}
+	for _, n := range nodes {
+		agents[n] = rolloutAgent(t, e, n, key)
+	}
+	return agents
+}
+
 // ran is what the test's scripts left in the agent's state directory: one
 // line per run (the scripts run in <state>/rollouts/<name>-<revision>).
 func (p *agentProc) ran(what string) []string {
@@ -121,10 +132,7 @@ func TestRolloutStagesPromotionAndNewNodes(t *testing.T) {
 	nodecreds.Install(e, e.Namespace)
 	tl := recordTimeline(e)
 	key := nodecreds.NewRolloutKey(t)
-	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		agents[n] = rolloutAgent(t, e, n, key)
-	}
+	agents := rolloutAgents(t, e, nodes, key)
 	script := writeScript(t, "echo run >> ../../ran\necho patched\n")
 	ctl := nodecreds.CtlFor(e)
 	if out, err := ctl.Run(e.Ctx, "rollout", "create", "fix", "--script", script, "--key", key.Private); err != nil {
@@ -227,10 +235,7 @@ func TestRolloutFailureRollsBackAndStops(t *testing.T) {
 	nodes := e.Nodes(3)
 	nodecreds.Install(e, e.Namespace)
 	key := nodecreds.NewRolloutKey(t)
-	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		agents[n] = rolloutAgent(t, e, n, key)
-	}
+	agents := rolloutAgents(t, e, nodes, key)
 	script := writeScript(t, "echo run >> ../../ran\necho 'E: dpkg was interrupted' >&2\nexit 3\n")
 	rollback := writeScript(t, "echo undone >> ../../rolledback\n")
 	ctl := nodecreds.CtlFor(e)
@@ -289,10 +294,7 @@ func TestRolloutSubmittedByAnsible(t *testing.T) {
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)
 	key := nodecreds.NewRolloutKey(t)
-	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		agents[n] = rolloutAgent(t, e, n, key)
-	}
+	agents := rolloutAgents(t, e, nodes, key)
 	work := t.TempDir()
 	if err := os.WriteFile(filepath.Join(work, "fix.sh"), []byte("#!/bin/sh\necho run >> ../../ran\n"), 0o755); err != nil {
 		t.Fatal(err)

@@ -29,10 +29,7 @@ func TestRolloutRefusedUnlessSignedByATrustedKey(t *testing.T) {
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)
 	key, stranger := nodecreds.NewRolloutKey(t), nodecreds.NewRolloutKey(t)
-	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		agents[n] = rolloutAgent(t, e, n, key)
-	}
+	agents := rolloutAgents(t, e, nodes, key)
 	script := writeScript(t, "echo run >> ../../ran\n")
 	ctl := nodecreds.CtlFor(e)
 	dyn := dynamicClient(t, e)

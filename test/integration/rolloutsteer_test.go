@@ -30,10 +30,7 @@ func TestRolloutPauseResumeAndRetry(t *testing.T) {
 	nodecreds.Install(e, e.Namespace)
 	tl := recordTimeline(e)
 	key := nodecreds.NewRolloutKey(t)
-	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		agents[n] = rolloutAgent(t, e, n, key)
-	}
+	agents := rolloutAgents(t, e, nodes, key)
 	gate := filepath.Join(t.TempDir(), "go")
 	// The first run on each node fails; the second waits for the test's
 	// go-ahead and succeeds.
@@ -130,10 +127,7 @@ func TestRolloutDeletedWithdrawsAndSignedLaterRuns(t *testing.T) {
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)
 	key := nodecreds.NewRolloutKey(t)
-	agents := map[string]*agentProc{}
-	for _, n := range nodes {
-		agents[n] = rolloutAgent(t, e, n, key)
-	}
+	agents := rolloutAgents(t, e, nodes, key)
 	gate := filepath.Join(t.TempDir(), "go")
 	script := writeScript(t, fmt.Sprintf("echo run >> ../../ran\nwhile [ ! -e %s ]; do sleep 0.1; done\n", gate))
 	ctl := nodecreds.CtlFor(e)
