@@ -132,8 +132,11 @@ type Agent struct {
 	runner           jobRunner
 	// kured is Kured's lock (nil when kured.enabled is false), in the
 	// DaemonSet kuredDS names.
-	kured   kuredLocker
-	kuredDS cache.ObjectName
+	kured kuredLocker
+	// kuredKeys are the annotations Kured's lock is honoured under
+	// (kured.lockAnnotations).
+	kuredKeys []string
+	kuredDS   cache.ObjectName
 
 	// decision is the last decision; its policy and group are the node's.
 	decision decide.Decision
@@ -224,7 +227,8 @@ func New(o Options) *Agent {
 	a.jobs = jobs.Store{Dir: jobsDir(o.Config.StateDir)}
 	a.runner = newJobRunner(o.Config.StateDir)
 	if o.Config.Kured.Enabled != "false" {
-		a.kured = &kuredapi.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Now: now}
+		a.kuredKeys = o.Config.Kured.LockAnnotations
+		a.kured = &kuredapi.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Keys: a.kuredKeys, Now: now}
 		a.kuredDS = cache.NewObjectName(o.Config.Kured.Namespace, o.Config.Kured.DaemonSet)
 	}
 	a.openMetrics()

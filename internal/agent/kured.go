@@ -8,26 +8,26 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/kured/kuredapi"
 )
 
 // kuredLock reads Kured's lock from the cache; ok is false when Kured's
 // DaemonSet is absent or kured.enabled is false.
-func (a *Agent) kuredLock() (kured.Lock, bool) {
+func (a *Agent) kuredLock() (kured.Locks, bool) {
 	if a.kuredStore == nil {
-		return kured.Lock{}, false
+		return kured.Locks{}, false
 	}
 	obj, exists, err := a.kuredStore.GetByKey(a.kuredDS.String())
 	if err != nil || !exists {
-		return kured.Lock{}, false
+		return kured.Locks{}, false
 	}
 	ds, _ := obj.(*appsv1.DaemonSet)
 	if ds == nil {
-		return kured.Lock{}, false
+		return kured.Locks{}, false
 	}
-	l, err := kured.ParseLock(ds.Annotations[kured.LockAnnotation])
+	l, err := kuredapi.Locks(ds, a.kuredKeys)
 	if err != nil {
 		a.log.Warn("Kured's lock is unreadable; treating it as held", "err", err)
-		return kured.Lock{MaxOwners: 1, Holders: []kured.Holder{{NodeID: "(unreadable)"}}}, true
 	}
 	return l, true
 }
@@ -40,10 +40,8 @@ func (a *Agent) holdKured(ctx context.Context) (bool, string, error) {
 		return true, "", nil
 	}
 	me := kured.HolderID(a.node)
-	for _, h := range l.Active(a.now()) {
-		if h.NodeID == me {
-			return true, "", nil
-		}
+	if l.HeldEverywhere(me) {
+		return true, "", nil
 	}
 	return a.kured.Acquire(ctx, me)
 }
@@ -53,11 +51,7 @@ func (a *Agent) releaseKured(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	held := false
-	for _, h := range l.Holders {
-		held = held || h.NodeID == kured.HolderID(a.node)
-	}
-	if !held {
+	if !l.HeldAnywhere(kured.HolderID(a.node)) {
 		return nil
 	}
 	if err := a.kured.Release(ctx, kured.HolderID(a.node)); err != nil && !apierrors.IsForbidden(err) {

@@ -108,8 +108,12 @@ func (k *fakeKured) Acquire(_ context.Context, id string) (bool, string, error) 
 	if err != nil {
 		return false, "", err
 	}
+	held := map[string]string{}
+	for _, key := range kured.LockAnnotations {
+		held[key] = string(value)
+	}
 	return true, "", k.store.Update(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: kured.Namespace, Name: kured.DaemonSet,
-		Annotations: map[string]string{kured.LockAnnotation: string(value)}}})
+		Annotations: held}})
 }
 
 func (k *fakeKured) Release(context.Context, string) error { return errors.New("not held here") }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/notify"
 )
 
@@ -126,6 +128,10 @@ type Kured struct {
 	Enabled   string
 	Namespace string
 	DaemonSet string
+	// LockAnnotations are the annotation keys of Kured's DaemonSet that
+	// Kustodian reads and holds Kured's lock under, besides the key
+	// Kured's own --lock-annotation names.
+	LockAnnotations []string
 }
 
 // Lock configures the lock Leases. How many nodes may go at once, and in
@@ -205,7 +211,7 @@ func Defaults() Agent {
 			EvictErrorRetryDelay: 5 * time.Second,
 			KubeletKubeconfig:    KubeletKubeconfigAuto,
 		},
-		Kured:    Kured{Enabled: "auto", Namespace: "kube-system", DaemonSet: "kured"},
+		Kured:    Kured{Enabled: "auto", Namespace: "kube-system", DaemonSet: "kured", LockAnnotations: slices.Clone(kured.LockAnnotations)},
 		Rollouts: Rollouts{TrustedKeys: DefaultTrustedKeys},
 		Metrics:  Metrics{Textfile: "auto", Listen: DefaultMetricsListen},
 		Notify: Notify{
@@ -328,6 +334,14 @@ func (a Agent) Problems() []*FieldError {
 	}
 	if errs := validation.IsDNS1123Label(a.Kured.Namespace); len(errs) > 0 {
 		bad("kured.namespace", "%q is not a valid namespace name: %s", a.Kured.Namespace, strings.Join(errs, "; "))
+	}
+	if len(a.Kured.LockAnnotations) == 0 {
+		bad("kured.lockAnnotations", "is empty; list the annotation keys Kured keeps its lock under (default: %s)", strings.Join(kured.LockAnnotations, ", "))
+	}
+	for _, k := range a.Kured.LockAnnotations {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			bad("kured.lockAnnotations", "%q is not an annotation key: %s", k, strings.Join(errs, "; "))
+		}
 	}
 	if a.Kured.DaemonSet == "" {
 		bad("kured.daemonSet", "is empty")

@@ -52,7 +52,7 @@ sends every apply as a dry run (the API server validates and admits each, and
 keeps nothing) and says what each would do.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, MaxLeases: maxLeases, KubeletEvictions: kubeletEvictions}
+			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredLockAnnotations: o.kuredKeys, MaxLeases: maxLeases, KubeletEvictions: kubeletEvictions}
 			if maxLeases == 0 {
 				return fmt.Errorf("--max-leases 0 would let no node write its record; give a number, or -1 for no quota")
 			}

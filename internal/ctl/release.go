@@ -42,7 +42,7 @@ Idle, and a new request starts over.`,
 
 func release(ctx context.Context, o *options, client kubernetes.Interface, node string, uncordon bool) error {
 	ns := o.namespace()
-	s, err := (status.Reader{Client: client, Namespace: ns, KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet}).Read(ctx)
+	s, err := (status.Reader{Client: client, Namespace: ns, KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredKeys: o.kuredKeys}).Read(ctx)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ type options struct {
 	// Kured's DaemonSet, which carries its lock (as the agents'
 	// kured.namespace and kured.daemonSet).
 	kuredNamespace, kuredDaemonSet string
+	kuredKeys                      []string
 	// dryRun is the --dry-run of the command that runs (none when it has
 	// none): with server, every write the clients send is a dry run.
 	dryRun dryRun
@@ -106,7 +107,7 @@ func (o *options) reader() (status.Reader, error) {
 	if err != nil {
 		return status.Reader{}, err
 	}
-	return status.Reader{Client: client, Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet}, nil
+	return status.Reader{Client: client, Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredKeys: o.kuredKeys}, nil
 }
 
 // NewRoot returns the `kustodian-ctl` root command. invokedAs is the
@@ -137,6 +138,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 	clientcmd.BindOverrideFlags(&o.overrides, root.PersistentFlags(), kubeFlags)
 	root.PersistentFlags().StringVar(&o.kuredNamespace, "kured-namespace", kured.Namespace, "namespace of Kured's DaemonSet (as the agents' kured.namespace)")
 	root.PersistentFlags().StringVar(&o.kuredDaemonSet, "kured-daemonset", kured.DaemonSet, "name of Kured's DaemonSet, which carries its lock (as the agents' kured.daemonSet)")
+	root.PersistentFlags().StringSliceVar(&o.kuredKeys, "kured-lock-annotations", kured.LockAnnotations, "annotation keys of Kured's DaemonSet its lock is read under, and that install lets the agents write (as the agents' kured.lockAnnotations)")
 	root.AddCommand(
 		newStatusCommand(o),
 		newQueueCommand(o),

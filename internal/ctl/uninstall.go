@@ -48,7 +48,7 @@ by every installation: it is deleted only when no other namespace has policies.`
 			if err != nil {
 				return err
 			}
-			objs := manifests.Objects(manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet})
+			objs := manifests.Objects(manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredLockAnnotations: o.kuredKeys})
 			// Bindings and roles first, the namespace (with the Leases) last.
 			for i := len(objs) - 1; i >= 0; i-- {
 				if objs[i].Resource == manifests.GVRCustomResourceDefinition {

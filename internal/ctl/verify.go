@@ -31,7 +31,7 @@ the API server's last answer.`,
 			if err != nil {
 				return err
 			}
-			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KubeletEvictions: kubeletEvictions}
+			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredLockAnnotations: o.kuredKeys, KubeletEvictions: kubeletEvictions}
 			return proveEnforced(cmd.Context(), o.streams.Out, client, rc, mo, timeout)
 		},
 	}

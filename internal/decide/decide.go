@@ -58,7 +58,7 @@ type Snapshot struct {
 	// resolves it.
 	Policy *policy.Effective
 	// Kured is Kured's lock; nil when Kured is not installed or ignored.
-	Kured *kured.Lock
+	Kured *kured.Locks
 	// Pods are the pods on this node (for blockers.podSelector).
 	Pods []PodFacts
 	// Command is the last result of the host's gates.command; nil when it

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -135,18 +136,21 @@ func TestWaitingGates(t *testing.T) {
 			s.Policies = append(s.Policies, &policy.MaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Name: "q"}})
 		}), gate: GatePolicy, blocked: true, msg: "both select this node"},
 		{name: "Kured's lock held by a rebooting node", s: snap(func(s *Snapshot) {
-			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "n9", Created: t0}}}
+			s.Kured = kuredKeys(kured.Lock{Holders: []kured.Holder{{NodeID: "n9", Created: t0}}})
 		}), gate: GateKured, msg: "Kured's lock is held by n9"},
 		{name: "Kured's lock held by a Kustodian node in maintenance", s: snap(func(s *Snapshot) {
-			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}}
+			s.Kured = kuredKeys(kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}})
 		}), gate: GateKured, msg: "kustodian:n9"},
 		// Counted as Kured's own Acquire counts it: otherwise the node would
 		// take its lock only to give it back, again and again.
 		{name: "Kured's lock left by a Kustodian node that is done", s: snap(func(s *Snapshot) {
-			s.Kured = &kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}}
+			s.Kured = kuredKeys(kured.Lock{Holders: []kured.Holder{{NodeID: "kustodian:n9", Created: t0}}})
 		}), gate: GateKured, msg: "kustodian:n9"},
+		{name: "Kured's lock free under one key, held under the other", s: snap(func(s *Snapshot) {
+			s.Kured = kuredKeys(kured.Lock{}, kured.Lock{Holders: []kured.Holder{{NodeID: "n8", Created: t0}}})
+		}), gate: GateKured, msg: "Kured's lock is held by n8"},
 		{name: "Kured's lock with room left", s: snap(func(s *Snapshot) {
-			s.Kured = &kured.Lock{MaxOwners: 2, Holders: []kured.Holder{{NodeID: "n9", Created: t0}}}
+			s.Kured = kuredKeys(kured.Lock{MaxOwners: 2, Holders: []kured.Holder{{NodeID: "n9", Created: t0}}})
 		}), try: true},
 		{name: "outside the window", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Windows = []policy.Window{{Days: []string{"Sat"}, Start: "02:00", End: "06:00", TimeZone: berlin}}
@@ -359,4 +363,13 @@ func TestNextTakesTheResolvedPolicy(t *testing.T) {
 	if d := Next(s); d.Policy.Name != given.Name || d.Group != (lock.GroupRef{Policy: given.Name}) {
 		t.Errorf("with the caller's resolution: policy %q group %v, want %q", d.Policy.Name, d.Group, given.Name)
 	}
+}
+
+// kuredKeys is Kured's lock with one key for each of locks.
+func kuredKeys(locks ...kured.Lock) *kured.Locks {
+	ls := &kured.Locks{}
+	for i, l := range locks {
+		ls.Keys = append(ls.Keys, kured.Keyed{Key: fmt.Sprintf("k%d/kured-node-lock", i), Lock: l})
+	}
+	return ls
 }

@@ -21,6 +21,10 @@ type Options struct {
 	Namespace      string
 	KuredNamespace string // where Kured's DaemonSet lives
 	KuredDaemonSet string
+	// KuredLockAnnotations are the annotations of Kured's DaemonSet an
+	// agent may write its entry in Kured's lock under (empty:
+	// kured.LockAnnotations).
+	KuredLockAnnotations []string
 	// MaxLeases bounds the Leases of the namespace (ResourceQuota): 0 means
 	// DefaultMaxLeases, a negative number no quota.
 	MaxLeases int

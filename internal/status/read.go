@@ -30,6 +30,9 @@ type Reader struct {
 	Now        func() time.Time
 	// Kured's DaemonSet, which carries its lock ("": kube-system/kured).
 	KuredNamespace, KuredDaemonSet string
+	// KuredKeys are the annotations Kured's lock is read under (empty:
+	// kured.LockAnnotations).
+	KuredKeys []string
 }
 
 // Kured is the namespace and name of Kured's DaemonSet.
@@ -88,6 +91,7 @@ func (r Reader) Inputs(ctx context.Context) (Inputs, error) {
 	default:
 		return in, Explain(err, "get", "configmaps", r.Namespace)
 	}
+	in.KuredKeys = r.KuredKeys
 	in.Kured, err = r.kuredDaemonSet(ctx)
 	if err != nil {
 		return in, err

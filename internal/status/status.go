@@ -14,7 +14,7 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/kured/kuredapi"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/nodemarks"
 )
@@ -117,6 +117,7 @@ type Inputs struct {
 	Nodes      []corev1.Node
 	Control    *corev1.ConfigMap // nil when absent
 	Kured      *appsv1.DaemonSet // nil when Kured is not installed
+	KuredKeys  []string          // the annotations its lock is under (empty: kured.LockAnnotations)
 	Now        time.Time
 	StaleAfter time.Duration // a record without heartbeat for this long is not live
 }
@@ -153,11 +154,11 @@ func Build(in Inputs) MaintenanceStatus {
 
 	if in.Kured != nil {
 		k := &KuredLock{Holders: []string{}}
-		l, err := kured.ParseLock(in.Kured.Annotations[kured.LockAnnotation])
+		l, err := kuredapi.Locks(in.Kured, in.KuredKeys)
 		if err != nil {
 			k.Error = err.Error()
 		}
-		k.MaxOwners = l.MaxOwners
+		k.MaxOwners = l.MaxOwners()
 		for _, h := range l.Active(in.Now) {
 			k.Holders = append(k.Holders, h.NodeID)
 		}

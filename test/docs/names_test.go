@@ -25,6 +25,8 @@ var foreign = map[string]string{
 	"--scale-only":                           "make bench's (test/cmd/bench)",
 	"-trimpath":                              "go build's",
 	"--reboot-sentinel-command":              "Kured's",
+	"--lock-annotation":                      "Kured's",
+	"--concurrency":                          "Kured's",
 	"--service-account-max-token-expiration": "kube-apiserver's",
 	"--max-leases":                           "kube-apiserver's",
 }

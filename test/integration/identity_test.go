@@ -433,11 +433,11 @@ func TestNodeScopedPolicy(t *testing.T) {
 	}
 	denied(t, "change Kured's pod template", updateDS(func(ds *appsv1.DaemonSet) {
 		ds.Spec.Template.Spec.Containers[0].Image = "evil"
-	}), "may change only the annotation "+kured.LockAnnotation+" of DaemonSet "+e.Namespace+"/kured")
+	}), "may change only the annotations "+strings.Join(kured.LockAnnotations, ", ")+" of DaemonSet "+e.Namespace+"/kured")
 	setKuredAnnotation(t, e, strings.ReplaceAll(own, "kustodian:"+a, b)) // Kured rebooting B
 	denied(t, "clear Kured's lock held by B", updateDS(func(ds *appsv1.DaemonSet) {
 		delete(ds.Annotations, kured.LockAnnotation)
-	}), "may change Kured's lock only to add its own entry kustodian:"+a)
+	}), "may change Kured's lock (annotation "+kured.LockAnnotation+") only to add its own entry kustodian:"+a)
 
 	// A kustodian-agent token not bound to a Node may write nothing, not even
 	// an eviction.

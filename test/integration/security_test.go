@@ -117,23 +117,24 @@ func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
 	a := e.Nodes(1)[0]
 	e.KuredDaemonSet(e.Namespace, "")
 	dsA := clientFor(t, nodecreds.Kubeconfig(e, a)).AppsV1().DaemonSets(e.Namespace)
-	// write sets the lock as A, from the value it reads.
-	write := func(change func(old string) string) error {
+	// writeKey sets the lock under key as A, from the value it reads.
+	writeKey := func(key string, change func(old string) string) error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			ds, err := dsA.Get(e.Ctx, "kured", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if v := change(ds.Annotations[kured.LockAnnotation]); v == "" {
-				delete(ds.Annotations, kured.LockAnnotation)
+			if v := change(ds.Annotations[key]); v == "" {
+				delete(ds.Annotations, key)
 			} else {
-				ds.Annotations[kured.LockAnnotation] = v
+				ds.Annotations[key] = v
 			}
 			_, err = dsA.Update(e.Ctx, ds, metav1.UpdateOptions{})
 			return err
 		})
 	}
-	const refused = "may change Kured's lock only to add its own entry kustodian:"
+	write := func(change func(old string) string) error { return writeKey(kured.LockAnnotation, change) }
+	refused := "may change Kured's lock (annotation " + kured.LockAnnotation + ") only to add its own entry kustodian:"
 	now := time.Now()
 	mine, err := kured.Entry(kured.HolderID(a), now)
 	if err != nil {
@@ -188,11 +189,11 @@ func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
 	orphan := ds.DeepCopy()
 	orphan.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a, UID: nodeObject(e, a).UID}}
 	_, err = dsA.Update(e.Ctx, orphan, metav1.UpdateOptions{})
-	denied(t, "make Kured's DaemonSet go with its Node", err, "may change only the annotation "+kured.LockAnnotation)
+	denied(t, "make Kured's DaemonSet go with its Node", err, "may change only the annotations "+strings.Join(kured.LockAnnotations, ", "))
 	final := ds.DeepCopy()
 	final.Finalizers = []string{"example.com/x"}
 	_, err = dsA.Update(e.Ctx, final, metav1.UpdateOptions{})
-	denied(t, "put a finalizer on Kured's DaemonSet", err, "may change only the annotation "+kured.LockAnnotation)
+	denied(t, "put a finalizer on Kured's DaemonSet", err, "may change only the annotations "+strings.Join(kured.LockAnnotations, ", "))
 
 	// Its own entry in another form (a TTL that would let it expire into Kured's hands).
 	denied(t, "an entry with a TTL", write(func(old string) string {
@@ -208,6 +209,22 @@ func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
 	if err := write(func(old string) string { v, _ := kured.GiveBack(old, kured.HolderID(a)); return v }); err != nil {
 		t.Fatalf("A giving the lock back: %v", err)
 	}
+
+	// Kured's next key, absent: A creates it holding only its own entry,
+	// in either form, and nothing else; any other key stays Kured's.
+	next := kured.NextLockAnnotation
+	refusedNext := strings.Replace(refused, kured.LockAnnotation, next, 1)
+	denied(t, "create the next key holding B", writeKey(next, func(string) string { return b }), refusedNext+a)
+	denied(t, "create the next key, several owners, holding B", writeKey(next, func(string) string { return `{"maxOwners":2,"locks":[` + b + `]}` }), refusedNext+a)
+	denied(t, "create the next key, several owners, holding A and B", writeKey(next, func(string) string { return `{"maxOwners":2,"locks":[` + mine + `,` + b + `]}` }), refusedNext+a)
+	denied(t, "write a key Kustodian does not honour", writeKey("example.com/kured-node-lock", func(string) string { return mine }), "may change only the annotations ")
+	if err := writeKey(next, func(string) string { return `{"maxOwners":2,"locks":[` + mine + `]}` }); err != nil {
+		t.Fatalf("A creating the next key with its own entry, several owners: %v", err)
+	}
+	if err := writeKey(next, func(old string) string { v, _ := kured.GiveBack(old, kured.HolderID(a)); return v }); err != nil {
+		t.Fatalf("A giving the next key back: %v", err)
+	}
+	denied(t, "remove the next key it left as an empty list", writeKey(next, func(string) string { return "" }), refusedNext+a)
 }
 
 // An agent whose token expires within 14 days says so in STATUS and with a
