@@ -79,6 +79,18 @@ $(PROMTOOL) $(NODE_EXPORTER) &:
 	mkdir -p $(PROM_TOOLS) && cp -a $(PROM_TOOLS).tmp/root/. $(PROM_TOOLS)/ && rm -rf $(PROM_TOOLS).tmp
 	@test -x $(PROMTOOL) && test -x $(NODE_EXPORTER)
 
+# Alertmanager, for the integration tests of silences and the alertmanager
+# gate: unpacked the same way, run by the tests on 127.0.0.1 only.
+ALERTMANAGER := $(PROM_TOOLS)/usr/bin/prometheus-alertmanager
+$(ALERTMANAGER):
+	@echo "unpacking Debian's prometheus-alertmanager package into $(PROM_TOOLS)"
+	rm -rf $(PROM_TOOLS).am && mkdir -p $(PROM_TOOLS).am
+	cd $(PROM_TOOLS).am && { apt-get download prometheus-alertmanager >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get download prometheus-alertmanager >/dev/null; }; }
+	for deb in $(PROM_TOOLS).am/*.deb; do dpkg-deb -x $$deb $(PROM_TOOLS).am/root; done
+	mkdir -p $(PROM_TOOLS) && cp -a $(PROM_TOOLS).am/root/. $(PROM_TOOLS)/ && rm -rf $(PROM_TOOLS).am
+	@test -x $(ALERTMANAGER)
+
 $(GORELEASER):
 	@echo "building goreleaser $(GORELEASER_VERSION) into $(dir $@) (minutes, once)"
 	GOBIN=$(dir $@) go install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
@@ -140,7 +152,7 @@ fuzz: ## run each fuzz test for FUZZTIME executions (3000x)
 
 # -p 1: each package of integration tests runs its own control plane; on two
 # cores they are faster one after the other than side by side.
-test-integration: deps tools packages-host $(PROMTOOL)
+test-integration: deps tools packages-host $(PROMTOOL) $(ALERTMANAGER)
 	PATH=$(dir $(PROMTOOL)):$$PATH go test -count=1 -p 1 -timeout 30m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
 
 # The fault suite runs once in make test (FAULT_ROUNDS=1, a random seed it

@@ -181,6 +181,8 @@ type Agent struct {
 	metricsErr string         // the last failure to write them, said once
 
 	notifications *notify.Sender // nil: none
+	// silences keeps the node's silence in Alertmanager.
+	silences *silencer
 
 	failing failing // the run of failed steps it is in
 }
@@ -223,6 +225,7 @@ func New(o Options) *Agent {
 	}
 	a.drainer = &drain.Drainer{Client: o.Kube, Pods: o.Evictor, Settings: o.Config.Drain, Log: a.log}
 	a.evictor = o.Evictor
+	a.silences = newSilencer(a)
 	a.evictorConfig = o.EvictorKubeconfig
 	a.jobs = jobs.Store{Dir: jobsDir(o.Config.StateDir)}
 	a.runner = newJobRunner(o.Config.StateDir)
@@ -299,6 +302,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		a.notifications.Close(grace)
 	}()
+	defer a.silences.start(ctx)()
 	a.notify.Ready()
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "stay", a.cfg.Stay)
 

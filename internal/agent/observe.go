@@ -332,5 +332,12 @@ func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Dec
 	if p := spec.Blockers.Prometheus; p != nil {
 		c.Prometheus = gates.Prometheus(ctx, a.prom, p)
 	}
+	if b := spec.Blockers.Alertmanager; b != nil && spec.Alertmanager != nil {
+		if client, err := a.alertmanagerClient(ctx, spec.Alertmanager); err != nil {
+			c.Alertmanager = &decide.PrometheusResult{Err: err.Error()}
+		} else {
+			c.Alertmanager = gates.Alertmanager(ctx, client, b)
+		}
+	}
 	return c
 }

@@ -47,6 +47,9 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	if state == lock.Completing {
 		r.AfterFailure = prev.FailedBefore()
 	}
+	if silenced(state) || state == lock.Failed || state == lock.Waiting {
+		r.Silence = a.silences.status() // kept until expired: Failed and Waiting after a release too
+	}
 	if state == lock.Waiting {
 		d := a.decision
 		r.Blocked = d.Blocked
@@ -101,6 +104,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 			return err
 		}
 	}
+	a.silences.set(state, r, node, a.decision.Policy.Spec.Alertmanager)
 	return nil
 }
 

@@ -47,6 +47,8 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 	if err := a.leaveQueues(ctx); err != nil {
 		return err
 	}
+	// The node is back: its silence goes, its alerts count again.
+	a.silences.set(lock.Idle, lock.Record{}, node, a.decision.Policy.Spec.Alertmanager)
 	a.idleMetrics(from, succeeded)
 	a.setStatus("idle: no maintenance requested")
 	return nil

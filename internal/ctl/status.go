@@ -117,6 +117,9 @@ func statusRows(names []string, all bool) func(status.MaintenanceStatus) []statu
 func printGates(w io.Writer, nodes []status.Node) {
 	for _, n := range nodes {
 		fmt.Fprintln(w)
+		if n.Silence != "" {
+			fmt.Fprintf(w, "Silence of %s in Alertmanager: %s\n", n.Name, n.Silence)
+		}
 		if n.State != lock.Waiting || len(n.Gates) == 0 {
 			fmt.Fprintf(w, "%s is %s: gates are checked while a node is Waiting.\n", n.Name, n.State)
 			continue

@@ -146,6 +146,9 @@ type ClusterFacts struct {
 	Workloads []Workload
 	// Prometheus is the blockers.prometheus verdict; nil when not asked.
 	Prometheus *PrometheusResult
+	// Alertmanager is the blockers.alertmanager verdict; nil when not
+	// asked.
+	Alertmanager *PrometheusResult
 	// NodesErr and WorkloadsErr say why Nodes or Workloads could not be
 	// read: the gate stays closed and says so, and the agent keeps beating.
 	NodesErr     string
@@ -162,7 +165,8 @@ type ClusterFacts struct {
 // the policy's cluster-wide gates.
 func ClusterKey(d Decision) string {
 	spec := d.Policy.Spec
-	return fmt.Sprintf("%s|%v|%v|%v", d.Group, spec.Health.MaxUnavailable, spec.Health.WorkloadsRecovered, spec.Blockers.Prometheus)
+	return fmt.Sprintf("%s|%v|%v|%v|%v|%v", d.Group, spec.Health.MaxUnavailable, spec.Health.WorkloadsRecovered, spec.Blockers.Prometheus,
+		spec.Blockers.Alertmanager, spec.Alertmanager)
 }
 
 // Workload is a controller's availability.
@@ -173,9 +177,9 @@ type Workload struct {
 	Gone      bool
 }
 
-// PrometheusResult is what the Prometheus blocker found.
+// PrometheusResult is what the Prometheus (or Alertmanager) blocker found.
 type PrometheusResult struct {
-	Blocking []string // alert names firing (or the query's result)
+	Blocking []string // alert names firing, active (or the query's result)
 	Err      string   // unreachable, or an error answer
 }
 

@@ -26,7 +26,8 @@ func groupGates(s Snapshot, d *Decision, spec policy.Spec) []GateVerdict {
 	} else {
 		out = append(out, GateVerdict{Gate: GateSpacing, Verdict: Open})
 	}
-	wantCluster := spec.Health.MaxUnavailable != nil || spec.Health.WorkloadsRecovered || spec.Blockers.Prometheus != nil
+	wantCluster := spec.Health.MaxUnavailable != nil || spec.Health.WorkloadsRecovered || spec.Blockers.Prometheus != nil ||
+		spec.Blockers.Alertmanager != nil
 	if wantCluster && (s.Cluster == nil || s.Cluster.For != ClusterKey(*d) || s.stale(s.Cluster.At)) {
 		d.Need.Cluster = true
 		return out
@@ -42,6 +43,7 @@ func groupGates(s Snapshot, d *Decision, spec policy.Spec) []GateVerdict {
 	out = append(out, maxUnavailable(s, d, spec))
 	out = append(out, workloads(s, d, spec))
 	out = append(out, prometheus(s, spec))
+	out = append(out, alertmanager(s, spec))
 	return out
 }
 
@@ -171,4 +173,22 @@ func prometheus(s Snapshot, spec policy.Spec) GateVerdict {
 		return GateVerdict{GatePrometheus, Closed, "alerts " + strings.Join(p.Blocking, ", ") + " " + verb}
 	}
 	return GateVerdict{Gate: GatePrometheus, Verdict: Open}
+}
+
+func alertmanager(s Snapshot, spec policy.Spec) GateVerdict {
+	if spec.Blockers.Alertmanager == nil {
+		return GateVerdict{Gate: GateAlertmanager, Verdict: Open}
+	}
+	a := s.Cluster.Alertmanager
+	switch {
+	case a == nil:
+		return GateVerdict{GateAlertmanager, Closed, "Alertmanager was not asked"}
+	case a.Err != "":
+		return GateVerdict{GateAlertmanager, Closed, "Alertmanager cannot be asked, so it blocks: " + a.Err}
+	case len(a.Blocking) == 1:
+		return GateVerdict{GateAlertmanager, Closed, "alert " + a.Blocking[0] + " active in Alertmanager (neither silenced nor inhibited)"}
+	case len(a.Blocking) > 1:
+		return GateVerdict{GateAlertmanager, Closed, "alerts " + strings.Join(a.Blocking, ", ") + " active in Alertmanager (neither silenced nor inhibited)"}
+	}
+	return GateVerdict{Gate: GateAlertmanager, Verdict: Open}
 }

@@ -31,5 +31,6 @@ func sameRecord(a, b lock.Record) bool {
 	return a.State == b.State && a.Message == b.Message && a.Reason == b.Reason && a.RequestID == b.RequestID &&
 		a.Group == b.Group && a.Priority == b.Priority && a.Blocked == b.Blocked && a.Since.Equal(b.Since) &&
 		a.QueueKey == b.QueueKey && a.ReleasedRequest == b.ReleasedRequest && a.Policy == b.Policy &&
-		a.Gates == b.Gates && a.BlockedReported == b.BlockedReported && a.AfterFailure == b.AfterFailure && a.ByAdmin == b.ByAdmin
+		a.Gates == b.Gates && a.BlockedReported == b.BlockedReported && a.AfterFailure == b.AfterFailure && a.ByAdmin == b.ByAdmin &&
+		a.Silence == b.Silence
 }

@@ -29,6 +29,7 @@ const (
 	GateMaxUnavailable = "maxUnavailable"
 	GateWorkloads      = "workloadsRecovered"
 	GatePrometheus     = "prometheus"
+	GateAlertmanager   = "alertmanager"
 )
 
 // Verdicts of a gate.
@@ -71,7 +72,7 @@ func (d *Decision) hold(gate, reason string, own bool) {
 // listed): its own, the host's command, the queue, then the group's and
 // the cluster's, checked by the head of the queue only.
 var gateOrder = []string{GatePaused, GateNode, GateHold, GatePolicy, GateKured, GateWindow, GatePods,
-	GateCommand, GateQueue, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus}
+	GateCommand, GateQueue, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus, GateAlertmanager}
 
 // uncheckedFrom lists the gates from first on, in gateOrder, but those in
 // skip (decided already), as unchecked.

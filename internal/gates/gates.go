@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kustodian/kustodian/internal/alertmanager"
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
@@ -251,4 +252,33 @@ func get(ctx context.Context, client *http.Client, u string, into any) error {
 		return fmt.Errorf("%s answered something that is not Prometheus' JSON: %v", u, err)
 	}
 	return nil
+}
+
+// Alertmanager asks Alertmanager which alerts are active, neither silenced
+// nor inhibited, and match b's matchers, then filters their names by
+// alertFilterRegexp as Kured filters them. Any failure to get an answer is
+// reported in Err: it blocks.
+func Alertmanager(ctx context.Context, client *alertmanager.Client, b *policy.AlertmanagerBlocker) *decide.PrometheusResult {
+	alerts, err := client.ActiveAlerts(ctx, b.Matchers)
+	if err != nil {
+		return &decide.PrometheusResult{Err: err.Error()}
+	}
+	var filter *regexp.Regexp
+	if b.AlertFilterRegexp != "" {
+		filter = regexp.MustCompile(b.AlertFilterRegexp) // checked by policy.Validate
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, a := range alerts {
+		name := a.Labels["alertname"]
+		if filter != nil && filter.MatchString(name) != b.AlertFilterMatchOnly {
+			continue
+		}
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return &decide.PrometheusResult{Blocking: names}
 }

@@ -52,6 +52,10 @@ const (
 	// AnnotationGates, on a Waiting record, is the verdict of each gate of
 	// the node's policy (JSON), for kustodian-ctl status NODE.
 	AnnotationGates = "kustodian.io/gates"
+	// AnnotationSilence is the node's silence in Alertmanager while it is
+	// in maintenance (spec.alertmanager.silence): "ID until TIME", or
+	// "failed: WHY" while the agent retries.
+	AnnotationSilence = "kustodian.io/silence"
 	// AnnotationBlockedReported marks a Waiting record whose agent emitted
 	// MaintenanceBlocked (health.blockedAfter), so that it does so once.
 	AnnotationBlockedReported = "kustodian.io/blocked-reported"
@@ -105,8 +109,10 @@ type Record struct {
 	// AnnotationByAdmin.
 	AfterFailure bool
 	ByAdmin      bool
-	Requested    time.Time
-	Heartbeat    time.Time
+	// Silence: see AnnotationSilence.
+	Silence   string
+	Requested time.Time
+	Heartbeat time.Time
 }
 
 // RecordFromLease reads a node record.
@@ -121,6 +127,7 @@ func RecordFromLease(l *coordv1.Lease) Record {
 		Group:     a[AnnotationGroup],
 		Blocked:   a[AnnotationBlocked],
 		Gates:     a[AnnotationGates],
+		Silence:   a[AnnotationSilence],
 		QueueKey:  a[AnnotationQueueKey],
 
 		BlockedReported: a[AnnotationBlockedReported] == "true",
@@ -190,6 +197,7 @@ func (r Record) ApplyTo(l *coordv1.Lease) {
 		gates = "" // JSON cut short would not read; kustodian-ctl shows none
 	}
 	set(AnnotationGates, gates)
+	set(AnnotationSilence, Clip(r.Silence, MaxText))
 	flag := func(k string, v bool) {
 		if v {
 			set(k, "true")

@@ -144,6 +144,9 @@ func Validate(p *MaintenancePolicy) error {
 			return bad("spec.blockers.prometheus.alertFilterRegexp", err)
 		}
 	}
+	if field, err := validateAlertmanager(s); err != nil {
+		return bad(field, err)
+	}
 	if mu := s.Health.MaxUnavailable; mu != nil {
 		v, err := intstr.GetScaledValueFromIntOrPercent(mu, 100, true)
 		if err != nil || v < 1 || (mu.Type == intstr.String && v > 100) {

@@ -72,6 +72,9 @@ type Spec struct {
 	Blockers   Blockers         `json:"blockers,omitempty"`
 	Health     Health           `json:"health,omitempty"`
 	Autoscaler Autoscaler       `json:"autoscaler,omitempty"`
+	// Alertmanager is where the agents silence their node's alerts while
+	// it is in maintenance, and what blockers.alertmanager asks.
+	Alertmanager *Alertmanager `json:"alertmanager,omitempty"`
 }
 
 // Window is a weekly time window. End before start crosses midnight.
@@ -86,6 +89,72 @@ type Window struct {
 type Blockers struct {
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
 	Prometheus  *Prometheus           `json:"prometheus,omitempty"`
+	// Alertmanager blocks on the active alerts of spec.alertmanager that
+	// are neither silenced nor inhibited.
+	Alertmanager *AlertmanagerBlocker `json:"alertmanager,omitempty"`
+}
+
+// AlertmanagerBlocker filters the alerts that block: Alertmanager's own
+// matchers (severity="critical"), then Kured's alert name filter.
+type AlertmanagerBlocker struct {
+	Matchers             []string `json:"matchers,omitempty"`
+	AlertFilterRegexp    string   `json:"alertFilterRegexp,omitempty"`
+	AlertFilterMatchOnly bool     `json:"alertFilterMatchOnly,omitempty"`
+}
+
+// Alertmanager is one Alertmanager, its credentials, and the silence the
+// agents keep in it over a node in maintenance.
+type Alertmanager struct {
+	URL         string                   `json:"url"`
+	Credentials *AlertmanagerCredentials `json:"credentials,omitempty"`
+	Silence     *Silence                 `json:"silence,omitempty"`
+}
+
+// AlertmanagerCredentials say where an agent finds what it sends
+// Alertmanager: a bearer token, or with type Basic "username:password".
+type AlertmanagerCredentials struct {
+	Type string `json:"type,omitempty"` // Bearer (default) or Basic
+	// SecretKey is a key of the Secret AlertmanagerSecret in Kustodian's
+	// namespace (the one Secret the agents may read).
+	SecretKey string `json:"secretKey,omitempty"`
+	// File is a file on each host, readable by root.
+	File string `json:"file,omitempty"`
+}
+
+// AlertmanagerSecret is the Secret, in Kustodian's namespace, that holds
+// Alertmanager credentials (AlertmanagerCredentials.SecretKey).
+const AlertmanagerSecret = "kustodian-alertmanager"
+
+// Silence is the silence over a node in maintenance, from its cordon until
+// it is back (or its maintenance failed).
+type Silence struct {
+	// Matchers are Alertmanager matchers (name="value", name=~"regexp",
+	// != and !~), Go templates of .Node, .Policy and .Group; the function
+	// regexQuote quotes a value for a regexp matcher.
+	Matchers []string `json:"matchers"`
+	// Duration bounds the silence: it ends this long after the agent last
+	// extended it (default 30m), so it ends on its own when the agent is
+	// gone. The agent extends it while the maintenance lasts.
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// Link is put in the silence's comment (a Go template of the same
+	// fields): a runbook, a dashboard, a ticket.
+	Link string `json:"link,omitempty"`
+}
+
+// SilenceFields are what a silence's templates may use.
+type SilenceFields struct {
+	Node, Policy, Group string
+}
+
+// DefaultSilenceDuration is a silence's bound when Duration is unset.
+const DefaultSilenceDuration = 30 * time.Minute
+
+// SilenceDuration is the silence's bound.
+func (s *Silence) SilenceDuration() time.Duration {
+	if s == nil || s.Duration == nil || s.Duration.Duration <= 0 {
+		return DefaultSilenceDuration
+	}
+	return s.Duration.Duration
 }
 
 // Prometheus blocks on firing alerts (Kured's semantics) or on a non-empty

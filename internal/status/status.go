@@ -89,6 +89,10 @@ type Node struct {
 	// Gates are the verdicts of the waiting node's gates, as its agent
 	// last saw them.
 	Gates []Gate `json:"gates,omitempty"`
+	// Silence is the node's silence in Alertmanager while it is in
+	// maintenance: "ID until TIME", or "failed: WHY" while its agent
+	// retries (the maintenance goes on).
+	Silence string `json:"silence,omitempty"`
 }
 
 // Gate is one gate's verdict: open, closed or unchecked (only the head of
@@ -186,7 +190,7 @@ func Build(in Inputs) MaintenanceStatus {
 		n := Node{
 			Name: r.Node, State: r.State, QueuePosition: position[r.Node], Reason: r.Reason,
 			Message: r.Message, RequestID: r.RequestID, Group: r.GroupRef().String(), Policy: r.Policy,
-			Blocked: r.Blocked, Live: r.Live(in.Now, in.StaleAfter),
+			Blocked: r.Blocked, Live: r.Live(in.Now, in.StaleAfter), Silence: r.Silence,
 		}
 		if r.State == lock.Waiting && r.Gates != "" {
 			_ = json.Unmarshal([]byte(r.Gates), &n.Gates) // unreadable: shown without

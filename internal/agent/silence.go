@@ -1,0 +1,324 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kustodian/kustodian/internal/alertmanager"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
+)
+
+// Event reasons of the silences.
+const (
+	ReasonAlertsSilenced = "AlertsSilenced"
+	ReasonSilenceFailed  = "SilenceFailed"
+	ReasonSilenceExpired = "SilenceExpired"
+)
+
+// silenced are the states in which the node's alerts are silenced: from
+// its cordon until it is given back. A Failed maintenance brings them
+// back, so that the failure pages whoever it should.
+func silenced(state lock.State) bool {
+	switch state {
+	case lock.Draining, lock.InMaintenance, lock.Rebooting, lock.Completing:
+		return true
+	}
+	return false
+}
+
+// silenceWant is what the silencer is to make true in Alertmanager.
+type silenceWant struct {
+	on     bool
+	am     *policy.Alertmanager // the node's policy's; nil: none
+	fields policy.SilenceFields
+	reason string
+	uid    types.UID
+}
+
+// silencer keeps the node's silence in Alertmanager apart from the Run
+// loop: Alertmanager being slow or away never holds a maintenance back. It
+// finds its silence again by its creator (kustodian:<node>), so an agent
+// started again (after a reboot) extends or expires the silence the one
+// before made.
+type silencer struct {
+	a    *Agent
+	kick chan struct{}
+
+	mu     sync.Mutex
+	want   silenceWant
+	last   *policy.Alertmanager // where the silence was last kept
+	report string               // what the record says of the silence
+	failed string               // the failure last reported as an Event
+}
+
+func newSilencer(a *Agent) *silencer {
+	return &silencer{a: a, kick: make(chan struct{}, 1)}
+}
+
+// creator is the silence's createdBy.
+func (s *silencer) creator() string { return "kustodian:" + s.a.node }
+
+// set tells the silencer what the node's state asks for.
+func (s *silencer) set(state lock.State, r lock.Record, node *corev1.Node, am *policy.Alertmanager) {
+	w := silenceWant{on: silenced(state), reason: r.Reason, fields: policy.SilenceFields{Node: s.a.node, Policy: r.Policy, Group: r.Group}}
+	if am != nil && am.Silence != nil {
+		w.am = am
+	}
+	if node != nil {
+		w.uid = node.UID
+	}
+	s.mu.Lock()
+	changed := w.on != s.want.on || w.am != s.want.am || w.reason != s.want.reason
+	s.want = w
+	s.mu.Unlock()
+	if changed {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// status is what the record says of the silence: "" when there is none.
+func (s *silencer) status() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.report
+}
+
+// start runs the silencer apart from the Run loop until the returned stop
+// is called; stop syncs once more (expiring the silence when the node is
+// back) within the notifications' bound, shorter when the agent is being
+// stopped (agentCtx ended: a shutdown, a reboot).
+func (s *silencer) start(agentCtx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(agentCtx))
+	done := make(chan struct{})
+	go s.run(ctx, done, func() time.Duration {
+		if agentCtx.Err() != nil {
+			return notifyGraceStopping
+		}
+		return notifyGrace
+	})
+	return func() { cancel(); <-done }
+}
+
+// run keeps the silence until ctx ends, then syncs once more within grace
+// (expiring it when the node is back; leaving it, bounded, when not).
+func (s *silencer) run(ctx context.Context, done chan<- struct{}, grace func() time.Duration) {
+	defer close(done)
+	timer := s.a.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	backoff := RetryBackoff(time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			final, cancel := context.WithTimeout(context.Background(), grace())
+			_, _ = s.sync(final)
+			cancel()
+			return
+		case <-s.kick:
+		case <-timer.C():
+		}
+		next, err := s.sync(ctx)
+		if err != nil {
+			next = backoff.Step()
+		} else {
+			backoff = RetryBackoff(time.Second)
+		}
+		timer.Reset(next)
+	}
+}
+
+// sync makes Alertmanager agree with what is wanted, and says when to
+// look again.
+func (s *silencer) sync(ctx context.Context) (time.Duration, error) {
+	s.mu.Lock()
+	w, am := s.want, s.want.am
+	if am == nil {
+		am = s.last // the policy changed: the silence made before goes
+		w.on = false
+	}
+	s.mu.Unlock()
+	if am == nil {
+		return time.Hour, nil
+	}
+	err := s.apply(ctx, w, am)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		msg := fmt.Sprintf("silence in %s failed (retrying; the maintenance goes on): %v", am.URL, err)
+		s.report = "failed: " + err.Error()
+		if s.failed != err.Error() {
+			s.failed = err.Error()
+			s.a.log.Warn("silence failed; retrying, the maintenance goes on", "alertmanager", am.URL, "err", err)
+			s.a.event(ctx, w.uid, corev1.EventTypeWarning, ReasonSilenceFailed, msg)
+		}
+		return 0, err
+	}
+	s.failed = ""
+	if !w.on {
+		s.last = nil
+		return time.Hour, nil
+	}
+	s.last = am
+	// Extended when half of it is left: look again a little before.
+	return am.Silence.SilenceDuration() / 4, nil
+}
+
+// apply creates, extends or expires the node's silence.
+func (s *silencer) apply(ctx context.Context, w silenceWant, am *policy.Alertmanager) error {
+	client, err := s.a.alertmanagerClient(ctx, am)
+	if err != nil {
+		return err
+	}
+	all, err := client.Silences(ctx)
+	if err != nil {
+		return err
+	}
+	var mine []alertmanager.Silence
+	for _, si := range all {
+		if si.CreatedBy == s.creator() && si.Active() {
+			mine = append(mine, si)
+		}
+	}
+	if !w.on {
+		for _, si := range mine {
+			if err := client.Expire(ctx, si.ID); err != nil {
+				return err
+			}
+			s.a.log.Info("silence expired", "alertmanager", am.URL, "id", si.ID)
+			s.a.event(ctx, w.uid, corev1.EventTypeNormal, ReasonSilenceExpired, fmt.Sprintf("silence %s in %s expired: the node's alerts are back", si.ID, am.URL))
+		}
+		s.setReport("")
+		return nil
+	}
+	want, err := s.silence(w, am)
+	if err != nil {
+		return err
+	}
+	now := s.a.now()
+	dur := am.Silence.SilenceDuration()
+	if len(mine) > 0 {
+		cur := mine[0]
+		for _, extra := range mine[1:] {
+			if err := client.Expire(ctx, extra.ID); err != nil {
+				return err
+			}
+		}
+		if sameMatchers(cur.Matchers, want.Matchers) && cur.Comment == want.Comment && cur.EndsAt.Sub(now) > dur/2 {
+			s.setReport(fmt.Sprintf("%s until %s", cur.ID, cur.EndsAt.UTC().Format(time.RFC3339)))
+			return nil
+		}
+		want.ID, want.StartsAt = cur.ID, cur.StartsAt
+	}
+	id, err := client.PutSilence(ctx, want)
+	if err != nil {
+		return err
+	}
+	s.setReport(fmt.Sprintf("%s until %s", id, want.EndsAt.UTC().Format(time.RFC3339)))
+	if len(mine) == 0 {
+		s.a.log.Info("alerts silenced", "alertmanager", am.URL, "id", id, "until", want.EndsAt)
+		s.a.event(ctx, w.uid, corev1.EventTypeNormal, ReasonAlertsSilenced, fmt.Sprintf("silence %s in %s over %s until %s, extended while the maintenance lasts",
+			id, am.URL, matcherList(want.Matchers), want.EndsAt.UTC().Format(time.RFC3339)))
+	}
+	return nil
+}
+
+func (s *silencer) setReport(r string) {
+	s.mu.Lock()
+	s.report = r
+	s.mu.Unlock()
+}
+
+// silence is the silence wanted for the node, from now to its bound.
+func (s *silencer) silence(w silenceWant, am *policy.Alertmanager) (alertmanager.Silence, error) {
+	ms, err := alertmanager.RenderMatchers(am.Silence, w.fields)
+	if err != nil {
+		return alertmanager.Silence{}, fmt.Errorf("spec.alertmanager.silence: %w", err)
+	}
+	link, err := alertmanager.RenderLink(am.Silence, w.fields)
+	if err != nil {
+		return alertmanager.Silence{}, fmt.Errorf("spec.alertmanager.silence.link: %w", err)
+	}
+	comment := fmt.Sprintf("Kustodian: node %s is in maintenance (%s), policy %s; the silence ends when the node is back or its maintenance fails",
+		w.fields.Node, orNone(w.reason), w.fields.Policy)
+	if link != "" {
+		comment += "; " + link
+	}
+	now := s.a.now()
+	out := alertmanager.Silence{StartsAt: now, EndsAt: now.Add(am.Silence.SilenceDuration()), CreatedBy: s.creator(), Comment: comment}
+	for _, m := range ms {
+		out.Matchers = append(out.Matchers, alertmanager.Matcher{Name: m.Name, Value: m.Value, IsRegex: m.IsRegex, IsEqual: m.IsEqual})
+	}
+	return out, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no reason given"
+	}
+	return s
+}
+
+func sameMatchers(a, b []alertmanager.Matcher) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func matcherList(ms []alertmanager.Matcher) string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.String())
+	}
+	return "{" + strings.Join(out, ", ") + "}"
+}
+
+// alertmanagerClient is a client of the policy's Alertmanager with its
+// credentials, read afresh each time (a rotated token is used at once).
+// The credentials never appear in an error or a log line.
+func (a *Agent) alertmanagerClient(ctx context.Context, am *policy.Alertmanager) (*alertmanager.Client, error) {
+	c := &alertmanager.Client{URL: am.URL, HTTP: a.prom}
+	cr := am.Credentials
+	if cr == nil {
+		return c, nil
+	}
+	c.Basic = cr.Type == "Basic"
+	switch {
+	case cr.File != "":
+		b, err := os.ReadFile(cr.File)
+		if err != nil {
+			return nil, fmt.Errorf("spec.alertmanager.credentials.file: %w", err)
+		}
+		c.Credentials = strings.TrimSpace(string(b))
+	case cr.SecretKey != "":
+		sec, err := a.kube.CoreV1().Secrets(a.cfg.Namespace).Get(ctx, policy.AlertmanagerSecret, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("spec.alertmanager.credentials.secretKey: reading Secret %s/%s: %w", a.cfg.Namespace, policy.AlertmanagerSecret, err)
+		}
+		v, ok := sec.Data[cr.SecretKey]
+		if !ok {
+			return nil, fmt.Errorf("spec.alertmanager.credentials.secretKey: Secret %s/%s has no key %q", a.cfg.Namespace, policy.AlertmanagerSecret, cr.SecretKey)
+		}
+		c.Credentials = strings.TrimSpace(string(v))
+	}
+	if c.Basic && !strings.Contains(c.Credentials, ":") {
+		return nil, fmt.Errorf("spec.alertmanager.credentials: type Basic needs username:password")
+	}
+	return c, nil
+}
