@@ -181,8 +181,8 @@ type Agent struct {
 	metricsErr string         // the last failure to write them, said once
 
 	notifications *notify.Sender // nil: none
-	// silences keeps the node's silence in Alertmanager.
-	silences *silencer
+	silences      *silencer      // the node's silence in Alertmanager
+	escalationState
 
 	failing failing // the run of failed steps it is in
 }
@@ -223,7 +223,7 @@ func New(o Options) *Agent {
 	if o.ConnWatch != nil {
 		a.watchBroken = o.ConnWatch.failed
 	}
-	a.drainer = &drain.Drainer{Client: o.Kube, Pods: o.Evictor, Settings: o.Config.Drain, Log: a.log}
+	a.drainer = &drain.Drainer{Client: o.Kube, Pods: o.Evictor, Settings: o.Config.Drain, Log: a.log, Escalation: a.escalation()}
 	a.evictor = o.Evictor
 	a.silences = newSilencer(a)
 	a.evictorConfig = o.EvictorKubeconfig

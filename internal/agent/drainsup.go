@@ -96,6 +96,14 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 	if run != nil {
 		f.Drain = a.drainState(run)
 	}
+	f.Quarantine = a.decision.Policy.Spec.Drain.Quarantine != nil
+	if decide.CheckQuarantine(f) {
+		full, err := a.quarantineFull(ctx)
+		if err != nil {
+			return err
+		}
+		f.QuarantineFull = full
+	}
 	if decide.CheckOverbooking(f) {
 		over, why, err := a.overbooked(ctx, o.HeldLocks)
 		if err != nil {
@@ -137,6 +145,8 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 			a.leases.Deleted(l.Name, l.ResourceVersion)
 		}
 		return nil
+	case decide.DrainQuarantine:
+		return a.quarantine(ctx, step, o, node, run)
 	case decide.DrainHold:
 		a.clearDrain(run)
 		a.log.Error(step.Why)
@@ -163,6 +173,9 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 		if err := a.publish(ctx, lock.Draining, o, node, step.Message); err != nil {
 			return err
 		}
+		a.mu.Lock()
+		a.escalate, a.escalatePolicy, a.nodeUID = a.decision.Policy.Spec.Drain.Escalate, a.decision.Policy.Name, node.UID
+		a.mu.Unlock()
 		a.startDrain(ctx, o.Request.ID)
 		return nil
 	case decide.DrainWait:

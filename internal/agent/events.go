@@ -84,6 +84,9 @@ func (a *Agent) remember(ctx context.Context, node *corev1.Node, r lock.Record, 
 	if result == history.Failed {
 		e.Message = r.Message
 	}
+	a.mu.Lock()
+	e.Escalated = a.escalated
+	a.mu.Unlock()
 	if a.metrics != nil {
 		d := a.metrics.Data()
 		e.Started, e.Drained = d.DrainStarted, d.Drained

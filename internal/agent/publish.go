@@ -37,6 +37,9 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 
 		ReleasedRequest: prev.ReleasedRequest,
 	}
+	if o.Request != nil && a.quarantined == o.Request.ID {
+		r.ReleasedRequest = a.quarantined
+	}
 	if o.Request != nil {
 		r.Reason, r.RequestID = o.Request.Reason, o.Request.ID
 	} else if state == lock.Completing {

@@ -24,6 +24,9 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 	}
 	a.failedRequest, a.failure = "", ""
 	if node != nil {
+		if err := a.unquarantine(ctx, node); err != nil {
+			return err
+		}
 		if err := a.locks.SetStateLabel(ctx, node, lock.Idle); err != nil {
 			return err
 		}
@@ -47,6 +50,9 @@ func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
 	if err := a.leaveQueues(ctx); err != nil {
 		return err
 	}
+	a.mu.Lock()
+	a.escalated, a.quarantined = nil, "" // in the history now
+	a.mu.Unlock()
 	// The node is back: its silence goes, its alerts count again.
 	a.silences.set(lock.Idle, lock.Record{}, node, a.decision.Policy.Spec.Alertmanager)
 	a.idleMetrics(from, succeeded)
@@ -65,7 +71,11 @@ func (a *Agent) released(ctx context.Context, o decide.Observed, node *corev1.No
 			return permanent(err)
 		}
 	}
-	return a.publish(ctx, lock.Failed, o, node, "lock released by an admin; remove "+a.cfg.RequestFile+" once the node is repaired (a new request starts over)")
+	msg := "lock released by an admin; remove " + a.cfg.RequestFile + " once the node is repaired (a new request starts over)"
+	if r := a.myRecord(); r != nil && r.State == lock.Failed && !r.ByAdmin && r.Message != "" {
+		msg = r.Message // released by this agent itself: quarantined
+	}
+	return a.publish(ctx, lock.Failed, o, node, msg)
 }
 
 func (a *Agent) inMaintenance(ctx context.Context, o decide.Observed, node *corev1.Node) error {
@@ -148,6 +158,12 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 			}
 		}
 	}
+	return a.releaseAll(ctx, node)
+}
+
+// releaseAll releases Kured's lock, then this node's locks (naming the
+// next nodes of their queues first).
+func (a *Agent) releaseAll(ctx context.Context, node *corev1.Node) error {
 	if err := a.releaseKured(ctx); err != nil {
 		return err
 	}

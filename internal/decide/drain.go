@@ -21,6 +21,13 @@ type DrainFacts struct {
 	// ReleaseOnTimeout: drain.onTimeout is release (a drain that timed out
 	// gives the node back and queues again) rather than hold.
 	ReleaseOnTimeout bool
+	// Quarantine: the policy quarantines a node whose drain timed out
+	// (spec.drain.quarantine).
+	Quarantine bool
+	// QuarantineFull says why no node more may be quarantined (the
+	// policy's cap is reached); "" when there is room, or it was not
+	// checked (CheckQuarantine).
+	QuarantineFull string
 }
 
 // DrainRun is a drain as far as it went.
@@ -56,6 +63,10 @@ const (
 	DrainHold
 	// DrainDrained: drained; tell the script to go on.
 	DrainDrained
+	// DrainQuarantine: the drain timed out and the policy quarantines:
+	// give the locks back, keep the cordon, mark the node (Failed for this
+	// request, as after an admin's release).
+	DrainQuarantine
 )
 
 // DrainStep is a Draining node's next step.
@@ -74,6 +85,13 @@ type DrainStep struct {
 // it.
 func CheckOverbooking(f DrainFacts) bool {
 	return f.NodeExists && f.KuredRefused == "" && !f.CordonedByUs && f.Drain == nil
+}
+
+// CheckQuarantine says whether the quarantined nodes must be counted (a
+// fresh read of the Nodes) before DrainNext: only when the drain timed out
+// and the policy quarantines.
+func CheckQuarantine(f DrainFacts) bool {
+	return f.Quarantine && f.Drain != nil && f.Drain.Done && f.Drain.TimedOut && f.Drain.Request == f.Request
 }
 
 // DrainNext decides a Draining node's next step. There is no drain without
@@ -101,6 +119,10 @@ func DrainNext(f DrainFacts) DrainStep {
 		return DrainStep{Do: DrainWait, Publish: true, Message: "cordoned; " + progress}
 	case f.Drain.Err == nil:
 		return DrainStep{Do: DrainDrained}
+	case f.Drain.TimedOut && f.Quarantine && f.QuarantineFull == "":
+		return DrainStep{Do: DrainQuarantine, Why: "drain failed: " + f.Drain.Err.Error() + "; the node is quarantined: it stays cordoned, its lock goes to the next node"}
+	case f.Drain.TimedOut && f.Quarantine:
+		return DrainStep{Do: DrainHold, Why: fmt.Sprintf("drain failed: %v; not quarantined: %s, so the lock and the cordon are held and the rollout stops here (release a quarantined node, or this one)", f.Drain.Err, f.QuarantineFull)}
 	case f.Drain.TimedOut && f.ReleaseOnTimeout:
 		return DrainStep{Do: DrainRequeue, Why: "drain failed: " + f.Drain.Err.Error() + "; the node is given back and queues again"}
 	}

@@ -38,6 +38,15 @@ func TestDrainNext(t *testing.T) {
 		{"timed out, release: queue again", with(func(f *DrainFacts) {
 			f.Drain, f.ReleaseOnTimeout = &DrainRun{Request: "r2", Done: true, Err: failed, TimedOut: true}, true
 		}), DrainRequeue, false, "given back and queues again"},
+		{"timed out, quarantine with room", with(func(f *DrainFacts) {
+			f.Drain, f.Quarantine, f.ReleaseOnTimeout = &DrainRun{Request: "r2", Done: true, Err: failed, TimedOut: true}, true, true
+		}), DrainQuarantine, false, "quarantined: it stays cordoned"},
+		{"timed out, quarantine full: hold, the rollout stops", with(func(f *DrainFacts) {
+			f.Drain, f.Quarantine, f.QuarantineFull = &DrainRun{Request: "r2", Done: true, Err: failed, TimedOut: true}, true, "1 of 1 nodes quarantined: n7"
+		}), DrainHold, false, "not quarantined: 1 of 1 nodes quarantined: n7"},
+		{"failed otherwise, quarantine: still hold", with(func(f *DrainFacts) {
+			f.Drain, f.Quarantine = &DrainRun{Request: "r2", Done: true, Err: failed}, true
+		}), DrainHold, false, "are held"},
 		{"failed otherwise, release: still hold", with(func(f *DrainFacts) {
 			f.Drain, f.ReleaseOnTimeout = &DrainRun{Request: "r2", Done: true, Err: failed}, true
 		}), DrainHold, false, "are held"},

@@ -10,11 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +43,9 @@ type Drainer struct {
 	Pods     kubernetes.Interface
 	Settings config.Drain
 	Log      *slog.Logger
+	// Escalation, when set, deletes what a PodDisruptionBudget holds once
+	// drain.timeout has passed (escalate.go).
+	Escalation *Escalation
 }
 
 // podsClient is the client of the node's pods.
@@ -99,8 +99,17 @@ func (d *Drainer) helper(ctx context.Context) *kdrain.Helper {
 type podState struct {
 	key        string // namespace/name
 	controller string // kind/namespace/name of its controller, or ""
-	evicted    bool   // the Eviction API accepted it; now waiting for it to go
+	evicted    bool   // the Eviction API accepted it (or escalation deleted it); now waiting for it to go
 	blocked    string // why the last eviction was refused
+	pdb        bool   // a PodDisruptionBudget refused its eviction in this drain
+	uid        types.UID
+}
+
+// drainRun is what one drain knows across its rounds (escalate.go).
+type drainRun struct {
+	pods      map[types.UID]*podState
+	disrupted *controllers
+	refused   []string // pods kubectl's filters refuse to delete, as of the last step
 }
 
 // Drain evicts every pod that must leave node and returns once they are
@@ -113,8 +122,20 @@ type podState struct {
 // It returns the controllers (kind/namespace/name) whose pods it evicted, in
 // the order of their first eviction, for health.workloadsRecovered.
 func (d *Drainer) Drain(ctx context.Context, node string, progress func(Progress)) ([]string, error) {
-	disrupted, err := d.drain(ctx, node, progress)
-	return disrupted.list, err
+	run := &drainRun{pods: map[types.UID]*podState{}, disrupted: &controllers{}}
+	err := d.drain(ctx, node, progress, run)
+	if errors.Is(err, ErrTimeout) && d.Escalation != nil && ctx.Err() == nil {
+		var deleted int
+		if deleted, err = d.escalate(ctx, run); err == nil && deleted > 0 {
+			err = d.drain(ctx, node, progress, run)
+		} else if err == nil {
+			err = fmt.Errorf("%w after %s", ErrTimeout, d.Settings.Timeout)
+		}
+	}
+	if errors.Is(err, ErrTimeout) {
+		err = &StuckError{Pods: run.left(), Err: err}
+	}
+	return run.disrupted.list, err
 }
 
 // controllers is an ordered set of controller references.
@@ -135,15 +156,15 @@ func (c *controllers) add(ref string) {
 	c.list = append(c.list, ref)
 }
 
-func (d *Drainer) drain(ctx context.Context, node string, progress func(Progress)) (*controllers, error) {
-	disrupted := &controllers{}
+func (d *Drainer) drain(ctx context.Context, node string, progress func(Progress), run *drainRun) error {
+	disrupted := run.disrupted
 	if d.Settings.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d.Settings.Timeout, ErrTimeout)
 		defer cancel()
 	}
 	h := d.helper(ctx)
-	pods := map[types.UID]*podState{}
+	pods := run.pods
 	var last Progress
 	report := func(p Progress) {
 		p.Evicted = disrupted.evicted
@@ -176,24 +197,24 @@ func (d *Drainer) drain(ctx context.Context, node string, progress func(Progress
 		})
 		if err != nil && ctx.Err() == nil {
 			if err := unreachable(fmt.Errorf("watching the pods of node %s: %w", node, err)); err != nil {
-				return disrupted, err
+				return err
 			}
 			continue
 		}
 		if err != nil {
-			return disrupted, d.ctxErr(ctx, err)
+			return d.ctxErr(ctx, err)
 		}
-		done, retryIn, err := d.step(ctx, h, node, pods, disrupted, report)
+		done, retryIn, err := d.step(ctx, h, node, run, report)
 		if err != nil && ctx.Err() == nil {
 			w.Stop()
 			if err := unreachable(err); err != nil {
-				return disrupted, err
+				return err
 			}
 			continue
 		}
 		if err != nil || done {
 			w.Stop()
-			return disrupted, d.ctxErr(ctx, err)
+			return d.ctxErr(ctx, err)
 		}
 		left = len(pods)
 		// Wait for a pod of the node to change, or for the retry delay of a
@@ -214,7 +235,7 @@ func (d *Drainer) drain(ctx context.Context, node string, progress func(Progress
 			timer.Stop()
 		}
 		if ctx.Err() != nil {
-			return disrupted, d.ctxErr(ctx, ctx.Err())
+			return d.ctxErr(ctx, ctx.Err())
 		}
 	}
 }
@@ -232,7 +253,8 @@ func (d *Drainer) ctxErr(ctx context.Context, err error) error {
 // step lists the pods that must leave, evicts those not yet evicted, and
 // reports. It returns done when none is left, and when to retry refused
 // evictions.
-func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods map[types.UID]*podState, disrupted *controllers, report func(Progress)) (done bool, retryIn time.Duration, err error) {
+func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, run *drainRun, report func(Progress)) (done bool, retryIn time.Duration, err error) {
+	pods, disrupted := run.pods, run.disrupted
 	list, errs := h.GetPodsForDeletion(node)
 	if list == nil {
 		return false, 0, fmt.Errorf("listing the pods of node %s: %w", node, errors.Join(errs...))
@@ -243,6 +265,7 @@ func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods 
 	for _, e := range errs {
 		refused = append(refused, refusedPods(e)...)
 	}
+	run.refused = refused
 
 	current := map[types.UID]bool{}
 	evictable := list.Pods()
@@ -252,7 +275,7 @@ func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods 
 		current[pod.UID] = true
 		st := pods[pod.UID]
 		if st == nil {
-			st = &podState{key: pod.Namespace + "/" + pod.Name}
+			st = &podState{key: pod.Namespace + "/" + pod.Name, uid: pod.UID}
 			if c := metav1.GetControllerOf(pod); c != nil {
 				st.controller = c.Kind + "/" + pod.Namespace + "/" + c.Name
 			}
@@ -303,16 +326,18 @@ func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods 
 		st, err := pods[evictable[i].UID], evictErrs[j]
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
-			st.evicted, st.blocked = true, ""
+			st.evicted, st.blocked, st.pdb = true, "", false
 			disrupted.add(st.controller)
 			disrupted.evicted++
 			d.Log.Info("evicted pod", "pod", st.key)
 		case apierrors.IsTooManyRequests(err):
-			st.blocked = "blocked by " + pdbOf(err)
+			st.blocked, st.pdb = "blocked by "+pdbOf(err), true
 			retryIn = d.Settings.EvictErrorRetryDelay
 		default:
 			// Forbidden (a PDB with negative budget), several PDBs, a
 			// transient server error: say so and try again after the delay.
+			// (A budget that refused it before still holds it: an answer
+			// cut short says nothing of the budget.)
 			st.blocked = "eviction failed: " + firstLine(err.Error())
 			retryIn = d.Settings.EvictErrorRetryDelay
 		}
@@ -332,115 +357,4 @@ func (d *Drainer) step(ctx context.Context, h *kdrain.Helper, node string, pods 
 	}
 	report(Progress{Left: left, Message: summary(pods, refused)})
 	return false, retryIn, nil
-}
-
-// summary is the one line an operator needs while a drain runs.
-func summary(pods map[types.UID]*podState, refused []string) string {
-	left := len(pods) + len(refused)
-	var blocked, terminating []string
-	for _, st := range pods {
-		if st.blocked != "" {
-			blocked = append(blocked, st.key+" "+st.blocked)
-		} else {
-			terminating = append(terminating, st.key)
-		}
-	}
-	sort.Strings(blocked)
-	sort.Strings(terminating)
-	msg := fmt.Sprintf("draining: %d %s left", left, plural(left, "pod", "pods"))
-	switch {
-	case len(refused) > 0:
-		msg += ", " + refused[0]
-		if len(refused) > 1 {
-			msg += fmt.Sprintf(" (+%d more refused)", len(refused)-1)
-		}
-	case len(blocked) > 0:
-		msg += ", " + blocked[0]
-		if len(blocked) > 1 {
-			msg += fmt.Sprintf(" (+%d more blocked)", len(blocked)-1)
-		}
-	case len(terminating) > 0:
-		msg += ", waiting for " + terminating[0]
-		if len(terminating) > 1 {
-			msg += fmt.Sprintf(" and %d more to terminate", len(terminating)-1)
-		} else {
-			msg += " to terminate"
-		}
-	}
-	return msg
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-// pdbOf names the PodDisruptionBudget of a 429 from the Eviction API, whose
-// cause reads "The disruption budget NAME needs 5 healthy pods...".
-func pdbOf(err error) string {
-	var se apierrors.APIStatus
-	if errors.As(err, &se) {
-		if details := se.Status().Details; details != nil {
-			for _, c := range details.Causes {
-				if c.Type != policyv1.DisruptionBudgetCause {
-					continue
-				}
-				if name, ok := strings.CutPrefix(c.Message, "The disruption budget "); ok {
-					if i := strings.IndexByte(name, ' '); i > 0 {
-						return "PDB " + name[:i]
-					}
-				}
-			}
-		}
-	}
-	return "a PodDisruptionBudget"
-}
-
-// kubectl's filters name their remedy as kubectl flags; ours are settings.
-var remedies = strings.NewReplacer(
-	"use --force to override", "set drain.force to override",
-	"use --delete-emptydir-data to override", "set drain.deleteEmptyDirData to override",
-	"use --ignore-daemonsets to ignore", "DaemonSet pods are ignored",
-)
-
-// refusedPods turns an error of kubectl's filters, "cannot delete WHY: ns/a,
-// ns/b", into one entry per pod: "ns/a refused: WHY".
-func refusedPods(err error) []string {
-	msg := remedies.Replace(strings.TrimSpace(err.Error()))
-	why, pods, ok := strings.Cut(strings.TrimPrefix(msg, "cannot delete "), "): ")
-	if !ok {
-		return []string{msg}
-	}
-	why += ")"
-	var out []string
-	for _, p := range strings.Split(pods, ",") {
-		out = append(out, strings.TrimSpace(p)+" refused: cannot delete "+why)
-	}
-	return out
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-// slogWriter turns kubectl's Out/ErrOut lines into log records.
-type slogWriter struct {
-	log   *slog.Logger
-	level slog.Level
-}
-
-var _ io.Writer = slogWriter{}
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		if line != "" {
-			w.log.Log(context.Background(), w.level, line, "component", "kubectl-drain")
-		}
-	}
-	return len(p), nil
 }

@@ -46,6 +46,9 @@ type Entry struct {
 	Message string    `json:"message,omitempty"` // why it failed
 	Policy  string    `json:"policy,omitempty"`
 	Group   string    `json:"group,omitempty"`
+	// Escalated are the pods the drain deleted past their
+	// PodDisruptionBudget (a policy's spec.drain.escalate).
+	Escalated []string `json:"escalated,omitempty"`
 }
 
 // Wait, Drain and Maintenance are an entry's durations (0 when unknown).

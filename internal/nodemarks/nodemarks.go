@@ -26,6 +26,10 @@ type Marks struct {
 
 const (
 	AnnotationCordoned = lock.AnnotationCordoned
+	// AnnotationQuarantined marks a node whose drain timed out and that its
+	// policy quarantined (spec.drain.quarantine): the policy's name. It
+	// goes when the node is back to Idle.
+	AnnotationQuarantined = "kustodian.io/quarantined"
 )
 
 // CordonedByKustodian reports whether Kustodian's cordon is on the node.

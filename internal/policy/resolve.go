@@ -144,6 +144,20 @@ func Validate(p *MaintenancePolicy) error {
 			return bad("spec.blockers.prometheus.alertFilterRegexp", err)
 		}
 	}
+	for i, e := range s.Drain.Escalate {
+		if e.Action != EscalateDeletePods {
+			return bad(fmt.Sprintf("spec.drain.escalate[%d].action", i), fmt.Errorf("%q is not %s", e.Action, EscalateDeletePods))
+		}
+		if e.NamespaceSelector == nil {
+			return bad(fmt.Sprintf("spec.drain.escalate[%d].namespaceSelector", i), fmt.Errorf("is required ({} selects every namespace)"))
+		}
+		if _, err := metav1.LabelSelectorAsSelector(e.NamespaceSelector); err != nil {
+			return bad(fmt.Sprintf("spec.drain.escalate[%d].namespaceSelector", i), err)
+		}
+	}
+	if q := s.Drain.Quarantine; q != nil && q.MaxNodes < 0 {
+		return bad("spec.drain.quarantine.maxNodes", fmt.Errorf("must be at least 1"))
+	}
 	if field, err := validateAlertmanager(s); err != nil {
 		return bad(field, err)
 	}

@@ -75,6 +75,44 @@ type Spec struct {
 	// Alertmanager is where the agents silence their node's alerts while
 	// it is in maintenance, and what blockers.alertmanager asks.
 	Alertmanager *Alertmanager `json:"alertmanager,omitempty"`
+	// Drain says what happens when a drain reaches the agents'
+	// drain.timeout with pods left.
+	Drain Drain `json:"drain,omitempty"`
+}
+
+// Drain escalates a drain that timed out: first by deleting the pods a
+// PodDisruptionBudget holds in the namespaces it names, then, if pods are
+// still left, by quarantining the node.
+type Drain struct {
+	Escalate   []DrainEscalation `json:"escalate,omitempty"`
+	Quarantine *Quarantine       `json:"quarantine,omitempty"`
+}
+
+// EscalateDeletePods deletes, without eviction, the pods that a
+// PodDisruptionBudget keeps from being evicted.
+const EscalateDeletePods = "deletePods"
+
+// DrainEscalation allows Action for the pods of the namespaces that
+// NamespaceSelector selects (an empty selector: every namespace).
+type DrainEscalation struct {
+	Action            string                `json:"action"`
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector"`
+}
+
+// Quarantine gives the lock of a node whose drain timed out back, leaves
+// the node cordoned and marked, and lets the next node go; at most
+// MaxNodes nodes of the policy at once (default 1): beyond, the node holds
+// its lock (Failed), and the policy's rollout stops there.
+type Quarantine struct {
+	MaxNodes int32 `json:"maxNodes,omitempty"`
+}
+
+// QuarantineCap is how many nodes of the policy may be quarantined at once.
+func (q *Quarantine) QuarantineCap() int {
+	if q == nil || q.MaxNodes < 1 {
+		return 1
+	}
+	return int(q.MaxNodes)
 }
 
 // Window is a weekly time window. End before start crosses midnight.

@@ -271,12 +271,18 @@ func record(e *cluster.Env, node string) *lock.Record {
 // absent. Any other error of the API server fails the test.
 func lockHolder(e *cluster.Env) string {
 	e.T.Helper()
-	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.DefaultGroup.LockName(0), metav1.GetOptions{})
+	return groupLockHolder(e, lock.DefaultGroup)
+}
+
+// groupLockHolder is the holder of the first lock of group g.
+func groupLockHolder(e *cluster.Env, g lock.GroupRef) string {
+	e.T.Helper()
+	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, g.LockName(0), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return ""
 	}
 	if err != nil {
-		e.T.Fatalf("reading lock %s: %v", lock.DefaultGroup.LockName(0), err)
+		e.T.Fatalf("reading lock %s: %v", g.LockName(0), err)
 	}
 	return lock.Holder(l)
 }

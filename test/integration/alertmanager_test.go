@@ -428,7 +428,7 @@ spec:
 	a.start()
 	waitRecord(e, nodes[0], "to be held by DiskFull alone", inStateSaying(lock.Waiting,
 		"alert DiskFull active in Alertmanager (neither silenced nor inhibited)"))
-	if h := lockHolder(e); h != "" {
+	if h := groupLockHolder(e, lock.GroupRef{Policy: "gated"}); h != "" {
 		t.Fatalf("%s holds the lock while DiskFull fires", h)
 	}
 	// The operator silences DiskFull: the gate opens.

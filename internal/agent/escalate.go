@@ -1,0 +1,180 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/drain"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/nodemarks"
+	"github.com/kustodian/kustodian/internal/policy"
+)
+
+// Event reasons of a drain's escalation (a policy's spec.drain).
+const (
+	// ReasonPodDeletedPastPDB is on the pod and on the node: the pod was
+	// deleted, its PodDisruptionBudget bypassed, as the policy allows.
+	ReasonPodDeletedPastPDB = "PodDeletedPastPDB"
+	// ReasonQuarantined: the drain timed out, the node stays cordoned and
+	// its lock went to the next node.
+	ReasonQuarantined = "Quarantined"
+)
+
+// escalationState is what the agent keeps of a drain's escalation; the
+// drain's goroutine reads it under Agent.mu.
+type escalationState struct {
+	escalate       []policy.DrainEscalation // the rules of the drain's policy
+	escalatePolicy string
+	nodeUID        types.UID
+	escalated      []string // the pods deleted past their budget, for the history
+	// quarantined is the request this agent quarantined its node for: the
+	// record says it is released, as after an admin's release.
+	quarantined string
+}
+
+// escalation is what the drainer asks once drain.timeout has passed: the
+// rules of the policy the drain started under.
+func (a *Agent) escalation() *drain.Escalation {
+	return &drain.Escalation{Allowed: a.escalationAllowed, Deleted: a.deletedPastPDB}
+}
+
+// escalationAllowed says whether the policy lets pods of namespace be
+// deleted past their PodDisruptionBudget.
+func (a *Agent) escalationAllowed(ctx context.Context, namespace string) (bool, error) {
+	a.mu.Lock()
+	rules := a.escalate
+	a.mu.Unlock()
+	if len(rules) == 0 {
+		return false, nil
+	}
+	ns, err := a.kube.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("reading namespace %s for spec.drain.escalate: %w", namespace, err)
+	}
+	for _, r := range rules {
+		if r.Action != policy.EscalateDeletePods {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(r.NamespaceSelector)
+		if err != nil || r.NamespaceSelector == nil {
+			continue // policy.Validate refuses it
+		}
+		if sel.Matches(labels.Set(ns.Labels)) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// deletedPastPDB tells of a pod the escalation deleted: an Event on the
+// pod and one on the node, and a line in the maintenance's history.
+func (a *Agent) deletedPastPDB(ctx context.Context, namespace, name, why string) {
+	line := fmt.Sprintf("%s/%s (%s)", namespace, name, why)
+	a.mu.Lock()
+	a.escalated = append(a.escalated, line)
+	uid := a.nodeUID
+	a.mu.Unlock()
+	msg := fmt.Sprintf("deleted pod %s/%s on node %s past its PodDisruptionBudget after drain.timeout, as MaintenancePolicy %s's spec.drain.escalate allows (%s)",
+		namespace, name, a.node, a.decisionPolicy(), why)
+	a.podEvent(ctx, namespace, name, msg)
+	a.event(ctx, uid, corev1.EventTypeWarning, ReasonPodDeletedPastPDB, msg)
+}
+
+// decisionPolicy is the name of the node's policy, read under the lock
+// for the drain's goroutine.
+func (a *Agent) decisionPolicy() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.escalatePolicy
+}
+
+// podEvent records a Warning Event on a pod (in its namespace).
+func (a *Agent) podEvent(ctx context.Context, namespace, name, message string) {
+	now := metav1.NewTime(a.now())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", name, a.now().UnixNano()), Namespace: namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name},
+		Reason:         ReasonPodDeletedPastPDB, Message: message, Type: corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: Component, Host: a.node},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	if _, err := a.kube.CoreV1().Events(namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		a.log.Warn("could not record event", "reason", ReasonPodDeletedPastPDB, "pod", namespace+"/"+name, "err", err)
+	}
+}
+
+// quarantineFull counts, on a fresh read of the Nodes, the other nodes of
+// the policy that are quarantined; it says why no more may be, or "".
+func (a *Agent) quarantineFull(ctx context.Context) (string, error) {
+	p := a.decision.Policy
+	list, err := a.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("counting the quarantined nodes: %w", err)
+	}
+	var names []string
+	for _, n := range list.Items {
+		if n.Name != a.node && n.Annotations[nodemarks.AnnotationQuarantined] == p.Name {
+			names = append(names, n.Name)
+		}
+	}
+	if limit := p.Spec.Drain.Quarantine.QuarantineCap(); len(names) >= limit {
+		return fmt.Sprintf("%d of %d nodes of policy %s quarantined already (%s)", len(names), limit, p.Name, strings.Join(names, ", ")), nil
+	}
+	return "", nil
+}
+
+// quarantine gives a node whose drain timed out back to its queue's next
+// node and leaves it cordoned, marked with the policy's name, Failed for
+// this request (as after an admin's release: it is not queued again for
+// it).
+func (a *Agent) quarantine(ctx context.Context, step decide.DrainStep, o decide.Observed, node *corev1.Node, run *drainRun) error {
+	pods := drain.Stuck(run.err)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{nodemarks.AnnotationQuarantined: a.decision.Policy.Name}}})
+	if err != nil {
+		return err
+	}
+	if _, err := a.kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component}); err != nil {
+		return fmt.Errorf("marking node %s quarantined: %w", node.Name, err)
+	}
+	a.clearDrain(run)
+	a.log.Warn(step.Why, "pods", pods)
+	msg := "quarantined: the drain timed out; " + podList(pods) + " would not go; the node stays cordoned and its lock went to the next node (remove " + a.cfg.RequestFile + " once the pods are dealt with; a new request starts over)"
+	a.quarantined = o.Request.ID
+	if err := a.publish(ctx, lock.Failed, o, node, msg); err != nil {
+		return err
+	}
+	a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonQuarantined, msg)
+	return a.releaseAll(ctx, node)
+}
+
+func podList(pods []string) string {
+	switch {
+	case len(pods) == 0:
+		return "no pod named"
+	case len(pods) == 1:
+		return "pod " + pods[0]
+	case len(pods) > 5:
+		return fmt.Sprintf("pods %s and %d more", strings.Join(pods[:5], ", "), len(pods)-5)
+	}
+	return "pods " + strings.Join(pods, ", ")
+}
+
+// unquarantine takes the quarantine mark off the node once it is back.
+func (a *Agent) unquarantine(ctx context.Context, node *corev1.Node) error {
+	if _, ok := node.Annotations[nodemarks.AnnotationQuarantined]; !ok {
+		return nil
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + nodemarks.AnnotationQuarantined + `":null}}}`)
+	if _, err := a.kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component}); err != nil {
+		return fmt.Errorf("removing the quarantine mark of node %s: %w", node.Name, err)
+	}
+	return nil
+}
