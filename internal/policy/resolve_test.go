@@ -82,6 +82,27 @@ func TestValidate(t *testing.T) {
 		{pol("s", 0, nil, func(s *Spec) { s.Spacing = &metav1.Duration{Duration: -time.Second} }), "spec.spacing"},
 		{pol("p", 0, nil, func(s *Spec) { s.Blockers.Prometheus = &Prometheus{URL: "prometheus:9090"} }), "spec.blockers.prometheus.url"},
 		{pol("r", 0, nil, func(s *Spec) { s.Blockers.Prometheus = &Prometheus{URL: "http://p", AlertFilterRegexp: "("} }), "alertFilterRegexp"},
+		{pol("am", 0, nil, func(s *Spec) {
+			s.Alertmanager = &Alertmanager{URL: "http://am:9093", Credentials: &AlertmanagerCredentials{Type: "Basic", SecretKey: "am"},
+				Silence: &Silence{Matchers: []string{`instance=~"{{ regexQuote .Node }}(:.*)?"`, `node="{{ .Node }}"`}}}
+			s.Blockers.Alertmanager = &AlertmanagerBlocker{Matchers: []string{`severity="critical"`}}
+			s.Drain = Drain{Escalate: []DrainEscalation{{Action: EscalateDeletePods, NamespaceSelector: &metav1.LabelSelector{}}}, Quarantine: &Quarantine{MaxNodes: 2}}
+		}), ""},
+		{pol("am1", 0, nil, func(s *Spec) { s.Blockers.Alertmanager = &AlertmanagerBlocker{} }), "spec.blockers.alertmanager: needs spec.alertmanager.url"},
+		{pol("am2", 0, nil, func(s *Spec) { s.Alertmanager = &Alertmanager{URL: "am:9093"} }), "spec.alertmanager.url"},
+		{pol("am3", 0, nil, func(s *Spec) {
+			s.Alertmanager = &Alertmanager{URL: "http://am", Credentials: &AlertmanagerCredentials{SecretKey: "a", File: "/b"}}
+		}), "name exactly one of secretKey"},
+		{pol("am4", 0, nil, func(s *Spec) {
+			s.Alertmanager = &Alertmanager{URL: "http://am", Silence: &Silence{Matchers: []string{`node=~".*"`}}}
+		}), "every one matches an empty label"},
+		{pol("am5", 0, nil, func(s *Spec) {
+			s.Alertmanager = &Alertmanager{URL: "http://am", Silence: &Silence{Matchers: []string{`node "x"`}}}
+		}), "is not a matcher"},
+		{pol("d1", 0, nil, func(s *Spec) {
+			s.Drain.Escalate = []DrainEscalation{{Action: "evictHarder", NamespaceSelector: &metav1.LabelSelector{}}}
+		}), "spec.drain.escalate[0].action"},
+		{pol("d2", 0, nil, func(s *Spec) { s.Drain.Escalate = []DrainEscalation{{Action: EscalateDeletePods}} }), "spec.drain.escalate[0].namespaceSelector: is required"},
 	} {
 		err := Validate(tc.p)
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {

@@ -68,6 +68,13 @@ spec:
     prometheus: {url: "http://prometheus.monitoring:9090", alertFilterRegexp: "^(Watchdog|InfoInhibitor)$"}
   health: {maxUnavailable: 25%, workloadsRecovered: true, blockedAfter: 30m}
   autoscaler: {protect: true}
+  alertmanager:
+    url: http://alertmanager.monitoring:9093
+    credentials: {type: Basic, secretKey: alertmanager}
+    silence: {matchers: ['instance=~"{{ regexQuote .Node }}(:.*)?"'], duration: 45m, link: "https://runbooks.example.com"}
+  drain:
+    escalate: [{action: deletePods, namespaceSelector: {matchLabels: {tier: batch}}}]
+    quarantine: {maxNodes: 2}
 `
 	if err := applyPolicy(e, good); err != nil {
 		t.Fatalf("a good policy was refused: %v", err)
@@ -96,6 +103,10 @@ spec:
 		{"a time zone offset", `{metadata: {name: b17}, spec: {windows: [{start: "02:00", end: "06:00", timeZone: "+02:00"}]}}`, "spec.windows[0].timeZone"},
 		{"a duration that overflows", `{metadata: {name: b18}, spec: {spacing: "3000000h"}}`, "spec.spacing"},
 		{"0%", `{metadata: {name: b19}, spec: {health: {maxUnavailable: "0%"}}}`, "spec.health.maxUnavailable"},
+		{"silence without matchers", `{metadata: {name: b20}, spec: {alertmanager: {url: "http://am:9093", silence: {}}}}`, "spec.alertmanager.silence.matchers"},
+		{"credentials twice", `{metadata: {name: b21}, spec: {alertmanager: {url: "http://am:9093", credentials: {secretKey: a, file: /b}}}}`, "name exactly one of secretKey and file"},
+		{"an escalation of another kind", `{metadata: {name: b22}, spec: {drain: {escalate: [{action: evictHarder, namespaceSelector: {}}]}}}`, "spec.drain.escalate[0].action"},
+		{"quarantine of no node", `{metadata: {name: b23}, spec: {drain: {quarantine: {maxNodes: 0}}}}`, "spec.drain.quarantine.maxNodes"},
 	} {
 		err := applyPolicy(e, tc.doc)
 		if err == nil {
