@@ -97,6 +97,14 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 		f.Drain = a.drainState(run)
 	}
 	f.Quarantine = a.decision.Policy.Spec.Drain.Quarantine != nil
+	// The escalation follows the policy as it is now: rules an admin
+	// removed mid-drain delete nothing; another policy's, nothing either.
+	a.mu.Lock()
+	a.escalate = nil
+	if a.decision.Policy.Name == a.escalatePolicy {
+		a.escalate = a.decision.Policy.Spec.Drain.Escalate
+	}
+	a.mu.Unlock()
 	if decide.CheckQuarantine(f) {
 		full, err := a.quarantineFull(ctx)
 		if err != nil {

@@ -63,10 +63,16 @@ func ParseLocks(annotations map[string]string, keys []string, args Args) (Locks,
 	return ls, nil
 }
 
-// Full reports whether the lock under any key has no room for id.
+// Full reports whether the lock under any key has no room for id. A
+// maxOwners above Kured's own --concurrency counts as that concurrency:
+// the value is written by nodes, Kured's flag by its admin.
 func (ls Locks) Full(id string, now time.Time) bool {
 	for _, k := range ls.Keys {
-		if k.Lock.Full(id, now) {
+		l := k.Lock
+		if ls.Concurrency > 0 && l.MaxOwners > ls.Concurrency {
+			l.MaxOwners = ls.Concurrency
+		}
+		if l.Full(id, now) {
 			return true
 		}
 	}
@@ -147,8 +153,8 @@ func (ls Locks) HeldAnywhere(id string) bool {
 // TakeAll returns the values to write so that entry (id's, as Entry wrote
 // it) holds the lock under every key, every other byte of each value kept:
 // a key id holds already is left out; an absent key is created in the form
-// Kured would write it (several owners when Kured's concurrency, or else
-// another key's form, says so). ok is false with the reason when some key
+// Kured would write it (several owners only when Kured's --concurrency
+// says so). ok is false with the reason when some key
 // has no room for id or a form Kustodian does not write into.
 func (ls Locks) TakeAll(id, entry string, now time.Time) (map[string]string, string, bool) {
 	if ls.Full(id, now) {
@@ -175,17 +181,11 @@ func (ls Locks) TakeAll(id, entry string, now time.Time) (map[string]string, str
 }
 
 // owners is how many owners Kured allows, for a key Kustodian creates:
-// Kured's --concurrency, else the first set key of several owners', else 1.
+// Kured's --concurrency, else 1. Never another key's maxOwners: a Kured of
+// one owner reads any value it finds as held (by "" when it is a list),
+// so the form must be the one its own flag calls for.
 func (ls Locks) owners() int {
-	if ls.Concurrency > 0 {
-		return ls.Concurrency
-	}
-	for _, k := range ls.Keys {
-		if k.Lock.MaxOwners > 0 {
-			return k.Lock.MaxOwners
-		}
-	}
-	return 1
+	return max(ls.Concurrency, 1)
 }
 
 // GiveBackAll returns the values to write so that id holds the lock under
@@ -207,14 +207,14 @@ type Args struct {
 	Concurrency int    // --concurrency, 0 when not given
 }
 
-// ParseArgs reads --lock-annotation and --concurrency from a container's
-// command and arguments, in either of the forms "--flag=value" and
-// "--flag value".
+// ParseArgs reads --lock-annotation (as "--flag=value" or "--flag
+// value") and --concurrency (as "--concurrency=N" only: the form the
+// admission policy can check) from a container's command and arguments.
 func ParseArgs(argv []string) Args {
 	var a Args
 	for i := 0; i < len(argv); i++ {
 		name, value, eq := strings.Cut(argv[i], "=")
-		if !eq && i+1 < len(argv) && (name == "--lock-annotation" || name == "--concurrency") {
+		if !eq && i+1 < len(argv) && name == "--lock-annotation" {
 			value = argv[i+1]
 			i++
 		}

@@ -14,7 +14,8 @@ func TestParseArgs(t *testing.T) {
 		{nil, Args{}},
 		{[]string{"/usr/bin/kured", "--period=1m"}, Args{}},
 		{[]string{"/usr/bin/kured", "--concurrency=2", "--lock-annotation=kured.dev/kured-node-lock"}, Args{Annotation: NextLockAnnotation, Concurrency: 2}},
-		{[]string{"kured", "--concurrency", "3", "--lock-annotation", "example.com/lock"}, Args{Annotation: "example.com/lock", Concurrency: 3}},
+		{[]string{"kured", "--concurrency=3", "--lock-annotation", "example.com/lock"}, Args{Annotation: "example.com/lock", Concurrency: 3}},
+		{[]string{"kured", "--concurrency", "3"}, Args{}},
 		{[]string{"kured", "--concurrency=zero"}, Args{}},
 		{[]string{"kured", "--concurrency"}, Args{}},
 	} {
@@ -51,13 +52,26 @@ func TestLocksUnderBothKeys(t *testing.T) {
 		annotations: map[string]string{NextLockAnnotation: kuredN1},
 		full:        true, others: []string{"n1"},
 	}, {
-		name:        "several owners under the old key: the new key is created in that form",
+		name:        "several owners under the old key, Kured's --concurrency=2: the new key is created in that form",
 		annotations: map[string]string{LockAnnotation: `{"maxOwners":2,"locks":[` + kuredN1 + `]}`},
+		args:        Args{Concurrency: 2},
 		others:      []string{"n1"},
 		taken: map[string]string{
 			LockAnnotation:     `{"maxOwners":2,"locks":[` + kuredN1 + `,` + mine + `]}`,
 			NextLockAnnotation: `{"maxOwners":2,"locks":[` + mine + `]}`,
 		},
+	}, {
+		name:        "several owners under one key, no --concurrency: a created key has one owner, the form Kured's default reads",
+		annotations: map[string]string{LockAnnotation: `{"maxOwners":2,"locks":[]}`},
+		taken: map[string]string{
+			LockAnnotation:     `{"maxOwners":2,"locks":[` + mine + `]}`,
+			NextLockAnnotation: mine,
+		},
+	}, {
+		name:        "a maxOwners above Kured's --concurrency counts as that",
+		annotations: map[string]string{LockAnnotation: `{"maxOwners":9999,"locks":[` + kuredN1 + `]}`},
+		args:        Args{Concurrency: 1},
+		full:        true, others: []string{"n1"},
 	}, {
 		name: "Kured's --concurrency decides the form of a created key",
 		args: Args{Concurrency: 3},

@@ -52,7 +52,9 @@ object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValu
 		r := strings.NewReplacer("@LOCK", lock, "@OLD", oldLock, "@BASEOLD", oldBase, "@BASE", base, "@I", i, "@J", j)
 		p.validations = append(p.validations, check(r.Replace(`@LOCK == @OLD ||
 ((@OLD == '' || @OLD.startsWith('{"nodeID":"",')) && `+mine("@LOCK")+`) ||
-(@OLD == '' && @LOCK.matches('^\\{"maxOwners":[1-9][0-9]{0,3},"locks":\\[') && @LOCK.endsWith(']}') &&
+(@OLD == '' && @LOCK.matches('^\\{"maxOwners":([2-9]|[1-9][0-9]{1,3}),"locks":\\[') && @LOCK.endsWith(']}') &&
+ object.spec.template.spec.containers.exists(c, (c.?command.orValue([]) + c.?args.orValue([])).exists(a,
+   a == '--concurrency=' + @LOCK.find('^\\{"maxOwners":[0-9]+').substring(13))) &&
  `+mine(`@LOCK.substring(size(@LOCK.find('^\\{"maxOwners":[0-9]+,"locks":\\[')), size(@LOCK) - 2)`)+`) ||
 (@LOCK == '' && `+mine("@OLD")+`) ||
 (@BASEOLD != '' && @I < 0 && @OLD.split('"nodeID":').size() - 1 < int(@OLD.find('^\\{"maxOwners":[0-9]{1,4}').substring(13)) &&
@@ -69,7 +71,11 @@ object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValu
 }
 
 // mine is a CEL condition: the string s is this node's entry in Kured's lock
-// exactly as kured.Entry writes it.
+// exactly as kured.Entry writes it, with a time Kured can parse (a date that
+// does not exist would make Kured's and every agent's reading of the lock
+// fail).
 func mine(s string) string {
-	return fmt.Sprintf(`(%[1]s.startsWith(variables.prefix) && %[1]s.substring(size(variables.prefix)).matches('^(true|false)\\},"created":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z","TTL":0\\}$'))`, s)
+	created := fmt.Sprintf(`%[1]s.substring(%[1]s.indexOf('"created":"') + 11, %[1]s.indexOf('"created":"') + 31)`, s)
+	return fmt.Sprintf(`(%[1]s.startsWith(variables.prefix) && %[1]s.substring(size(variables.prefix)).matches('^(true|false)\\},"created":"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z","TTL":0\\}$') &&
+ timestamp(%[2]s) > timestamp('2000-01-01T00:00:00Z'))`, s, created)
 }

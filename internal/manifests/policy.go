@@ -258,15 +258,20 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 		suffix: "events",
 		rules:  []admv1.NamedRuleWithOperations{rule("", "events", admv1.Create, admv1.Update)},
 		validations: []admv1.Validation{check("(object.involvedObject.kind == 'Node' && object.involvedObject.name == variables.node) || "+
-			"(object.involvedObject.kind == 'Pod' && object.?reason.orValue('') == '"+reasonPodDeletedPastPDB+"' && object.?type.orValue('') == 'Warning')",
-			self+" + ' may record Events only about its own Node (and "+reasonPodDeletedPastPDB+" about a pod), not about ' + object.involvedObject.kind + ' ' + object.involvedObject.name")},
+			"(object.involvedObject.kind == 'Pod' && object.?reason.orValue('') == '"+reasonPodDeletedPastPDB+"' && object.?type.orValue('') == 'Warning' && "+
+			"object.?source.?host.orValue('') == variables.node && object.?message.orValue('').startsWith('deleted pod ') && size(object.?message.orValue('')) <= 1024)",
+			self+" + ' may record Events only about its own Node (and, from its own host, "+reasonPodDeletedPastPDB+" about a pod it deleted), not this one about ' + object.involvedObject.kind + ' ' + object.involvedObject.name")},
 	}, {
 		// Pods: deleted (the policy's drain escalation) only on its own
 		// Node; evictions are the Eviction API's.
 		suffix: "pods",
 		rules:  []admv1.NamedRuleWithOperations{rule("", "pods", admv1.Delete)},
-		validations: []admv1.Validation{check("oldObject.spec.?nodeName.orValue('') == variables.node",
-			self+" + ' may delete only pods on its own Node, not ' + oldObject.metadata.namespace + '/' + oldObject.metadata.name")},
+		validations: []admv1.Validation{
+			check("oldObject.spec.?nodeName.orValue('') == variables.node",
+				self+" + ' may delete only pods on its own Node, not ' + oldObject.metadata.namespace + '/' + oldObject.metadata.name"),
+			check("request.?options.?preconditions.?uid.orValue('') == oldObject.metadata.uid && request.?options.?gracePeriodSeconds.orValue(-1) != 0",
+				self+" + ' may delete a pod only with its UID as a precondition and its own grace period, not at once'"),
+		},
 	},
 		kuredPolicy(kuredKeys),
 	}

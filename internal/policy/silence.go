@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 )
@@ -87,6 +88,11 @@ func validateAlertmanager(s Spec) (string, error) {
 	}
 	if !strings.HasPrefix(am.URL, "http://") && !strings.HasPrefix(am.URL, "https://") {
 		return "spec.alertmanager.url", fmt.Errorf("%q is not an http:// or https:// URL", am.URL)
+	}
+	if u, err := url.Parse(am.URL); err != nil || u.User != nil {
+		// The URL is in logs, Events and the record: credentials in it
+		// would be shown to all.
+		return "spec.alertmanager.url", fmt.Errorf("is not a URL without credentials: put them in spec.alertmanager.credentials")
 	}
 	if c := am.Credentials; c != nil {
 		if c.Type != "" && c.Type != "Bearer" && c.Type != "Basic" {

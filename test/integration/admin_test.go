@@ -98,7 +98,7 @@ func TestAgentRefusesBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, want: "is not a regular file"},
-		{name: "missing namespace", args: []string{"--namespace", "nowhere"}, want: `may not read the Leases of namespace "nowhere": Kustodian is not installed there`},
+		{name: "missing namespace", args: []string{"--namespace", "nowhere"}, want: `namespace "nowhere" does not exist: Kustodian is not installed there`},
 		{name: "missing namespace, admin credentials", args: []string{"--namespace", "nowhere"}, admin: "only an admin may read namespaces", want: `namespace "nowhere" does not exist`},
 		{name: "lock.ttl with a node-bound token", args: []string{"--lock-ttl", "1m"}, want: "lock.ttl is set, but kubeconfig"},
 	} {

@@ -11,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kustodian/kustodian/internal/lock"
@@ -202,5 +203,46 @@ spec:
 	n0 = nodeObject(e, nodes[0])
 	if n0.Spec.Unschedulable || n0.Annotations[nodemarks.AnnotationQuarantined] != "" {
 		t.Errorf("after its request went, node 0: cordoned %v, annotations %v", n0.Spec.Unschedulable, n0.Annotations)
+	}
+}
+
+// What the escalation may do, and a compromised node no more: delete
+// pods on its own Node only, with the pod's UID as a precondition and its
+// own grace period; record an Event about a pod only as the escalation
+// writes it, from its own host.
+func TestSecurityEscalationDeletesOnlyItsOwnPods(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	nodecreds.Install(e, e.Namespace)
+	mine := stuckPods(t, e, e.Namespace, "mine", nodes[0], 1)
+	theirs := stuckPods(t, e, e.Namespace, "theirs", nodes[1], 1)
+	pods := clientFor(t, nodecreds.Kubeconfig(e, nodes[0])).CoreV1()
+	withUID := func(uid string) metav1.DeleteOptions {
+		u := types.UID(uid)
+		return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &u}}
+	}
+	for name, uid := range theirs {
+		denied(t, "delete a pod on another Node", pods.Pods(e.Namespace).Delete(e.Ctx, name, withUID(uid)), "may delete only pods on its own Node")
+	}
+	for name, uid := range mine {
+		denied(t, "delete its own pod without its UID", pods.Pods(e.Namespace).Delete(e.Ctx, name, metav1.DeleteOptions{}), "only with its UID as a precondition")
+		now := int64(0)
+		at := withUID(uid)
+		at.GracePeriodSeconds = &now
+		denied(t, "delete its own pod at once", pods.Pods(e.Namespace).Delete(e.Ctx, name, at), "its own grace period")
+		ev := func(host, msg string) error {
+			_, err := pods.Events(e.Namespace).Create(e.Ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "forged-"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: e.Namespace, Name: name}, Reason: "PodDeletedPastPDB", Type: corev1.EventTypeWarning,
+				Message: msg, Source: corev1.EventSource{Component: "kustodian", Host: host}}, metav1.CreateOptions{})
+			return err
+		}
+		denied(t, "an Event about a pod from another host", ev(nodes[1], "deleted pod x"), "may record Events only about its own Node")
+		denied(t, "an Event about a pod saying anything", ev(nodes[0], "all is well"), "may record Events only about its own Node")
+		if err := ev(nodes[0], "deleted pod "+name); err != nil {
+			t.Errorf("the escalation's Event about its pod: %v", err)
+		}
+		if err := pods.Pods(e.Namespace).Delete(e.Ctx, name, withUID(uid)); err != nil {
+			t.Errorf("deleting its own pod as the escalation does: %v", err)
+		}
 	}
 }

@@ -336,7 +336,7 @@ func TestNodeScopedPolicy(t *testing.T) {
 	denied(t, "drop a label of its own", patchA(`{"metadata":{"labels":{"`+cluster.LabelTestEnv+`":null}}}`),
 		"may change only the labels kustodian.io/state, kustodian.io/rollouts of its Node, not "+cluster.LabelTestEnv)
 	denied(t, "annotate itself outside kustodian.io/", patchA(`{"metadata":{"annotations":{"example.com/x":"y"}}}`),
-		"may change only the annotations kustodian.io/cordoned, kustodian.io/autoscaler-protected, cluster-autoscaler.kubernetes.io/scale-down-disabled, kustodian.io/history of its Node, not example.com/x")
+		"may change only the annotations kustodian.io/cordoned, kustodian.io/autoscaler-protected, cluster-autoscaler.kubernetes.io/scale-down-disabled, kustodian.io/history, kustodian.io/quarantined of its Node, not example.com/x")
 	// Its history: bounded.
 	if err := patchA(`{"metadata":{"annotations":{"kustodian.io/history":"[]"}}}`); err != nil {
 		t.Errorf("node %s may not keep its history: %v", a, err)
@@ -411,7 +411,7 @@ func TestNodeScopedPolicy(t *testing.T) {
 		t.Errorf("an Event about its own Node: %v", err)
 	}
 	_, err = nodeA.CoreV1().Events(metav1.NamespaceDefault).Create(e.Ctx, ev(b), metav1.CreateOptions{})
-	denied(t, "an Event about B", err, "may record Events only about its own Node, not about Node "+b)
+	denied(t, "an Event about B", err, "may record Events only about its own Node (and, from its own host, PodDeletedPastPDB about a pod it deleted), not this one about Node "+b)
 
 	// Kured's DaemonSet: only its own entry in the lock annotation.
 	dsA := nodeA.AppsV1().DaemonSets(e.Namespace)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authentication/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -218,8 +219,20 @@ func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
 	denied(t, "create the next key, several owners, holding B", writeKey(next, func(string) string { return `{"maxOwners":2,"locks":[` + b + `]}` }), refusedNext+a)
 	denied(t, "create the next key, several owners, holding A and B", writeKey(next, func(string) string { return `{"maxOwners":2,"locks":[` + mine + `,` + b + `]}` }), refusedNext+a)
 	denied(t, "write a key Kustodian does not honour", writeKey("example.com/kured-node-lock", func(string) string { return mine }), "may change only the annotations ")
+	// A list of several owners only as Kured's own --concurrency says: a
+	// Kured of one owner reads any value as held, a list as held by "".
+	denied(t, "create the next key as a list while Kured runs with one owner", writeKey(next, func(string) string { return `{"maxOwners":2,"locks":[` + mine + `]}` }), refusedNext+a)
+	updateKured(t, e, func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Args = []string{"--concurrency=2"} })
+	denied(t, "create the next key with more room than Kured's --concurrency", writeKey(next, func(string) string { return `{"maxOwners":9,"locks":[` + mine + `]}` }), refusedNext+a)
+	// CEL cannot read that time: the policy fails on it, and the write
+	// with it.
+	if err := writeKey(next, func(string) string {
+		return strings.Replace(mine, now.UTC().Format("2006-01-02"), "2026-02-30", 1)
+	}); err == nil || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'kustodian-agent-"+e.Namespace+"-kured'") {
+		t.Errorf("an entry with a date that does not exist: %v, want it refused by the kured policy", err)
+	}
 	if err := writeKey(next, func(string) string { return `{"maxOwners":2,"locks":[` + mine + `]}` }); err != nil {
-		t.Fatalf("A creating the next key with its own entry, several owners: %v", err)
+		t.Fatalf("A creating the next key with its own entry, several owners as Kured's --concurrency=2: %v", err)
 	}
 	if err := writeKey(next, func(old string) string { v, _ := kured.GiveBack(old, kured.HolderID(a)); return v }); err != nil {
 		t.Fatalf("A giving the next key back: %v", err)
