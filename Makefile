@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench build docs fuzz chaos sim packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench build docs fuzz chaos sim kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -90,6 +90,25 @@ $(ALERTMANAGER):
 	for deb in $(PROM_TOOLS).am/*.deb; do dpkg-deb -x $$deb $(PROM_TOOLS).am/root; done
 	mkdir -p $(PROM_TOOLS) && cp -a $(PROM_TOOLS).am/root/. $(PROM_TOOLS)/ && rm -rf $(PROM_TOOLS).am
 	@test -x $(ALERTMANAGER)
+
+# Kured's own binary, for the interop tests: built from KURED_SRC, else from
+# a checkout of Kured beside this repository (a directory named kured, in the
+# parent directory or one level below it, whose go.mod is Kured's), else
+# from a clone of Kured at KURED_COMMIT in the cache (the Go module proxy
+# does not serve Kured at a commit). Built once per commit.
+KURED_COMMIT := 51220cc778a4
+KURED_BESIDE := $(firstword $(patsubst %/go.mod,%,$(shell grep -l '^module github.com/kubereboot/kured$$' $(wildcard $(abspath ..)/kured/go.mod $(abspath ..)/*/kured/go.mod) /dev/null 2>/dev/null)))
+KURED_SRC ?= $(or $(KURED_BESIDE),$(CACHE)/src/kured-$(KURED_COMMIT))
+KURED := $(CACHE)/tools/kured-$(KURED_COMMIT)/kured
+kured: $(KURED) ## Kured's own binary for the interop tests, from KURED_SRC (default: a Kured checkout beside this repository, else a clone at 51220cc)
+$(KURED):
+	@if [ ! -f $(KURED_SRC)/go.mod ]; then \
+	  echo "no Kured source in $(KURED_SRC): cloning Kured at $(KURED_COMMIT)"; \
+	  rm -rf $(KURED_SRC).tmp && git clone -q https://github.com/kubereboot/kured $(KURED_SRC).tmp && \
+	  git -C $(KURED_SRC).tmp checkout -q $(KURED_COMMIT) && mv $(KURED_SRC).tmp $(KURED_SRC); fi
+	mkdir -p $(dir $(KURED))
+	cd $(KURED_SRC) && CGO_ENABLED=0 go build -trimpath -o $(KURED).tmp ./cmd/kured
+	mv $(KURED).tmp $(KURED)
 
 $(GORELEASER):
 	@echo "building goreleaser $(GORELEASER_VERSION) into $(dir $@) (minutes, once)"
