@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench build docs fuzz chaos sim kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -173,6 +173,11 @@ fuzz: ## run each fuzz test for FUZZTIME executions (3000x)
 # cores they are faster one after the other than side by side.
 test-integration: deps tools packages-host $(PROMTOOL) $(ALERTMANAGER)
 	PATH=$(dir $(PROMTOOL)):$$PATH go test -count=1 -p 1 -timeout 30m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
+
+# Kured's own binary against the agents (build tag kured; not yet part of
+# make test): one control plane, Kured sandboxed per node (test/kuredproc).
+test-kured: deps tools packages-host $(PROMTOOL) $(KURED) ## the tests with Kured's own binary (make kured), sandboxed per node
+	KURED=$(KURED) PATH=$(dir $(PROMTOOL)):$$PATH go test -tags kured -count=1 -p 1 -timeout 30m -run '^TestRealKured' $(GO_TEST_FLAGS) ./test/integration/
 
 # The fault suite runs once in make test (FAULT_ROUNDS=1, a random seed it
 # prints); make chaos runs each fault CHAOS_ROUNDS times and adds a
