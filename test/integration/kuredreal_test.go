@@ -8,7 +8,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +19,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/follow"
 	"github.com/kustodian/kustodian/test/kuredproc"
 )
 
@@ -116,4 +122,125 @@ func TestRealKuredReboots(t *testing.T) {
 		return nil
 	})
 	t.Logf("lock %s, cordoned %v", kuredAnnotation(t, e), nodeObject(e, nodes[0]).Spec.Unschedulable)
+}
+
+// cordonRecorder follows the test's Nodes and keeps the most nodes it saw
+// cordoned at once, and which: its own rule, from the API server's
+// evidence (each Node's spec.unschedulable), not Kustodian's code.
+type cordonRecorder struct {
+	mu       sync.Mutex
+	cordoned map[string]bool
+	most     []string
+	failed   error
+}
+
+func recordCordons(t *testing.T, e *cluster.Env, nodes []string) *cordonRecorder {
+	t.Helper()
+	ours := map[string]bool{}
+	for _, n := range nodes {
+		ours[n] = true
+	}
+	r := &cordonRecorder{cordoned: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	nodesAPI := e.Client.CoreV1().Nodes()
+	err := follow.Start(ctx, follow.Source{What: "the Nodes",
+		List:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodesAPI.List(ctx, o) },
+		Watch: nodesAPI.Watch,
+	}, follow.Handlers{
+		Observe: func(ev follow.Event) {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || !ours[n.Name] {
+				return
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.cordoned[n.Name] = ev.Type != watch.Deleted && n.Spec.Unschedulable
+			var now []string
+			for name, c := range r.cordoned {
+				if c {
+					now = append(now, name)
+				}
+			}
+			if len(now) > len(r.most) {
+				sort.Strings(now)
+				r.most = now
+			}
+		},
+		Gap:  func(from, to string) {},
+		Fail: func(err error) { r.mu.Lock(); r.failed = err; r.mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// check fails the test when more than limit nodes were cordoned at once, or
+// the recorder lost its history.
+func (r *cordonRecorder) check(t *testing.T, limit int) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failed != nil {
+		t.Fatalf("the cordon recorder failed: %v", r.failed)
+	}
+	if len(r.most) > limit {
+		t.Errorf("%d nodes cordoned at once (%v), at most %d allowed", len(r.most), r.most, limit)
+	}
+}
+
+// Kured's own binary and a Kustodian agent take turns: while Kustodian
+// maintains node B (holding Kured's lock), Kured on node A is refused its
+// lock; once B is back, Kured takes it, cordons A and reboots; after the
+// reboot (Kured started again, the sentinel gone) it uncordons A and gives
+// its lock back. Never both nodes cordoned at once.
+func TestRealKuredAndKustodianTakeTurns(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a, b := nodes[0], nodes[1]
+	e.KuredDaemonSet(e.Namespace, "")
+	cordons := recordCordons(t, e, nodes)
+	agent := newAgent(t, e, b, "--kured-namespace", e.Namespace)
+	agent.request("kernel")
+	agent.start()
+	agent.waitInProgress(cluster.DefaultTimeout)
+
+	k := startKured(t, e, a, 5*time.Second)
+	if err := os.WriteFile(k.Sentinel(), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("Kured to try its lock while Kustodian holds it", 3*time.Minute, func(context.Context) error {
+		if !strings.Contains(k.Log(), "Lock already held: kustodian:"+b) && !k.Rebooted() {
+			return fmt.Errorf("Kured has not tried yet")
+		}
+		return nil
+	})
+	cordons.check(t, 1)
+	if k.Rebooted() || nodeObject(e, a).Spec.Unschedulable {
+		t.Fatalf("Kured went ahead while Kustodian held the lock")
+	}
+	agent.completes()
+	e.Eventually("Kured to reboot "+a, 3*time.Minute, func(context.Context) error {
+		if !k.Rebooted() {
+			return fmt.Errorf("not rebooted yet; lock %q", kuredAnnotation(t, e))
+		}
+		return nil
+	})
+	// The reboot: Kured starts again on a host that needs none.
+	k.Stop()
+	if err := os.Remove(k.Sentinel()); err != nil {
+		t.Fatal(err)
+	}
+	k2 := startKured(t, e, a, 5*time.Second)
+	e.Eventually("Kured to give "+a+" back after its reboot", 3*time.Minute, func(context.Context) error {
+		if k2.Exited() {
+			return fmt.Errorf("Kured exited")
+		}
+		if nodeObject(e, a).Spec.Unschedulable || kuredAnnotation(t, e) != "" {
+			return fmt.Errorf("cordoned %v, lock %q", nodeObject(e, a).Spec.Unschedulable, kuredAnnotation(t, e))
+		}
+		return nil
+	})
+	cordons.check(t, 1)
 }
