@@ -69,20 +69,16 @@ func (r *drainRun) left() []string {
 func (d *Drainer) escalate(ctx context.Context, run *drainRun) (int, error) {
 	e := d.Escalation
 	allowed := map[string]bool{}
-	var keys []string
+	var held []*podState
 	for _, st := range run.pods {
 		if st.pdb && !st.evicted {
-			keys = append(keys, st.key)
+			held = append(held, st)
 		}
 	}
-	sort.Strings(keys)
-	byKey := map[string]*podState{}
-	for _, st := range run.pods {
-		byKey[st.key] = st
-	}
+	sort.Slice(held, func(i, j int) bool { return held[i].key < held[j].key })
 	deleted := 0
-	for _, key := range keys {
-		st := byKey[key]
+	for _, st := range held {
+		key := st.key
 		ns, name, _ := strings.Cut(key, "/")
 		ok, seen := allowed[ns]
 		if !seen {

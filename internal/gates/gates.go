@@ -174,30 +174,14 @@ func Prometheus(ctx context.Context, client *http.Client, p *policy.Prometheus) 
 	if body.Status != "success" {
 		return &decide.PrometheusResult{Err: "Prometheus answered " + body.Status + ": " + body.Error}
 	}
-	var filter *regexp.Regexp
-	if p.AlertFilterRegexp != "" {
-		filter = regexp.MustCompile(p.AlertFilterRegexp) // checked by policy.Validate
-	}
-	seen := map[string]bool{}
 	var names []string
 	for _, a := range body.Data.Alerts {
-		name := a.Labels["alertname"]
 		if a.State != "firing" && (p.FiringOnly || a.State != "pending") {
 			continue
 		}
-		if filter != nil {
-			// Kured's semantics: the filter names alerts to ignore, or with
-			// alertFilterMatchOnly the only alerts that block.
-			if filter.MatchString(name) != p.AlertFilterMatchOnly {
-				continue
-			}
-		}
-		if !seen[name] {
-			seen[name] = true
-			names = append(names, name)
-		}
+		names = append(names, a.Labels["alertname"])
 	}
-	sort.Strings(names)
+	names = blockingNames(names, p.AlertFilterRegexp, p.AlertFilterMatchOnly)
 	return &decide.PrometheusResult{Blocking: names}
 }
 
@@ -263,22 +247,33 @@ func Alertmanager(ctx context.Context, client *alertmanager.Client, b *policy.Al
 	if err != nil {
 		return &decide.PrometheusResult{Err: err.Error()}
 	}
-	var filter *regexp.Regexp
-	if b.AlertFilterRegexp != "" {
-		filter = regexp.MustCompile(b.AlertFilterRegexp) // checked by policy.Validate
-	}
-	seen := map[string]bool{}
 	var names []string
 	for _, a := range alerts {
-		name := a.Labels["alertname"]
-		if filter != nil && filter.MatchString(name) != b.AlertFilterMatchOnly {
+		names = append(names, a.Labels["alertname"])
+	}
+	names = blockingNames(names, b.AlertFilterRegexp, b.AlertFilterMatchOnly)
+	return &decide.PrometheusResult{Blocking: names}
+}
+
+// blockingNames are the alert names that block, each once and sorted, as
+// Kured filters them: filterRegexp names alerts to ignore, or with
+// matchOnly the only alerts that block (checked by policy.Validate).
+func blockingNames(names []string, filterRegexp string, matchOnly bool) []string {
+	var filter *regexp.Regexp
+	if filterRegexp != "" {
+		filter = regexp.MustCompile(filterRegexp)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, name := range names {
+		if filter != nil && filter.MatchString(name) != matchOnly {
 			continue
 		}
 		if !seen[name] {
 			seen[name] = true
-			names = append(names, name)
+			out = append(out, name)
 		}
 	}
-	sort.Strings(names)
-	return &decide.PrometheusResult{Blocking: names}
+	sort.Strings(out)
+	return out
 }
