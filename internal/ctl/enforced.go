@@ -115,18 +115,29 @@ func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface
 	// A deletion is refused for a pod on another Node: install deletes no
 	// pod, not even in a dry run.
 	skipped = append(skipped, "pods (its probe would need a pod on another Node)")
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return status.Explain(err, "list", "nodes", "")
+	// The token is bound to the first Node listed; when that Node goes
+	// meanwhile (an autoscaler's), its token stops working (Unauthorized)
+	// and another Node's is made.
+	var n corev1.Node
+	var node kubernetes.Interface
+	bind := func() error {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return status.Explain(err, "list", "nodes", "")
+		}
+		if len(nodes.Items) == 0 {
+			return nil
+		}
+		n = nodes.Items[0]
+		node, err = tokenClient(&authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID})
+		return err
 	}
-	if len(nodes.Items) == 0 {
+	if err := bind(); err != nil {
+		return err
+	}
+	if node == nil {
 		skipped = append(skipped, "nodes, nodestatus, leases, events, kured (no Node to bind a token to)")
 	} else {
-		n := nodes.Items[0]
-		node, err := tokenClient(&authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID})
-		if err != nil {
-			return err
-		}
 		probes = append(probes,
 			probe{manifests.PolicyName(ns, "nodes"), func(ctx context.Context) error {
 				_, err := node.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType,
@@ -176,17 +187,24 @@ func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface
 	for _, p := range probes {
 		pending[p.policy] = p
 	}
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		rebind := false
 		for name, p := range pending {
 			err := p.try(ctx)
 			if refusedBy(err, name) {
 				delete(pending, name)
 				continue
 			}
+			rebind = rebind || apierrors.IsUnauthorized(err)
 			// An answer cut short by the deadline (or the client's rate
 			// limiter seeing it come) says nothing of the policy.
 			if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && (err == nil || !strings.Contains(err.Error(), "would exceed context deadline")) {
 				last[name] = err
+			}
+		}
+		if rebind && node != nil {
+			if err := bind(); err != nil {
+				last["token"] = err
 			}
 		}
 		return len(pending) == 0, nil
