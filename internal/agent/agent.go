@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -185,6 +184,7 @@ type Agent struct {
 	escalationState
 
 	failing failing // the run of failed steps it is in
+	rebootTrigger
 }
 
 // New builds an agent.
@@ -229,6 +229,7 @@ func New(o Options) *Agent {
 	a.evictorConfig = o.EvictorKubeconfig
 	a.jobs = jobs.Store{Dir: jobsDir(o.Config.StateDir)}
 	a.runner = newJobRunner(o.Config.StateDir)
+	a.rebootTrigger.check = o.Config.RebootCheck()
 	if o.Config.Kured.Enabled != "false" {
 		a.kuredKeys = o.Config.Kured.LockAnnotations
 		a.kured = &kuredapi.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Keys: a.kuredKeys, Now: now}
@@ -242,14 +243,6 @@ func New(o Options) *Agent {
 		a.delay = o.Login1.NewLock("shutdown", "kustodian", "recording the reboot in the cluster", "delay")
 	}
 	return a
-}
-
-// jitterOf is a node's share of the spread (decide.Params.Jitter): the same
-// for the node at every start, different between nodes.
-func jitterOf(node string) float64 {
-	h := fnv.New64a()
-	h.Write([]byte(node))
-	return float64(h.Sum64()%1000) / 1000
 }
 
 // PermanentError is an error no retry can fix: bad input, missing objects.
@@ -423,8 +416,10 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 	a.inhibitFor(ctx, state)
 	switch state {
 	case lock.Idle:
-		// With rollouts, the agent stays to see them come.
-		done, err = !a.cfg.Stay && !a.cfg.Rollouts.Enabled, a.idle(ctx, node)
+		// With rollouts, the agent stays to see them come; it goes on with
+		// a reboot it asked for.
+		asked, ierr := a.idle(ctx, o, node)
+		done, err = !asked && !a.cfg.Stay && !a.cfg.Rollouts.Enabled, ierr
 	case lock.Waiting:
 		err = a.waiting(ctx, d, o, node)
 	case lock.Draining:

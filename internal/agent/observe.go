@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"time"
@@ -340,4 +341,12 @@ func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Dec
 		}
 	}
 	return c
+}
+
+// jitterOf is a node's share of the spread (decide.Params.Jitter): the same
+// for the node at every start, different between nodes.
+func jitterOf(node string) float64 {
+	h := fnv.New64a()
+	h.Write([]byte(node))
+	return float64(h.Sum64()%1000) / 1000
 }

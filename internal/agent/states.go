@@ -14,9 +14,9 @@ import (
 	"github.com/kustodian/kustodian/internal/lock/lockapi"
 )
 
-// idle cleans up what a finished cycle may have left: the record and the
-// node's state label.
-func (a *Agent) idle(ctx context.Context, node *corev1.Node) error {
+// cleanUp, at Idle, cleans up what a finished cycle may have left: the
+// record and the node's state label.
+func (a *Agent) cleanUp(ctx context.Context, node *corev1.Node) error {
 	// An entry in Kured's lock left by a crash inside giveBack would hold
 	// every node back.
 	if err := a.releaseKured(ctx); err != nil {
@@ -92,7 +92,11 @@ func (a *Agent) inMaintenance(ctx context.Context, o decide.Observed, node *core
 	if job == nil {
 		return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: waiting for the script to remove "+a.cfg.RequestFile)
 	}
-	msg, failed, err := a.stepJob(ctx, job, o.RebootPending)
+	pending, err := a.rebootPendingAfter(ctx, job, o.RebootPending)
+	if err != nil {
+		return err
+	}
+	msg, failed, err := a.stepJob(ctx, job, pending)
 	if err != nil {
 		return err
 	}

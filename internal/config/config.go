@@ -46,6 +46,26 @@ type Agent struct {
 	Metrics  Metrics
 	Notify   Notify
 	Rollouts Rollouts
+
+	RebootRequired RebootRequired
+}
+
+// RebootRequired says how this host tells that it needs a reboot, for the
+// policies whose triggers.rebootRequired lets the agent ask for one.
+type RebootRequired struct {
+	// Command, run with /bin/sh -c, exits 0 when the host needs a reboot
+	// and 1 when not; "": RebootSentinel exists, or needs-restarting -r
+	// (the RHEL family) says so.
+	Command string
+}
+
+// RebootCheck is how this host tells that it needs a reboot.
+func (a Agent) RebootCheck() hostfiles.RebootCheck {
+	c := hostfiles.RebootCheck{Sentinel: a.RebootSentinel, Command: a.RebootRequired.Command}
+	if c.Command == "" {
+		c.NeedsRestarting = hostfiles.FindNeedsRestarting()
+	}
+	return c
 }
 
 // DefaultTrustedKeys is the file of the keys whose rollouts a host runs.

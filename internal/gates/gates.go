@@ -6,7 +6,6 @@
 package gates
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/alertmanager"
 	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/hostcmd"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
@@ -34,34 +33,19 @@ import (
 // Command runs the host's gate command through /bin/sh -c: exit 0 opens the
 // gate; otherwise its last line of output says why it is closed.
 func Command(ctx context.Context, command string, timeout time.Duration) decide.CommandResult {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = time.Second
-	err := cmd.Run()
-	if err == nil {
+	out, code, err := hostcmd.Run(ctx, timeout, "/bin/sh", "-c", command)
+	switch last := hostcmd.LastLine(out); {
+	case err == nil && code == 0:
 		return decide.CommandResult{OK: true}
-	}
-	last := lastLine(out.String())
-	switch {
-	case ctx.Err() != nil:
-		return decide.CommandResult{Reason: fmt.Sprintf("did not finish within %s", timeout)}
+	case err != nil && strings.HasPrefix(err.Error(), "did not finish"):
+		return decide.CommandResult{Reason: err.Error()}
 	case last != "":
 		return decide.CommandResult{Reason: last}
-	default:
+	case err != nil:
 		return decide.CommandResult{Reason: err.Error()}
+	default:
+		return decide.CommandResult{Reason: fmt.Sprintf("exit status %d", code)}
 	}
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	last := strings.TrimSpace(lines[len(lines)-1])
-	if len(last) > 200 {
-		last = last[:200] + "..."
-	}
-	return last
 }
 
 // Nodes reads every Node's readiness and schedulability: from the API

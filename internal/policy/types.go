@@ -78,6 +78,17 @@ type Spec struct {
 	// Drain says what happens when a drain reaches the agents'
 	// drain.timeout with pods left.
 	Drain Drain `json:"drain,omitempty"`
+	// Triggers are the maintenances the agents may ask for by themselves.
+	Triggers Triggers `json:"triggers,omitempty"`
+}
+
+// Triggers are the maintenances the agents may ask for by themselves,
+// through the same queue, windows, groups and gates as any other.
+type Triggers struct {
+	// RebootRequired: an agent whose host needs a reboot (the reboot
+	// sentinel, needs-restarting -r, or its rebootRequired.command) asks
+	// for a maintenance whose job is the reboot.
+	RebootRequired bool `json:"rebootRequired,omitempty"`
 }
 
 // Drain escalates a drain that timed out: first by deleting the pods a

@@ -35,6 +35,9 @@ func (s Spec) StateDir() string { return filepath.Join(s.Dir, "state") }
 // --state-dir that is not: a mistyped path).
 func (s Spec) Prepare() error { return os.MkdirAll(s.StateDir(), 0o700) }
 
+// RebootSentinel is the agent's reboot sentinel, in its directory.
+func (s Spec) RebootSentinel() string { return filepath.Join(s.Dir, "reboot-required") }
+
 // Args are the agent's command-line arguments: fast heartbeats and retries
 // suit simulated nodes.
 func (s Spec) Args() []string {
@@ -45,7 +48,7 @@ func (s Spec) Args() []string {
 		"--namespace", s.Namespace,
 		"--request-file", s.RequestFile(),
 		"--in-progress-file", s.InProgressFile(),
-		"--reboot-sentinel", filepath.Join(s.Dir, "reboot-required"),
+		"--reboot-sentinel", s.RebootSentinel(),
 		"--state-dir", s.StateDir(),
 		"--queue-heartbeat", "1s",
 		"--drain-evict-error-retry-delay", "300ms",

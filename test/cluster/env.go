@@ -13,14 +13,18 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/policy"
 )
 
 // LabelTestEnv marks the nodes of one test; the test's workloads select them,
@@ -294,4 +298,30 @@ func Eventually(ctx context.Context, timeout time.Duration, cond func(ctx contex
 		return fmt.Errorf("not done after %s: %w", timeout, last)
 	}
 	return fmt.Errorf("%v: %w", err, last)
+}
+
+// ApplyPolicy creates or replaces a MaintenancePolicy from YAML (its spec
+// and name) in the test's namespace, and returns the API server's error.
+func (e *Env) ApplyPolicy(doc string) error {
+	e.T.Helper()
+	var u unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		e.T.Fatalf("test policy does not parse: %v", err)
+	}
+	u.SetAPIVersion(policy.Group + "/" + policy.Version)
+	u.SetKind(policy.Kind)
+	u.SetNamespace(e.Namespace)
+	dyn, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	ri := dyn.Resource(policy.GVR).Namespace(e.Namespace)
+	old, err := ri.Get(e.Ctx, u.GetName(), metav1.GetOptions{})
+	if err == nil {
+		u.SetResourceVersion(old.GetResourceVersion())
+		_, err = ri.Update(e.Ctx, &u, metav1.UpdateOptions{})
+		return err
+	}
+	_, err = ri.Create(e.Ctx, &u, metav1.CreateOptions{})
+	return err
 }

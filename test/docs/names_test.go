@@ -27,6 +27,7 @@ var foreign = map[string]string{
 	"--reboot-sentinel-command":              "Kured's",
 	"--lock-annotation":                      "Kured's",
 	"--concurrency":                          "Kured's",
+	"--period":                               "Kured's",
 	"--service-account-max-token-expiration": "kube-apiserver's",
 	"--max-leases":                           "kube-apiserver's",
 }
@@ -35,7 +36,7 @@ var foreign = map[string]string{
 // one: a name in backquotes that starts with one of the sections of its
 // nested keys (and is not a file: metrics.json).
 var (
-	keyName  = regexp.MustCompile(`^(drain|gates|kured|lock|metrics|notify|queue|rollouts)\.[A-Za-z.]+$`)
+	keyName  = regexp.MustCompile(`^(drain|gates|kured|lock|metrics|notify|queue|rebootRequired|rollouts)\.[A-Za-z.]+$`)
 	fileName = regexp.MustCompile(`\.(json|yaml|yml|prom|corrupt)(\.|$)`)
 )
 

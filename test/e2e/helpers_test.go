@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/lock"
@@ -22,6 +23,21 @@ func lockHolder(t *testing.T, e *cluster.Env) string {
 	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, lock.DefaultGroup.LockName(0), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("reading the lock: %v", err)
+	}
+	return lock.Holder(l)
+}
+
+// policyLockHolder is the holder of the first lock of a policy's only
+// group; "" when nobody holds it or it was never made.
+func policyLockHolder(t *testing.T, e *cluster.Env, policy string) string {
+	t.Helper()
+	name := lock.GroupRef{Policy: policy}.LockName(0)
+	l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("reading the lock %s: %v", name, err)
 	}
 	return lock.Holder(l)
 }

@@ -210,7 +210,7 @@ func TestAlertmanagerSilenceThroughMaintenance(t *testing.T) {
 	nodecreds.Install(e, e.Namespace)
 	am := startAlertmanager(t)
 	alertmanagerSecret(t, e, "am", am.user+":"+am.pass)
-	if err := applyPolicy(e, fmt.Sprintf(`
+	if err := e.ApplyPolicy(fmt.Sprintf(`
 metadata: {name: silenced}
 spec:
   alertmanager:
@@ -309,7 +309,7 @@ spec:
 
 	// While the maintenance lasts, the silence is extended before its
 	// bound (here 8 s): the same silence, ending later.
-	if err := applyPolicy(e, fmt.Sprintf(`
+	if err := e.ApplyPolicy(fmt.Sprintf(`
 metadata: {name: silenced}
 spec:
   alertmanager:
@@ -368,7 +368,7 @@ func TestAlertmanagerUnreachable(t *testing.T) {
 	}
 	gone := "http://" + l.Addr().String()
 	l.Close()
-	if err := applyPolicy(e, fmt.Sprintf(`
+	if err := e.ApplyPolicy(fmt.Sprintf(`
 metadata: {name: silenced}
 spec:
   alertmanager:
@@ -400,7 +400,7 @@ func TestAlertmanagerGate(t *testing.T) {
 	nodecreds.Install(e, e.Namespace)
 	am := startAlertmanager(t)
 	alertmanagerSecret(t, e, "am", am.user+":"+am.pass)
-	if err := applyPolicy(e, fmt.Sprintf(`
+	if err := e.ApplyPolicy(fmt.Sprintf(`
 metadata: {name: gated}
 spec:
   alertmanager:

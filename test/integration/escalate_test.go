@@ -105,7 +105,7 @@ func TestDrainEscalationDeletesOnlyNamedNamespaces(t *testing.T) {
 	namespace(t, e, batch, map[string]string{"kustodian.io/escalate": "true"})
 	jobs := stuckPods(t, e, batch, "jobs", nodes[0], 2)
 	db := stuckPods(t, e, e.Namespace, "db", nodes[0], 1)
-	if err := applyPolicy(e, `
+	if err := e.ApplyPolicy(`
 metadata: {name: escalating}
 spec:
   drain:
@@ -165,7 +165,7 @@ func TestDrainQuarantineLetsTheNextNodeGoUpToTheCap(t *testing.T) {
 	nodecreds.Install(e, e.Namespace)
 	stuckPods(t, e, e.Namespace, "db0", nodes[0], 1)
 	stuckPods(t, e, e.Namespace, "db1", nodes[1], 1)
-	if err := applyPolicy(e, `
+	if err := e.ApplyPolicy(`
 metadata: {name: quarantining}
 spec:
   drain: {quarantine: {maxNodes: 1}}

@@ -129,7 +129,7 @@ func testKillsDuringARollout(t *testing.T) {
 		labelNode(e, n, "topology.kubernetes.io/zone", zone[n])
 	}
 	nodecreds.Install(e, e.Namespace)
-	if err := applyPolicy(e, `{metadata: {name: zones}, spec: {groupBy: topology.kubernetes.io/zone, concurrency: 2}}`); err != nil {
+	if err := e.ApplyPolicy(`{metadata: {name: zones}, spec: {groupBy: topology.kubernetes.io/zone, concurrency: 2}}`); err != nil {
 		t.Fatal(err)
 	}
 	e.Deployment("web", 6)

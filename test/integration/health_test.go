@@ -63,7 +63,7 @@ func TestPolicyPrometheus(t *testing.T) {
 	srv := httptest.NewServer(stub)
 	t.Cleanup(srv.Close)
 	stub.set(alert("KubePodCrashLooping", "firing"), alert("Watchdog", "firing"))
-	if err := applyPolicy(e, fmt.Sprintf(`{metadata: {name: alerts}, spec: {blockers: {prometheus: {url: %q, alertFilterRegexp: "^Watchdog$"}}}}`, srv.URL)); err != nil {
+	if err := e.ApplyPolicy(fmt.Sprintf(`{metadata: {name: alerts}, spec: {blockers: {prometheus: {url: %q, alertFilterRegexp: "^Watchdog$"}}}}`, srv.URL)); err != nil {
 		t.Fatal(err)
 	}
 	a := newAgent(t, e, nodes[0], "--gates-poll", "1s")
@@ -93,7 +93,7 @@ func TestPolicyMaxUnavailable(t *testing.T) {
 	nodes := e.Nodes(3)
 	nodecreds.Install(e, e.Namespace)
 	sel := fmt.Sprintf("{matchLabels: {%s: %s}}", cluster.LabelTestEnv, e.ID)
-	if err := applyPolicy(e, fmt.Sprintf(`{metadata: {name: careful}, spec: {nodeSelector: %s, health: {maxUnavailable: 1}}}`, sel)); err != nil {
+	if err := e.ApplyPolicy(fmt.Sprintf(`{metadata: {name: careful}, spec: {nodeSelector: %s, health: {maxUnavailable: 1}}}`, sel)); err != nil {
 		t.Fatal(err)
 	}
 	e.Cordon(nodes[2]) // an admin's cordon: unavailable
@@ -113,7 +113,7 @@ func TestPolicyWorkloadsRecovered(t *testing.T) {
 	first, second, spare := nodes[0], nodes[1], nodes[2]
 	labelNode(e, first, "web", "yes")
 	nodecreds.Install(e, e.Namespace)
-	if err := applyPolicy(e, `{metadata: {name: recover}, spec: {health: {workloadsRecovered: true, blockedAfter: 2s}}}`); err != nil {
+	if err := e.ApplyPolicy(`{metadata: {name: recover}, spec: {health: {workloadsRecovered: true, blockedAfter: 2s}}}`); err != nil {
 		t.Fatal(err)
 	}
 	replicas := int32(2)
@@ -179,7 +179,7 @@ func TestPolicyMaxUnavailableAcrossGroups(t *testing.T) {
 	}
 	nodecreds.Install(e, e.Namespace)
 	sel := fmt.Sprintf("{matchLabels: {%s: %s}}", cluster.LabelTestEnv, e.ID)
-	if err := applyPolicy(e, fmt.Sprintf(`{metadata: {name: zones}, spec: {nodeSelector: %s, groupBy: topology.kubernetes.io/zone, health: {maxUnavailable: 1}}}`, sel)); err != nil {
+	if err := e.ApplyPolicy(fmt.Sprintf(`{metadata: {name: zones}, spec: {nodeSelector: %s, groupBy: topology.kubernetes.io/zone, health: {maxUnavailable: 1}}}`, sel)); err != nil {
 		t.Fatal(err)
 	}
 	tl := recordTimeline(e)

@@ -1,30 +1,28 @@
-//go:build kured
-
 package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	authv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/cluster"
-	"github.com/kustodian/kustodian/test/follow"
+	"github.com/kustodian/kustodian/test/cordons"
 	"github.com/kustodian/kustodian/test/kuredproc"
+	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
 // kuredBinary is Kured's own binary (make kured puts its path in KURED).
@@ -41,25 +39,14 @@ func kuredBinary(t *testing.T) string {
 // a ServiceAccount kured that has Kured's own RBAC.
 func startKured(t *testing.T, e *cluster.Env, node string, period time.Duration, args ...string) *kuredproc.Kured {
 	t.Helper()
-	kuredAccount(t, e)
-	seconds := int64(3600)
-	tr, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, "kured", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token, ca := kuredproc.Credentials(t, e, e.Namespace)
 	u, err := url.Parse(e.Config.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	port, _ := strconv.Atoi(u.Port())
-	ca := e.Config.CAData
-	if len(ca) == 0 {
-		if ca, err = os.ReadFile(e.Config.CAFile); err != nil {
-			t.Fatal(err)
-		}
-	}
 	k, err := kuredproc.Start(kuredproc.Config{Binary: kuredBinary(t), Node: node, DSNamespace: e.Namespace, APIHost: u.Hostname(), APIPort: port,
-		Token: []byte(tr.Status.Token), CA: ca, Period: period, Dir: filepath.Join(t.TempDir(), node), Args: args})
+		Token: token, CA: ca, Period: period, Dir: filepath.Join(t.TempDir(), node), Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,122 +59,149 @@ func startKured(t *testing.T, e *cluster.Env, node string, period time.Duration,
 	return k
 }
 
-// kuredAccount gives the ServiceAccount kured Kured's own RBAC, once.
-func kuredAccount(t *testing.T, e *cluster.Env) {
+// restartKured plays a node's reboot for Kured: the instance is stopped
+// (by its PID) and started again on a host that needs no reboot (a new
+// directory, no sentinel), with the same arguments.
+func restartKured(t *testing.T, e *cluster.Env, k *kuredproc.Kured, node string, args ...string) *kuredproc.Kured {
 	t.Helper()
-	if _, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).Get(e.Ctx, "kured", metav1.GetOptions{}); err == nil {
-		return
-	}
-	if _, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).Create(e.Ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kured"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	name := "kured-" + e.Namespace
-	rules := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "delete", "get"}},
-		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "update"}},
-		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
-	}
-	if _, err := e.Client.RbacV1().ClusterRoles().Create(e.Ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Client.RbacV1().ClusterRoleBindings().Create(e.Ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "kured", Namespace: e.Namespace}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
-		_ = e.Client.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	k.Stop()
+	return startKured(t, e, node, 5*time.Second, args...)
 }
 
-// Smoke: Kured's own binary, sandboxed, reboots its node when the sentinel
-// says so: it takes its lock, cordons the node and runs its reboot command.
-func TestRealKuredReboots(t *testing.T) {
+// kuredLockFree reports whether Kured's lock under key holds no node: no
+// key, an empty one, or a list of owners that is empty. Read here with its
+// own decoding, not Kustodian's.
+func kuredLockFree(value string) bool {
+	if value == "" {
+		return true
+	}
+	var multi struct {
+		Locks *[]json.RawMessage `json:"locks"`
+	}
+	return json.Unmarshal([]byte(value), &multi) == nil && multi.Locks != nil && len(*multi.Locks) == 0
+}
+
+// Kured's own binary on two nodes and Kustodian's agents on two others,
+// all needing a reboot or a maintenance at once, with the same concurrency
+// on both sides (Kured's --concurrency, the policy's concurrency): an
+// independent recorder of the Nodes' cordons never finds more nodes
+// cordoned at once than that; within the bound every node is done (Kured
+// rebooted and, started again, gave its node back; every agent exited 0),
+// and nothing is left cordoned or locked. Kured waits 30-90 s after each
+// start before it looks at its lock, so each case takes minutes; the two
+// run side by side.
+func TestRealKuredFleet(t *testing.T) {
+	t.Parallel()
+	for _, c := range []int{1, 2} {
+		t.Run(fmt.Sprintf("concurrency=%d", c), func(t *testing.T) {
+			t.Parallel()
+			realKuredFleet(t, c)
+		})
+	}
+}
+
+func realKuredFleet(t *testing.T, concurrency int) {
+	const bound = 8 * time.Minute
 	e := cluster.New(t)
-	nodes := e.Nodes(1)
+	nodes := e.Nodes(4)
+	kuredNodes, ourNodes := nodes[:2], nodes[2:]
+	nodecreds.Install(e, e.Namespace)
 	e.KuredDaemonSet(e.Namespace, "")
-	k := startKured(t, e, nodes[0], 5*time.Second)
-	if err := os.WriteFile(k.Sentinel(), nil, 0o644); err != nil {
+	var kuredArgs []string
+	if concurrency > 1 {
+		kuredArgs = []string{fmt.Sprintf("--concurrency=%d", concurrency)}
+		updateKured(t, e, func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Args = kuredArgs })
+	}
+	if err := e.ApplyPolicy(fmt.Sprintf(`{metadata: {name: fleet}, spec: {concurrency: %d}}`, concurrency)); err != nil {
 		t.Fatal(err)
 	}
-	e.Eventually("Kured to reboot "+nodes[0], 3*time.Minute, func(ctx context.Context) error {
-		if k.Exited() {
-			return fmt.Errorf("Kured exited:\n%s", k.Log())
+	cordons := cordons.Record(t, e, nodes)
+	start := time.Now()
+
+	kureds := map[string]*kuredproc.Kured{}
+	restarted := map[string]bool{}
+	for _, n := range kuredNodes {
+		kureds[n] = startKured(t, e, n, 5*time.Second, kuredArgs...)
+		if err := os.WriteFile(kureds[n].Sentinel(), nil, 0o644); err != nil {
+			t.Fatal(err)
 		}
-		if !k.Rebooted() {
-			return fmt.Errorf("not rebooted yet; cordoned %v, lock %q", nodeObject(e, nodes[0]).Spec.Unschedulable, kuredAnnotation(t, e))
+	}
+	var agents []*agentProc
+	for _, n := range ourNodes {
+		a := newAgent(t, e, n, "--kured-namespace", e.Namespace)
+		a.request("kernel")
+		a.start()
+		agents = append(agents, a)
+	}
+	// The agents' maintenances last until every Kured wants its lock
+	// (after its 30-90 s start delay), so that both sides ask at once.
+	firstKureds := maps.Clone(kureds)
+	kuredsTrying := func() bool {
+		for _, k := range firstKureds {
+			if !strings.Contains(k.Log(), "Reboot required") {
+				return false
+			}
+		}
+		return true
+	}
+	finished := map[*agentProc]bool{}
+	e.Eventually("every node to be done", bound, func(context.Context) error {
+		var left []string
+		trying := kuredsTrying()
+		for _, a := range agents {
+			if !finished[a] && trying && a.inProgress() {
+				if err := a.removeRequest(); err != nil {
+					return err
+				}
+				finished[a] = true
+			}
+			if !a.ended() {
+				left = append(left, a.node+" (agent running)")
+			}
+		}
+		for _, n := range kuredNodes {
+			k := kureds[n]
+			if k.Exited() {
+				return fmt.Errorf("Kured on %s exited:\n%s", n, k.Log())
+			}
+			if !restarted[n] {
+				if k.Rebooted() {
+					t.Logf("Kured rebooted %s after %s", n, time.Since(start).Round(time.Second))
+					kureds[n], restarted[n] = restartKured(t, e, k, n, kuredArgs...), true
+				}
+				left = append(left, n+" (Kured: not rebooted yet)")
+			}
+		}
+		for _, n := range nodes {
+			if nodeObject(e, n).Spec.Unschedulable {
+				left = append(left, n+" (cordoned)")
+			}
+		}
+		for _, key := range []string{kured.LockAnnotation, kured.NextLockAnnotation} {
+			if v := kuredKey(t, e, key); !kuredLockFree(v) {
+				left = append(left, fmt.Sprintf("Kured's lock %s=%s", key, v))
+			}
+		}
+		for slot := range concurrency {
+			name := lock.GroupRef{Policy: "fleet"}.LockName(slot)
+			l, err := e.Client.CoordinationV1().Leases(e.Namespace).Get(e.Ctx, name, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Fatalf("reading lock %s: %v", name, err)
+			}
+			if err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+				left = append(left, fmt.Sprintf("lock %s held by %s", name, *l.Spec.HolderIdentity))
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("%s", strings.Join(left, "; "))
 		}
 		return nil
 	})
-	t.Logf("lock %s, cordoned %v", kuredAnnotation(t, e), nodeObject(e, nodes[0]).Spec.Unschedulable)
-}
-
-// cordonRecorder follows the test's Nodes and keeps the most nodes it saw
-// cordoned at once, and which: its own rule, from the API server's
-// evidence (each Node's spec.unschedulable), not Kustodian's code.
-type cordonRecorder struct {
-	mu       sync.Mutex
-	cordoned map[string]bool
-	most     []string
-	failed   error
-}
-
-func recordCordons(t *testing.T, e *cluster.Env, nodes []string) *cordonRecorder {
-	t.Helper()
-	ours := map[string]bool{}
-	for _, n := range nodes {
-		ours[n] = true
+	for _, a := range agents {
+		a.exitsZero()
 	}
-	r := &cordonRecorder{cordoned: map[string]bool{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	nodesAPI := e.Client.CoreV1().Nodes()
-	err := follow.Start(ctx, follow.Source{What: "the Nodes",
-		List:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodesAPI.List(ctx, o) },
-		Watch: nodesAPI.Watch,
-	}, follow.Handlers{
-		Observe: func(ev follow.Event) {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok || !ours[n.Name] {
-				return
-			}
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.cordoned[n.Name] = ev.Type != watch.Deleted && n.Spec.Unschedulable
-			var now []string
-			for name, c := range r.cordoned {
-				if c {
-					now = append(now, name)
-				}
-			}
-			if len(now) > len(r.most) {
-				sort.Strings(now)
-				r.most = now
-			}
-		},
-		Gap:  func(from, to string) {},
-		Fail: func(err error) { r.mu.Lock(); r.failed = err; r.mu.Unlock() },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// check fails the test when more than limit nodes were cordoned at once, or
-// the recorder lost its history.
-func (r *cordonRecorder) check(t *testing.T, limit int) {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.failed != nil {
-		t.Fatalf("the cordon recorder failed: %v", r.failed)
-	}
-	if len(r.most) > limit {
-		t.Errorf("%d nodes cordoned at once (%v), at most %d allowed", len(r.most), r.most, limit)
-	}
+	cordons.Check(t, concurrency)
+	t.Logf("all four nodes done in %s; at most %d cordoned at once (%v)", time.Since(start).Round(time.Second), len(cordons.Most()), cordons.Most())
 }
 
 // Kured's own binary and a Kustodian agent take turns: while Kustodian
@@ -196,11 +210,12 @@ func (r *cordonRecorder) check(t *testing.T, limit int) {
 // reboot (Kured started again, the sentinel gone) it uncordons A and gives
 // its lock back. Never both nodes cordoned at once.
 func TestRealKuredAndKustodianTakeTurns(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	a, b := nodes[0], nodes[1]
 	e.KuredDaemonSet(e.Namespace, "")
-	cordons := recordCordons(t, e, nodes)
+	cordons := cordons.Record(t, e, nodes)
 	agent := newAgent(t, e, b, "--kured-namespace", e.Namespace)
 	agent.request("kernel")
 	agent.start()
@@ -216,7 +231,7 @@ func TestRealKuredAndKustodianTakeTurns(t *testing.T) {
 		}
 		return nil
 	})
-	cordons.check(t, 1)
+	cordons.Check(t, 1)
 	if k.Rebooted() || nodeObject(e, a).Spec.Unschedulable {
 		t.Fatalf("Kured went ahead while Kustodian held the lock")
 	}
@@ -228,11 +243,7 @@ func TestRealKuredAndKustodianTakeTurns(t *testing.T) {
 		return nil
 	})
 	// The reboot: Kured starts again on a host that needs none.
-	k.Stop()
-	if err := os.Remove(k.Sentinel()); err != nil {
-		t.Fatal(err)
-	}
-	k2 := startKured(t, e, a, 5*time.Second)
+	k2 := restartKured(t, e, k, a)
 	e.Eventually("Kured to give "+a+" back after its reboot", 3*time.Minute, func(context.Context) error {
 		if k2.Exited() {
 			return fmt.Errorf("Kured exited")
@@ -242,5 +253,5 @@ func TestRealKuredAndKustodianTakeTurns(t *testing.T) {
 		}
 		return nil
 	})
-	cordons.check(t, 1)
+	cordons.Check(t, 1)
 }

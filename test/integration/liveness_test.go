@@ -115,7 +115,7 @@ func TestAgentWaitingWhileItsNodeWasGoneGetsTheLock(t *testing.T) {
 	node := nodes[0]
 	labelNode(e, node, "topology.kubernetes.io/zone", "zone-a")
 	nodecreds.Install(e, e.Namespace)
-	if err := applyPolicy(e, `{metadata: {name: zones}, spec: {groupBy: topology.kubernetes.io/zone}}`); err != nil {
+	if err := e.ApplyPolicy(`{metadata: {name: zones}, spec: {groupBy: topology.kubernetes.io/zone}}`); err != nil {
 		t.Fatal(err)
 	}
 	// Admin credentials: a node-bound token would die with the Node.

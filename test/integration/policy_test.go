@@ -10,43 +10,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kustodian/kustodian/internal/lock"
-	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
 	"github.com/kustodian/kustodian/test/timeline"
 )
-
-// applyPolicy creates or replaces a MaintenancePolicy from YAML (its spec
-// and name) in the test's namespace, and returns the API server's error.
-func applyPolicy(e *cluster.Env, doc string) error {
-	e.T.Helper()
-	var u unstructured.Unstructured
-	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-		e.T.Fatalf("test policy does not parse: %v", err)
-	}
-	u.SetAPIVersion(policy.Group + "/" + policy.Version)
-	u.SetKind(policy.Kind)
-	u.SetNamespace(e.Namespace)
-	dyn, err := dynamic.NewForConfig(e.Config)
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	ri := dyn.Resource(policy.GVR).Namespace(e.Namespace)
-	old, err := ri.Get(e.Ctx, u.GetName(), metav1.GetOptions{})
-	if err == nil {
-		u.SetResourceVersion(old.GetResourceVersion())
-		_, err = ri.Update(e.Ctx, &u, metav1.UpdateOptions{})
-		return err
-	}
-	_, err = ri.Create(e.Ctx, &u, metav1.CreateOptions{})
-	return err
-}
 
 // 7. Bad policies are refused by the API server, with the field named.
 func TestPolicyValidation(t *testing.T) {
@@ -76,7 +46,7 @@ spec:
     escalate: [{action: deletePods, namespaceSelector: {matchLabels: {tier: batch}}}]
     quarantine: {maxNodes: 2}
 `
-	if err := applyPolicy(e, good); err != nil {
+	if err := e.ApplyPolicy(good); err != nil {
 		t.Fatalf("a good policy was refused: %v", err)
 	}
 	for _, tc := range []struct {
@@ -108,7 +78,7 @@ spec:
 		{"an escalation of another kind", `{metadata: {name: b22}, spec: {drain: {escalate: [{action: evictHarder, namespaceSelector: {}}]}}}`, "spec.drain.escalate[0].action"},
 		{"quarantine of no node", `{metadata: {name: b23}, spec: {drain: {quarantine: {maxNodes: 0}}}}`, "spec.drain.quarantine.maxNodes"},
 	} {
-		err := applyPolicy(e, tc.doc)
+		err := e.ApplyPolicy(tc.doc)
 		if err == nil {
 			t.Errorf("%s: accepted", tc.name)
 			continue
@@ -178,7 +148,7 @@ func TestPolicyGroupsByZone(t *testing.T) {
 		labelNode(e, n, "topology.kubernetes.io/zone", z)
 	}
 	nodecreds.Install(e, e.Namespace)
-	if err := applyPolicy(e, `{metadata: {name: zones}, spec: {groupBy: topology.kubernetes.io/zone, concurrency: 1}}`); err != nil {
+	if err := e.ApplyPolicy(`{metadata: {name: zones}, spec: {groupBy: topology.kubernetes.io/zone, concurrency: 1}}`); err != nil {
 		t.Fatal(err)
 	}
 	tl := recordTimeline(e)
@@ -240,7 +210,7 @@ func TestPolicyWindow(t *testing.T) {
 	nodecreds.Install(e, e.Namespace)
 	opens := time.Now().UTC().Add(3 * time.Hour)
 	closed := fmt.Sprintf(`{metadata: {name: night}, spec: {windows: [{start: "%s", end: "%s"}]}}`, opens.Format("15:04"), opens.Add(time.Hour).Format("15:04"))
-	if err := applyPolicy(e, closed); err != nil {
+	if err := e.ApplyPolicy(closed); err != nil {
 		t.Fatal(err)
 	}
 	a := newAgent(t, e, nodes[0])
@@ -263,7 +233,7 @@ func TestPolicyWindow(t *testing.T) {
 		t.Errorf("policy:\n%s", out)
 	}
 	start := time.Now()
-	if err := applyPolicy(e, `{metadata: {name: night}, spec: {windows: [{start: "00:00", end: "24:00"}]}}`); err != nil {
+	if err := e.ApplyPolicy(`{metadata: {name: night}, spec: {windows: [{start: "00:00", end: "24:00"}]}}`); err != nil {
 		t.Fatal(err)
 	}
 	waitRecord(e, a.node, "to be granted once the window opens", func(r *lock.Record) error {
@@ -284,7 +254,7 @@ func TestPolicyBlockingPod(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)
-	if err := applyPolicy(e, `{metadata: {name: backups}, spec: {blockers: {podSelector: {matchLabels: {kustodian.io/block: "true"}}}}}`); err != nil {
+	if err := e.ApplyPolicy(`{metadata: {name: backups}, spec: {blockers: {podSelector: {matchLabels: {kustodian.io/block: "true"}}}}}`); err != nil {
 		t.Fatal(err)
 	}
 	backup := &corev1.Pod{

@@ -8,14 +8,25 @@ package kuredproc
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kustodian/kustodian/test/cluster"
 )
 
 // Config is one Kured instance.
@@ -66,10 +77,17 @@ func Start(cfg Config) (*Kured, error) {
 			return nil, err
 		}
 	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
 	args := []string{"--fork", "--kill-child", "--pid", "--mount", "--mount-proc", "--propagation", "private", "/bin/sh", "-c", script, cfg.Dir,
 		cfg.Binary, "--node-id=" + cfg.Node, "--ds-namespace=" + cfg.DSNamespace, "--ds-name=kured",
 		"--period=" + cfg.Period.String(), "--reboot-sentinel=" + cfg.Sentinel(),
-		"--reboot-command=/bin/touch " + cfg.Mark(), "--log-format=text"}
+		"--reboot-command=/bin/touch " + cfg.Mark(), "--log-format=text",
+		// Kured serves its metrics on :8080 by default: each instance
+		// gets a port of its own on the loopback.
+		"--metrics-host=127.0.0.1", "--metrics-port=" + strconv.Itoa(port)}
 	if cfg.Concurrency > 1 {
 		args = append(args, "--concurrency="+strconv.Itoa(cfg.Concurrency))
 	}
@@ -85,6 +103,16 @@ func Start(cfg Config) (*Kured, error) {
 	}
 	go func() { _ = k.cmd.Wait(); close(k.done) }()
 	return k, nil
+}
+
+// FreePort is a TCP port free on 127.0.0.1 now, for Kured's metrics.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 type lockedWriter struct{ k *Kured }
@@ -131,4 +159,62 @@ func (k *Kured) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// Credentials gives the ServiceAccount kured of namespace Kured's own RBAC
+// (once per test) and returns a token of it and the API server's CA, as a
+// Kured pod would find them.
+func Credentials(t testing.TB, e *cluster.Env, namespace string) (token, ca []byte) {
+	t.Helper()
+	sas := e.Client.CoreV1().ServiceAccounts(namespace)
+	if _, err := sas.Get(e.Ctx, "kured", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		grantKuredRBAC(t, e, namespace)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	seconds := int64(3600)
+	tr, err := sas.CreateToken(e.Ctx, "kured", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca = e.Config.CAData
+	if len(ca) == 0 {
+		if ca, err = os.ReadFile(e.Config.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []byte(tr.Status.Token), ca
+}
+
+// grantKuredRBAC makes the ServiceAccount kured with the rights of Kured's
+// own manifests, removed when the test ends.
+func grantKuredRBAC(t testing.TB, e *cluster.Env, namespace string) {
+	t.Helper()
+	sas := e.Client.CoreV1().ServiceAccounts(namespace)
+	if _, err := sas.Create(e.Ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kured"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := "kured-" + e.ID + "-" + namespace
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "delete", "get"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+	}
+	if _, err := e.Client.RbacV1().ClusterRoles().Create(e.Ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client.RbacV1().ClusterRoleBindings().Create(e.Ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "kured", Namespace: namespace}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = e.Client.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = e.Client.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+		if namespace != e.Namespace {
+			_ = sas.Delete(ctx, "kured", metav1.DeleteOptions{})
+		}
+	})
 }
