@@ -57,6 +57,8 @@ type Options struct {
 	// TokenExpires is when the kubeconfig's token expires (zero: unknown
 	// or never); the agent warns TokenWarnBefore ahead.
 	TokenExpires time.Time
+	// HostWarning, from the doctor's checks at start, ends every STATUS.
+	HostWarning string
 	// Evictor, when set, lists and evicts the node's pods: a client with the
 	// kubelet's identity, read from EvictorKubeconfig (drain.kubeletKubeconfig).
 	// Without one, Kube does.
@@ -160,6 +162,7 @@ type Agent struct {
 	status        string
 	holders       map[string]holderCheck
 	tokenExpires  time.Time
+	hostWarning   string // Options.HostWarning
 	tokenWarned   bool   // the TokenExpiring Event is recorded
 	evictorConfig string // the kubelet kubeconfig the drain evicts with, or ""
 
@@ -218,6 +221,7 @@ func New(o Options) *Agent {
 		jitter:         jitterOf(o.NodeName),
 
 		tokenExpires:  o.TokenExpires,
+		hostWarning:   o.HostWarning,
 		notifications: o.Notifications,
 	}
 	if o.ConnWatch != nil {

@@ -162,6 +162,9 @@ func (a *Agent) statusLine(state lock.State, r lock.Record) string {
 }
 
 func (a *Agent) setStatus(line string) {
+	if a.hostWarning != "" {
+		line += " (" + a.hostWarning + ")"
+	}
 	if line == a.status {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -228,4 +229,18 @@ func (l *Lock) Held() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.file != nil
+}
+
+// InhibitDelayMax is logind's effective InhibitDelayMaxSec: how long a
+// delay inhibitor may hold a shutdown.
+func (m *Manager) InhibitDelayMax(ctx context.Context) (time.Duration, error) {
+	var v dbus.Variant
+	if err := m.obj.CallWithContext(ctx, "org.freedesktop.DBus.Properties.Get", 0, manager, "InhibitDelayMaxUSec").Store(&v); err != nil {
+		return 0, fmt.Errorf("logind InhibitDelayMaxUSec: %w", err)
+	}
+	usec, ok := v.Value().(uint64)
+	if !ok {
+		return 0, fmt.Errorf("logind InhibitDelayMaxUSec: unexpected value %s", v)
+	}
+	return time.Duration(usec) * time.Microsecond, nil
 }

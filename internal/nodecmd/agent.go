@@ -62,6 +62,7 @@ variable; a flag beats the environment, which beats the file.`,
 		if logind != nil {
 			defer logind.Close()
 		}
+		hostWarning := checkHostAtStart(cmd.Context(), log)
 		// The agent's clients tell it of requests that cannot reach the
 		// API server.
 		conns := agent.NewConnWatch()
@@ -112,6 +113,7 @@ variable; a flag beats the environment, which beats the file.`,
 			Login1:   logind,
 
 			TokenExpires: nc.tokenExpires,
+			HostWarning:  hostWarning,
 
 			Evictor:           evictor,
 			EvictorKubeconfig: kubeletConfig,
