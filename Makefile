@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -192,6 +192,7 @@ lint: deps
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	go vet -tags bench ./test/e2e/
 
 tools: deps ## build the control plane into the cache (minutes the first time)
 	test/tools/build.sh >/dev/null
@@ -224,6 +225,11 @@ demo: tools build ## a rolling maintenance of $(NODES) nodes on the local contro
 BENCH_FLAGS ?=
 bench: tools build ## latency, rollout makespan, API requests and memory of the agents (README, "Scale figures")
 	go run ./test/cmd/bench --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl $(BENCH_FLAGS)
+
+# Kured's own binary and Kustodian rebooting the same five systemd hosts,
+# one after the other, in one run: prints each rollout's makespan.
+bench-reboots: deps tools packages-host $(KURED) ## reboot rollouts of 5 real hosts side by side: Kured's own binary (--period=1m), then Kustodian
+	KURED=$(KURED) go test -tags bench -count=1 -timeout 60m -run '^TestRebootRolloutSideBySide$$' -v ./test/e2e/
 
 clean:
 	rm -rf bin/ dist/ build/

@@ -37,42 +37,6 @@ import (
 	"github.com/kustodian/kustodian/internal/systemd"
 )
 
-// Options build an Agent.
-type Options struct {
-	Config   config.Agent
-	NodeName string
-	// Owner is the Node the agent's token is bound to (nil for other
-	// credentials): the locks it takes are owned by that Node.
-	Owner *lock.NodeRef
-	Kube  kubernetes.Interface
-	// Dynamic reads the MaintenancePolicies and MaintenanceRollouts.
-	Dynamic dynamic.Interface
-	// Metadata watches the Nodes' labels for rollouts (rollouts.enabled).
-	Metadata metadata.Interface
-	Log      *slog.Logger
-	Notifier systemd.Notifier
-	// Login1 is logind on the system bus; nil without one (the agent then
-	// holds no inhibitor locks and does not see reboots coming).
-	Login1 *login1.Manager
-	// TokenExpires is when the kubeconfig's token expires (zero: unknown
-	// or never); the agent warns TokenWarnBefore ahead.
-	TokenExpires time.Time
-	// HostWarning, from the doctor's checks at start, ends every STATUS.
-	HostWarning string
-	// Evictor, when set, lists and evicts the node's pods: a client with the
-	// kubelet's identity, read from EvictorKubeconfig (drain.kubeletKubeconfig).
-	// Without one, Kube does.
-	Evictor           kubernetes.Interface
-	EvictorKubeconfig string
-	Clock             clock.WithTicker // its time and timers; nil: the real clock
-	// Notifications sends the notifications of notify.urls (nil: none).
-	Notifications *notify.Sender
-	// ConnWatch, wrapped around Kube's and Dynamic's transports, tells of
-	// requests that could not reach the API server (nil: failed watches
-	// alone do).
-	ConnWatch *ConnWatch
-}
-
 // Agent runs the maintenance protocol for one node.
 type Agent struct {
 	cfg     config.Agent
@@ -163,8 +127,11 @@ type Agent struct {
 	holders       map[string]holderCheck
 	tokenExpires  time.Time
 	hostWarning   string // Options.HostWarning
-	tokenWarned   bool   // the TokenExpiring Event is recorded
-	evictorConfig string // the kubelet kubeconfig the drain evicts with, or ""
+	// kubeletEvictions is what checkEvictor found, for the Node's label:
+	// "ready", "unready", or "" (not known: the label is left).
+	kubeletEvictions string
+	tokenWarned      bool   // the TokenExpiring Event is recorded
+	evictorConfig    string // the kubelet kubeconfig the drain evicts with, or ""
 
 	// The queue: when the agent began to watch it, when it saw each queue
 	// Lease change, and its own view of its group's queue (one LIST, when

@@ -8,6 +8,8 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kustodian/kustodian/internal/nodemarks"
 )
 
 // checkEvictor makes sure, before the node joins the queue, that the drain
@@ -17,21 +19,28 @@ import (
 // (kustodian-ctl install --kubelet-evictions takes it away). A refusal
 // found here stops the agent; found mid-drain, it would leave the node
 // cordoned.
+//
+// What it finds goes on the Node (markNode) for kustodian-ctl install
+// --kubelet-evictions: "ready" when the agent evicts as this node's
+// kubelet, "unready" otherwise; an agent refused here says so on the Node
+// before it stops.
 func (a *Agent) checkEvictor(ctx context.Context) error {
 	if a.evictor != nil {
 		r, err := a.evictor.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
-			return permanent(fmt.Errorf("drain.kubeletKubeconfig %s: the API server refuses its credentials (%v); fix the kubelet's kubeconfig, or set drain.kubeletKubeconfig to none", a.evictorConfig, err))
+			return a.unready(ctx, fmt.Errorf("drain.kubeletKubeconfig %s: the API server refuses its credentials (%v); fix the kubelet's kubeconfig, or set drain.kubeletKubeconfig to none", a.evictorConfig, err))
 		}
 		if err != nil {
 			return fmt.Errorf("drain.kubeletKubeconfig %s: asking the API server who it is: %w", a.evictorConfig, err)
 		}
 		if want, got := "system:node:"+a.node, r.Status.UserInfo.Username; got != want {
-			return permanent(fmt.Errorf("drain.kubeletKubeconfig %s authenticates as %q, not as %q: it is not this node's kubelet identity; set drain.kubeletKubeconfig to this node's kubelet kubeconfig, or to none", a.evictorConfig, got, want))
+			return a.unready(ctx, fmt.Errorf("drain.kubeletKubeconfig %s authenticates as %q, not as %q: it is not this node's kubelet identity; set drain.kubeletKubeconfig to this node's kubelet kubeconfig, or to none", a.evictorConfig, got, want))
 		}
 		a.log.Info("evicting with the kubelet's identity", "kubeconfig", a.evictorConfig, "user", r.Status.UserInfo.Username)
+		a.kubeletEvictions = "ready"
 		return nil
 	}
+	a.kubeletEvictions = "unready"
 	r, err := a.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authzv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"},
 	}}, metav1.CreateOptions{})
@@ -39,7 +48,16 @@ func (a *Agent) checkEvictor(ctx context.Context) error {
 		return fmt.Errorf("asking the API server whether this agent may evict pods: %w", err)
 	}
 	if !r.Status.Allowed {
-		return permanent(fmt.Errorf("kubeconfig %s may not evict pods (installed with kustodian-ctl install --kubelet-evictions), and no kubelet kubeconfig is in use: set drain.kubeletKubeconfig to this node's kubelet kubeconfig", a.cfg.Kubeconfig))
+		return a.unready(ctx, fmt.Errorf("kubeconfig %s may not evict pods (installed with kustodian-ctl install --kubelet-evictions), and no kubelet kubeconfig is in use: set drain.kubeletKubeconfig to this node's kubelet kubeconfig", a.cfg.Kubeconfig))
 	}
 	return nil
+}
+
+// unready labels the Node unready for kubelet evictions (as far as it can:
+// the agent stops anyway) and returns err as a permanent error.
+func (a *Agent) unready(ctx context.Context, err error) error {
+	if lerr := a.labelNode(ctx, nodemarks.LabelKubeletEvictions, `"unready"`); lerr != nil {
+		a.log.Warn("cannot label the node unready for kubelet evictions", "err", lerr)
+	}
+	return permanent(err)
 }

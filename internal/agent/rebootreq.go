@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,25 +48,38 @@ func (a *Agent) idle(ctx context.Context, o decide.Observed, node *corev1.Node) 
 // requestReboot asks for a maintenance whose job is the reboot: a managed
 // job that runs nothing (/bin/true) and reboots, as every job does when a
 // reboot is pending after it, keeping the lock; it runs again after the
-// boot and ends there. Once per boot: a request withdrawn by an admin, or a
-// reboot that did not take the need away, is not asked for again until
-// the host boots again.
+// boot and ends there. At most once per boot, and not again in a boot
+// where the last one failed or was withdrawn (an admin removed its
+// request): a host whose need a reboot does not take away is not rebooted
+// over and over. An agent that cannot reach logind asks for nothing: it
+// could drain the node but not reboot it.
 func (a *Agent) requestReboot(ctx context.Context, o decide.Observed, node *corev1.Node) (bool, error) {
-	p := a.decision.Policy
-	if p.Err != nil || !p.Spec.Triggers.RebootRequired || o.Request != nil {
+	if o.Request != nil {
 		return false, nil
 	}
+	if err := a.dropOrphanRebootJob(); err != nil {
+		return false, err
+	}
+	p := a.decision.Policy
+	if p.Err != nil || !p.Spec.Triggers.RebootRequired {
+		return false, nil
+	}
+	boot := bootID()
 	now := a.now()
 	if !o.RebootPending && now.Before(a.rebootTrigger.checkAt) {
 		return false, nil
 	}
 	a.rebootTrigger.checkAt = now.Add(rebootCheckEvery)
-	boot := bootID()
 	id := RebootJobPrefix + boot[:min(12, len(boot))]
 	if _, err := a.jobs.Get(id); err == nil {
 		return false, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return false, permanent(err)
+	}
+	if last, err := a.lastRebootJob(); err != nil {
+		return false, permanent(err)
+	} else if last != nil && last.State != jobs.Succeeded && last.FailedBoot == boot {
+		return false, nil
 	}
 	need, why, err := a.rebootTrigger.check.Required(ctx)
 	if err != nil {
@@ -75,8 +89,14 @@ func (a *Agent) requestReboot(ctx context.Context, o decide.Observed, node *core
 	if !need {
 		return false, nil
 	}
+	if a.reboot == nil {
+		a.log.Warn("the host needs a reboot, but logind cannot be reached to make it: not asking for one", "why", why)
+		return false, nil
+	}
 	job := &jobs.Job{ID: id, Command: []string{"/bin/true"}, Reboot: jobs.RebootAuto, Created: now.UTC(), State: jobs.Pending}
-	if err := a.jobs.Create(job); err != nil {
+	if err := a.jobs.Create(job); errors.Is(err, jobs.ErrBusy) {
+		return false, nil // kustodian run, between its job and its request
+	} else if err != nil {
 		return false, permanent(err)
 	}
 	reason := "reboot required: " + why
@@ -97,14 +117,64 @@ func (a *Agent) requestReboot(ctx context.Context, o decide.Observed, node *core
 	return true, nil
 }
 
-// rebootPendingAfter says whether a reboot is pending after job j: the
-// sentinel, or, once the job succeeded, the host's command or
-// needs-restarting (which leave no file).
-func (a *Agent) rebootPendingAfter(ctx context.Context, j *jobs.Job, sentinel bool) (bool, error) {
+// dropOrphanRebootJob ends a reboot job that is still current at Idle: its
+// request went before it ran (an admin withdrew it while the node waited,
+// or the agent died between the job and its request). It is recorded as
+// failed in this boot, so that it is not asked for again until the next,
+// and is no longer current (it would run as the job of the next request).
+func (a *Agent) dropOrphanRebootJob() error {
+	cur, err := a.jobs.Current()
+	if err != nil || cur == nil || !strings.HasPrefix(cur.ID, RebootJobPrefix) {
+		return err
+	}
+	cur.State, cur.Final, cur.FailedBoot = jobs.Failed, true, bootID()
+	cur.Message = "withdrawn: its request was removed before it ran"
+	if err := a.jobs.Save(cur); err != nil {
+		return permanent(err)
+	}
+	a.log.Info("the reboot asked for was withdrawn; not asking again in this boot", "job", cur.ID)
+	return a.jobs.ClearCurrent()
+}
+
+// lastRebootJob is the newest reboot job this agent made; nil: none.
+func (a *Agent) lastRebootJob() (*jobs.Job, error) {
+	entries, err := os.ReadDir(a.jobs.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var last *jobs.Job
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !strings.HasPrefix(id, RebootJobPrefix) {
+			continue
+		}
+		j, err := a.jobs.Get(id)
+		if err != nil {
+			return nil, err
+		}
+		if last == nil || j.Created.After(last.Created) {
+			last = j
+		}
+	}
+	return last, nil
+}
+
+// rebootPendingAfter says whether a reboot is pending after job j (one
+// that reboots: --reboot auto): the sentinel, or, once the job succeeded,
+// the host's command or needs-restarting (which leave no file). A check
+// that fails is logged, and the sentinel alone decides.
+func (a *Agent) rebootPendingAfter(ctx context.Context, j *jobs.Job, sentinel bool) bool {
 	c := a.rebootTrigger.check
-	if sentinel || j.State != jobs.Succeeded || (c.Command == "" && c.NeedsRestarting == "") {
-		return sentinel, nil
+	if sentinel || j.State != jobs.Succeeded || j.Reboot != jobs.RebootAuto || (c.Command == "" && c.NeedsRestarting == "") {
+		return sentinel
 	}
 	need, _, err := c.Required(ctx)
-	return need, err
+	if err != nil {
+		a.log.Warn("cannot tell whether the host needs a reboot after the job; the reboot sentinel alone decides", "job", j.ID, "err", err)
+		return false
+	}
+	return need
 }

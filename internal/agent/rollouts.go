@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/internal/rollout"
 )
 
@@ -42,7 +44,7 @@ const defaultRetryBackoff = time.Minute
 // rollout stopped, and, when the node is Idle, takes the first rollout
 // that reaches it.
 func (a *Agent) stepRollouts(ctx context.Context, state lock.State, node *corev1.Node) error {
-	if err := a.markRollouts(ctx, node); err != nil {
+	if err := a.markNode(ctx, node); err != nil {
 		return err
 	}
 	if !a.cfg.Rollouts.Enabled || a.rolloutStore == nil {
@@ -70,23 +72,39 @@ func (a *Agent) stepRollouts(ctx context.Context, state lock.State, node *corev1
 	return nil
 }
 
-// markRollouts keeps the Node's label kustodian.io/rollouts as the
-// configuration says: "enabled", or absent.
-func (a *Agent) markRollouts(ctx context.Context, node *corev1.Node) error {
+// markNode keeps the Node's labels as this agent has them:
+// kustodian.io/rollouts as the configuration says ("enabled", or absent),
+// and kustodian.io/kubelet-evictions as the agent found the kubelet's
+// kubeconfig at its start. The second only informs kustodian-ctl install:
+// an admission policy older than it (install not run again since an
+// upgrade) refuses it, which is said once and holds nothing back.
+func (a *Agent) markNode(ctx context.Context, node *corev1.Node) error {
 	if node == nil {
 		return nil
 	}
-	has := node.Labels[rollout.LabelRollouts] == "enabled"
-	if has == a.cfg.Rollouts.Enabled {
-		return nil
+	if has := node.Labels[rollout.LabelRollouts] == "enabled"; has != a.cfg.Rollouts.Enabled {
+		value := "null"
+		if a.cfg.Rollouts.Enabled {
+			value = `"enabled"`
+		}
+		if err := a.labelNode(ctx, rollout.LabelRollouts, value); err != nil {
+			return err
+		}
 	}
-	value := "null"
-	if a.cfg.Rollouts.Enabled {
-		value = `"enabled"`
+	if v := a.kubeletEvictions; v != "" && node.Labels[nodemarks.LabelKubeletEvictions] != v {
+		if err := a.labelNode(ctx, nodemarks.LabelKubeletEvictions, strconv.Quote(v)); err != nil {
+			a.log.Warn("cannot label the node for kustodian-ctl install --kubelet-evictions (run kustodian-ctl install again after an upgrade); going on without it", "err", err)
+			a.kubeletEvictions = ""
+		}
 	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, rollout.LabelRollouts, value)
+	return nil
+}
+
+// labelNode sets (or, with null, removes) one label of this agent's Node.
+func (a *Agent) labelNode(ctx context.Context, key, jsonValue string) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, jsonValue)
 	if _, err := a.kube.CoreV1().Nodes().Patch(ctx, a.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kustodian"}); err != nil {
-		return fmt.Errorf("labelling node %s %s: %w", a.node, rollout.LabelRollouts, err)
+		return fmt.Errorf("labelling node %s %s: %w", a.node, key, err)
 	}
 	return nil
 }

@@ -92,11 +92,7 @@ func (a *Agent) inMaintenance(ctx context.Context, o decide.Observed, node *core
 	if job == nil {
 		return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: waiting for the script to remove "+a.cfg.RequestFile)
 	}
-	pending, err := a.rebootPendingAfter(ctx, job, o.RebootPending)
-	if err != nil {
-		return err
-	}
-	msg, failed, err := a.stepJob(ctx, job, pending)
+	msg, failed, err := a.stepJob(ctx, job, a.rebootPendingAfter(ctx, job, o.RebootPending))
 	if err != nil {
 		return err
 	}

@@ -219,6 +219,9 @@ func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface
 			why = append(why, fmt.Sprintf("%s (last answer: %s)", name, answer))
 		}
 		sort.Strings(why)
+		if last["token"] != nil {
+			why = append(why, "binding a token to another Node: "+last["token"].Error())
+		}
 		if errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err) {
 			err = fmt.Errorf("after %s", timeout)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/manifests"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -40,7 +42,8 @@ keep each node's token to its own Node, its own record and the locks it holds
 an API Priority and Fairness FlowSchema and PriorityLevelConfiguration that give
 the agents together a bounded share of the API server; with --kubelet-evictions
 the ServiceAccount may evict no pod at all (each agent evicts with its kubelet's
-identity, held by the API server to its own node's pods). It creates the control ConfigMap when it is missing (an
+identity, held by the API server to its own node's pods; install first says which
+nodes are ready for it, as their agents labelled them: kustodian.io/kubelet-evictions). It creates the control ConfigMap when it is missing (an
 existing pause is kept). It reports what it created or changed. The policies go in
 before the rights they narrow, and install returns only once the API server
 enforces them: each must refuse a dry run of a request it exists to refuse, made
@@ -70,6 +73,11 @@ keeps nothing) and says what each would do.`,
 			client, rc, err := o.admissionClients()
 			if err != nil {
 				return err
+			}
+			if kubeletEvictions {
+				if err := reportKubeletEvictions(cmd.Context(), o.streams.Out, client); err != nil {
+					return err
+				}
 			}
 			server := o.dryRun == dryRunServer
 			for _, obj := range objs {
@@ -260,4 +268,50 @@ func ensureControl(ctx context.Context, cms interface {
 	default:
 		return "", status.Explain(err, "create", "configmaps", ns)
 	}
+}
+
+// reportKubeletEvictions says which nodes are ready for
+// --kubelet-evictions, as their agents found at their last start (the
+// Node label kustodian.io/kubelet-evictions, which each node sets of
+// itself): a node that is not cannot drain once the agents' own eviction
+// right is gone.
+func reportKubeletEvictions(ctx context.Context, w io.Writer, client kubernetes.Interface) error {
+	var ready, unready, unknown []string
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		list, err := client.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return status.Explain(err, "list", "nodes", "")
+		}
+		for _, n := range list.Items {
+			switch n.Labels[nodemarks.LabelKubeletEvictions] {
+			case "ready":
+				ready = append(ready, n.Name)
+			case "unready":
+				unready = append(unready, n.Name)
+			default:
+				unknown = append(unknown, n.Name)
+			}
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	fmt.Fprintf(w, "kubelet evictions: %d node(s) ready", len(ready))
+	if len(unready) > 0 {
+		fmt.Fprintf(w, "; %d not, whose agents could not drain them (kustodian doctor on each says why): %s", len(unready), someNames(unready))
+	}
+	if len(unknown) > 0 {
+		fmt.Fprintf(w, "; %d not known (no agent has started there since it could say): %s", len(unknown), someNames(unknown))
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// someNames lists at most ten names, and how many more.
+func someNames(names []string) string {
+	if len(names) <= 10 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:10], ", "), len(names)-10)
 }

@@ -8,7 +8,6 @@ package doctor
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 )
@@ -190,6 +189,12 @@ func inhibitDelay(f Facts) Finding {
 		return r
 	}
 	r.Status = Fail
+	if n := len(f.DropIns); n > 0 && f.DropIns[n-1].Delay >= f.ShutdownGracePeriod {
+		r.Message = fmt.Sprintf("logind runs with InhibitDelayMaxSec %s, shorter than %s, though its files say %s (%s): logind was not restarted since",
+			f.InhibitDelayMax, grace, f.DropIns[n-1].Delay, f.DropIns[n-1].Path)
+		r.Fix = "systemctl restart systemd-logind"
+		return r
+	}
 	r.Message = fmt.Sprintf("logind's InhibitDelayMaxSec %s%s is shorter than %s: at a shutdown the kubelet's pods are killed before their grace period ends",
 		f.InhibitDelayMax, setBy(f.DropIns), grace)
 	name := fixName(f.DropIns)
@@ -218,16 +223,14 @@ func setBy(dropIns []DropIn) string {
 }
 
 // fixName is a drop-in name that sorts after every drop-in that sets the
-// delay (logind reads them by name, whatever their directory).
+// delay (logind reads them by name, whatever their directory): ours, or,
+// when another sorts after it, that name with ours appended.
 func fixName(dropIns []DropIn) string {
 	name := "zz-kustodian.conf"
-	names := make([]string, 0, len(dropIns))
 	for _, d := range dropIns {
-		names = append(names, filepath.Base(d.Path))
-	}
-	sort.Strings(names)
-	for len(names) > 0 && names[len(names)-1] != name && names[len(names)-1] >= name {
-		name = "z" + name
+		if base := filepath.Base(d.Path); base >= name && base != "zz-kustodian.conf" {
+			name = strings.TrimSuffix(base, ".conf") + ".zz-kustodian.conf"
+		}
 	}
 	return name
 }

@@ -63,7 +63,15 @@ func TestFindings(t *testing.T) {
 		{"a drop-in that sorts after ours", func(f *Facts) {
 			f.InhibitDelayMax = 5 * time.Second
 			f.DropIns = []DropIn{{"/etc/systemd/logind.conf.d/zzz-site.conf", 5 * time.Second}}
-		}, CheckInhibitDelay, Fail, "(set by /etc/systemd/logind.conf.d/zzz-site.conf)", "zzzz-kustodian.conf", 2},
+		}, CheckInhibitDelay, Fail, "(set by /etc/systemd/logind.conf.d/zzz-site.conf)", "/etc/systemd/logind.conf.d/zzz-site.zz-kustodian.conf", 2},
+		{"a drop-in whose name sorts after every z", func(f *Facts) {
+			f.InhibitDelayMax = 5 * time.Second
+			f.DropIns = []DropIn{{"/etc/systemd/logind.conf.d/~local.conf", 5 * time.Second}}
+		}, CheckInhibitDelay, Fail, "(set by /etc/systemd/logind.conf.d/~local.conf)", "/etc/systemd/logind.conf.d/~local.zz-kustodian.conf", 2},
+		{"logind not restarted since the fix", func(f *Facts) {
+			f.InhibitDelayMax = 30 * time.Second
+			f.DropIns = []DropIn{{"/usr/lib/systemd/logind.conf.d/unattended-upgrades-logind-maxdelay.conf", 30 * time.Second}, {"/etc/systemd/logind.conf.d/zz-kustodian.conf", 60 * time.Second}}
+		}, CheckInhibitDelay, Fail, "though its files say 1m0s (/etc/systemd/logind.conf.d/zz-kustodian.conf): logind was not restarted since", "systemctl restart systemd-logind", 2},
 		{"graceful shutdown off", func(f *Facts) { f.ShutdownGracePeriod = 0 }, CheckInhibitDelay, Warn, "graceful node shutdown is off", "set shutdownGracePeriod", 1},
 		{"no kubelet config", func(f *Facts) { f.KubeletConfig = "" }, CheckInhibitDelay, Warn, "no kubelet configuration file found", "--kubelet-config", 1},
 		{"logind unreachable", func(f *Facts) { f.LogindErr = errors.New("no system D-Bus") }, CheckInhibitDelay, Unknown, "no system D-Bus", "", 1},
@@ -153,7 +161,7 @@ func TestLogindDropIns(t *testing.T) {
 
 func TestParseTimespan(t *testing.T) {
 	for in, want := range map[string]time.Duration{"30": 30 * time.Second, "30s": 30 * time.Second, "1min 30s": 90 * time.Second,
-		"2m30s": 150 * time.Second, "5min": 5 * time.Minute, "1.5": 1500 * time.Millisecond, "500ms": 500 * time.Millisecond, "1h": time.Hour} {
+		"2m30s": 150 * time.Second, "5min": 5 * time.Minute, "infinity": Infinity, "1w": 7 * 24 * time.Hour, "1.5": 1500 * time.Millisecond, "500ms": 500 * time.Millisecond, "1h": time.Hour} {
 		if got, err := ParseTimespan(in); err != nil || got != want {
 			t.Errorf("ParseTimespan(%q) = %v, %v; want %v", in, got, err, want)
 		}

@@ -98,11 +98,21 @@ var timespanUnits = map[string]time.Duration{
 	"m": time.Minute, "min": time.Minute, "minute": time.Minute, "minutes": time.Minute,
 	"h": time.Hour, "hr": time.Hour, "hour": time.Hour, "hours": time.Hour,
 	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
+	"w": 7 * 24 * time.Hour, "week": 7 * 24 * time.Hour, "weeks": 7 * 24 * time.Hour,
+	"M": 2629800 * time.Second, "month": 2629800 * time.Second, "months": 2629800 * time.Second,
+	"y": 31557600 * time.Second, "year": 31557600 * time.Second, "years": 31557600 * time.Second,
+	"ns": time.Nanosecond, "nsec": time.Nanosecond,
 }
 
+// Infinity is what "infinity" parses to: longer than any grace period.
+const Infinity = time.Duration(1<<63 - 1)
+
 // ParseTimespan parses a systemd time span in seconds' context: "30",
-// "30s", "1min 30s", "2m30s".
+// "30s", "1min 30s", "2m30s", "infinity".
 func ParseTimespan(s string) (time.Duration, error) {
+	if s == "infinity" {
+		return Infinity, nil
+	}
 	if n, err := strconv.ParseFloat(s, 64); err == nil {
 		return time.Duration(n * float64(time.Second)), nil
 	}

@@ -58,6 +58,9 @@ type Job struct {
 	// Boot, while Rebooting, is the boot the job asked to end: the job
 	// runs again in any other.
 	Boot string `json:"boot,omitempty"`
+	// FailedBoot is the boot the job failed in (the agent does not ask for
+	// a reboot again in that boot).
+	FailedBoot string `json:"failedBoot,omitempty"`
 	// Dir is the directory the command runs in ("": the runner's).
 	Dir string `json:"dir,omitempty"`
 

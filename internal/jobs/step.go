@@ -141,7 +141,7 @@ func StartFailed(j Job, f Facts, err error) Step {
 	} else {
 		s.Job.State = Failed
 	}
-	s.Job.Message = err.Error()
+	s.Job.Message, s.Job.FailedBoot = err.Error(), f.Boot
 	s = afterFailure(s, f)
 	s.Save = true
 	return s
@@ -182,7 +182,7 @@ func start(s Step, f Facts, log string) Step {
 
 // failed ends a job that neither a rollback nor a retry can help.
 func failed(s Step, f Facts, why string) Step {
-	s.Job.State, s.Job.Message, s.Job.Final = Failed, why, true
+	s.Job.State, s.Job.Message, s.Job.Final, s.Job.FailedBoot = Failed, why, true, f.Boot
 	s.Save, s.Failed = true, true
 	s.Message = s.Job.Summary()
 	return s

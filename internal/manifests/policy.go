@@ -282,7 +282,7 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 // An admin's annotations (kustodian.io/priority, kustodian.io/hold) stay the
 // admin's: a node may not move itself up the queue or lift its own hold.
 var (
-	nodeLabels      = []string{lock.LabelState, rollout.LabelRollouts}
+	nodeLabels      = []string{lock.LabelState, rollout.LabelRollouts, nodemarks.LabelKubeletEvictions}
 	nodeAnnotations = []string{lock.AnnotationCordoned, nodemarks.AnnotationProtected, scaleDownDisabled, history.Annotation, nodemarks.AnnotationQuarantined}
 	leaseLabels     = []string{lock.LabelManagedBy, lock.LabelPolicy}
 )

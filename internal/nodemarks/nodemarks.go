@@ -30,6 +30,12 @@ const (
 	// policy quarantined (spec.drain.quarantine): the policy's name. It
 	// goes when the node is back to Idle.
 	AnnotationQuarantined = "kustodian.io/quarantined"
+	// LabelKubeletEvictions says whether the agent found, when it last
+	// started, that the kubelet's kubeconfig works as this node's kubelet
+	// ("ready") or not ("unready"): whether kustodian-ctl install
+	// --kubelet-evictions, which takes the eviction right away from the
+	// agents, leaves this node able to drain. The node says it of itself.
+	LabelKubeletEvictions = "kustodian.io/kubelet-evictions"
 )
 
 // CordonedByKustodian reports whether Kustodian's cordon is on the node.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kustodian/kustodian/test/cluster"
 )
 
@@ -64,8 +66,10 @@ func TestDoctorFindsTheShortInhibitDelay(t *testing.T) {
 	writeFile(t, filepath.Join(h.Dir, "usr/lib/systemd/logind.conf.d/unattended-upgrades-logind-maxdelay.conf"), []byte("[Login]\nInhibitDelayMaxSec=30\n"), 0o644)
 	h.run("systemctl", "restart", "systemd-logind")
 	// The kubelet's delay inhibitor, as it takes it at its start.
+	kubelets := 0
 	startKubelet := func() {
-		h.run("systemd-run", "--unit=kubelet", "systemd-inhibit", "--what=shutdown", "--mode=delay", "--who=kubelet",
+		kubelets++
+		h.run("systemd-run", fmt.Sprintf("--unit=kubelet-%d", kubelets), "--collect", "systemd-inhibit", "--what=shutdown", "--mode=delay", "--who=kubelet",
 			"--why=Kubelet needs time to handle node shutdown", "sleep", "infinity")
 		h.waitFor("the kubelet's inhibitor", func() error {
 			if out, _ := h.Exec(h.e.Ctx, "systemd-inhibit", "--list", "--no-legend"); !strings.Contains(out, "kubelet") {
@@ -101,10 +105,23 @@ func TestDoctorFindsTheShortInhibitDelay(t *testing.T) {
 		return nil
 	})
 
+	// At its start the agent also labels the Node: its kubelet's
+	// kubeconfig works as this node's kubelet.
+	h.waitFor("the Node's label kustodian.io/kubelet-evictions=ready", func() error {
+		n, err := e.Client.CoreV1().Nodes().Get(e.Ctx, h.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := n.Labels["kustodian.io/kubelet-evictions"]; got != "ready" {
+			return fmt.Errorf("label %q", got)
+		}
+		return nil
+	})
+
 	// The fix, as it says.
 	h.run("sh", "-c", `printf '[Login]\nInhibitDelayMaxSec=60\n' > /etc/systemd/logind.conf.d/zz-kustodian.conf`)
 	h.run("systemctl", "restart", "systemd-logind")
-	h.run("systemctl", "stop", "kubelet")
+	h.run("systemctl", "stop", "kubelet-1")
 	startKubelet()
 	r, code = h.doctor()
 	if code != 0 || r.Status != "ok" || r.Node != h.Name {

@@ -31,16 +31,22 @@ func TestRebootRequiredThroughTheQueue(t *testing.T) {
 			"echo '*** System restart required ***' > /run/reboot-required")
 	}
 
+	// needRebootAndWait writes the sentinel and waits for the agent it
+	// starts (PathChanged=) to run and exit.
+	needRebootAndWait := func() {
+		started := h.property("kustodian.service", "ExecMainStartTimestampMonotonic")
+		needReboot()
+		h.waitFor("the agent to start and exit", func() error {
+			if h.property("kustodian.service", "ExecMainStartTimestampMonotonic") == started || h.property("kustodian.service", "ActiveState") != "inactive" {
+				return fmt.Errorf("service %s", h.property("kustodian.service", "ActiveState"))
+			}
+			return nil
+		})
+	}
+
 	// Without the trigger (the built-in policy): the agent starts, asks
 	// for nothing and exits.
-	started := h.property("kustodian.service", "ExecMainStartTimestampMonotonic")
-	needReboot()
-	h.waitFor("the agent to start and exit", func() error {
-		if h.property("kustodian.service", "ExecMainStartTimestampMonotonic") == started || h.property("kustodian.service", "ActiveState") != "inactive" {
-			return fmt.Errorf("service %s", h.property("kustodian.service", "ActiveState"))
-		}
-		return nil
-	})
+	needRebootAndWait()
 	if h.exists("var/maintenance-required") {
 		t.Fatal("a reboot was asked for without the policy's triggers.rebootRequired")
 	}
@@ -124,5 +130,38 @@ func TestRebootRequiredThroughTheQueue(t *testing.T) {
 	if !saw {
 		t.Errorf("Rebooting was never recorded:\n%s", tl)
 	}
+	evs, err := e.Client.CoreV1().Events(metav1.NamespaceDefault).List(e.Ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + h.Name + ",reason=RebootRequested"})
+	if err != nil || len(evs.Items) != 1 || !strings.Contains(evs.Items[0].Message, "asked for a reboot (policy reboots, triggers.rebootRequired): packages linux-image-6.1.0-28-amd64, libc6") {
+		t.Errorf("RebootRequested Events: %v %v", evs, err)
+	}
 	t.Logf("timeline:\n%s", tl)
+
+	// In the new boot the host needs a reboot again and asks; an admin
+	// withdraws the request while it waits: its job is ended (not left as
+	// the job of the next request), and the agent does not ask again in
+	// this boot.
+	waiter.request()
+	waiter.waitInProgress(e)
+	needReboot()
+	h.waitFor("the agent to ask again in the new boot", func() error {
+		if !h.exists("var/maintenance-required") {
+			return fmt.Errorf("no request")
+		}
+		return nil
+	})
+	h.run("rm", "/var/maintenance-required")
+	h.waitFor("the withdrawn request to be let go", func() error {
+		if s := h.property("kustodian.service", "ActiveState"); s != "inactive" {
+			return fmt.Errorf("service %s", s)
+		}
+		return nil
+	})
+	if h.exists("var/lib/kustodian/jobs/current") {
+		b, _ := os.ReadFile(filepath.Join(h.Dir, "var/lib/kustodian/jobs/current"))
+		t.Fatalf("the withdrawn reboot job is still current: %s", b)
+	}
+	needRebootAndWait()
+	if h.exists("var/maintenance-required") {
+		t.Fatal("asked again in the boot where its request was withdrawn")
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/manifests"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
 )
@@ -368,5 +369,9 @@ func TestSecurityEvictionsAreTheKubelets(t *testing.T) {
 	}
 	if strings.Contains(log, "forbidden") {
 		t.Errorf("the agent met a forbidden request:\n%s", log)
+	}
+	// A says of itself that it is ready, for kustodian-ctl install.
+	if got := nodeObject(e, a).Labels[nodemarks.LabelKubeletEvictions]; got != "ready" {
+		t.Errorf("%s's label %s=%q, want ready", a, nodemarks.LabelKubeletEvictions, got)
 	}
 }
