@@ -332,9 +332,9 @@ func TestNodeScopedPolicy(t *testing.T) {
 	denied(t, "taint itself", patchA(`{"spec":{"taints":[{"key":"x","value":"y","effect":"NoSchedule"}]}}`),
 		"may change only spec.unschedulable of its Node, not its taints")
 	denied(t, "label itself outside kustodian.io/", patchA(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`),
-		"may change only the labels kustodian.io/state, kustodian.io/rollouts of its Node, not node-role.kubernetes.io/control-plane")
+		"may change only the labels kustodian.io/state, kustodian.io/rollouts, kustodian.io/kubelet-evictions of its Node, not node-role.kubernetes.io/control-plane")
 	denied(t, "drop a label of its own", patchA(`{"metadata":{"labels":{"`+cluster.LabelTestEnv+`":null}}}`),
-		"may change only the labels kustodian.io/state, kustodian.io/rollouts of its Node, not "+cluster.LabelTestEnv)
+		"may change only the labels kustodian.io/state, kustodian.io/rollouts, kustodian.io/kubelet-evictions of its Node, not "+cluster.LabelTestEnv)
 	denied(t, "annotate itself outside kustodian.io/", patchA(`{"metadata":{"annotations":{"example.com/x":"y"}}}`),
 		"may change only the annotations kustodian.io/cordoned, kustodian.io/autoscaler-protected, cluster-autoscaler.kubernetes.io/scale-down-disabled, kustodian.io/history, kustodian.io/quarantined of its Node, not example.com/x")
 	// Its history: bounded.
