@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -71,28 +70,19 @@ func (k *kuredOnHost) start() {
 
 func (k *kuredOnHost) log() string { return k.h.Journal(k.h.e.Ctx, "kured.service") }
 
-// kuredHolders are the nodes in Kured's lock under key, read with this
-// test's own decoding of Kured's format.
+// kuredHolders are the nodes in Kured's lock under key, read with the
+// tests' own decoding of Kured's formats (kuredproc.Holders).
 func kuredHolders(t *testing.T, e *cluster.Env, namespace, key string) []string {
 	t.Helper()
 	ds, err := e.Client.AppsV1().DaemonSets(namespace).Get(e.Ctx, "kured", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := ds.Annotations[key]
-	if v == "" {
-		return nil
+	holders, err := kuredproc.Holders(ds.Annotations[key])
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
 	}
-	var one struct {
-		NodeID string `json:"nodeID"`
-	}
-	if err := json.Unmarshal([]byte(v), &one); err != nil {
-		t.Fatalf("Kured's lock %s=%s: %v", key, v, err)
-	}
-	if one.NodeID == "" {
-		return nil
-	}
-	return []string{one.NodeID}
+	return holders
 }
 
 // Kured's own binary on a real systemd host, with Kustodian's reboot gate

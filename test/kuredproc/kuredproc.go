@@ -9,6 +9,7 @@ package kuredproc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -217,4 +218,35 @@ func grantKuredRBAC(t testing.TB, e *cluster.Env, namespace string) {
 			_ = sas.Delete(ctx, "kured", metav1.DeleteOptions{})
 		}
 	})
+}
+
+// Holders are the nodes in a value of Kured's lock annotation, in either of
+// Kured's formats (one owner: {"nodeID":...}; several:
+// {"maxOwners":N,"locks":[...]}), read with the tests' own decoding, not
+// Kustodian's. An empty value holds no node.
+func Holders(value string) ([]string, error) {
+	if value == "" {
+		return nil, nil
+	}
+	type owner struct {
+		NodeID string `json:"nodeID"`
+	}
+	var v struct {
+		owner
+		Locks *[]owner `json:"locks"`
+	}
+	if err := json.Unmarshal([]byte(value), &v); err != nil {
+		return nil, fmt.Errorf("Kured's lock %q: %w", value, err)
+	}
+	var nodes []string
+	if v.Locks == nil {
+		if v.NodeID != "" {
+			nodes = append(nodes, v.NodeID)
+		}
+		return nodes, nil
+	}
+	for _, o := range *v.Locks {
+		nodes = append(nodes, o.NodeID)
+	}
+	return nodes, nil
 }
