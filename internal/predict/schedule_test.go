@@ -1,0 +1,159 @@
+package predict
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// daily is a window open every day from `from` to `to` (minutes after
+// midnight, UTC), written here rather than taken from package policy.
+func daily(from, to int) Window {
+	return func(t time.Time) (bool, time.Time) {
+		day := t.Truncate(24 * time.Hour)
+		open, close := day.Add(time.Duration(from)*time.Minute), day.Add(time.Duration(to)*time.Minute)
+		switch {
+		case t.Before(open):
+			return false, open
+		case t.Before(close):
+			return true, close
+		}
+		return false, open.Add(24 * time.Hour)
+	}
+}
+
+func never(time.Time) (bool, time.Time) { return false, time.Time{} }
+
+func minutes(ds map[string]float64) func(string) Estimate {
+	return func(n string) Estimate {
+		return Estimate{Duration: time.Duration(ds[n] * float64(time.Minute)), Source: SourceNode}
+	}
+}
+
+// at is t0 plus m minutes.
+func at(m float64) time.Time { return t0.Add(time.Duration(m * float64(time.Minute))) }
+
+type placed struct {
+	node       string
+	slot       int
+	start, end float64 // minutes after t0
+	deferred   string
+}
+
+func TestMake(t *testing.T) {
+	cases := []struct {
+		name     string
+		in       Input
+		want     []placed
+		makespan time.Duration
+		unplaced []string
+	}{{
+		name: "one slot, a handoff between nodes",
+		in: Input{Now: t0, Handoff: 30 * time.Second, Estimate: minutes(map[string]float64{"a": 10, "b": 10, "c": 10}),
+			Groups: []Group{{Name: "p", Slots: 1, Queue: []string{"a", "b", "c"}}}},
+		want:     []placed{{"a", 0, 0, 10, ""}, {"b", 0, 10.5, 20.5, ""}, {"c", 0, 21, 31, ""}},
+		makespan: 31 * time.Minute,
+	}, {
+		name: "a node in maintenance keeps its slot until its estimate ends",
+		in: Input{Now: t0, Estimate: minutes(map[string]float64{"busy": 10, "a": 4}),
+			Groups: []Group{{Slots: 1, Busy: []Busy{{"busy", at(-6), 0}}, Queue: []string{"a"}}}},
+		want:     []placed{{"busy", 0, -6, 4, ""}, {"a", 0, 4, 8, ""}},
+		makespan: 8 * time.Minute,
+	}, {
+		name: "an overdue node ends now, as far as anyone can tell",
+		in: Input{Now: t0, Estimate: minutes(map[string]float64{"busy": 10, "a": 4}),
+			Groups: []Group{{Slots: 1, Busy: []Busy{{"busy", at(-30), 0}}, Queue: []string{"a"}}}},
+		want:     []placed{{"busy", 0, -30, 0, ""}, {"a", 0, 0, 4, ""}},
+		makespan: 4 * time.Minute,
+	}, {
+		name: "two slots: the next node takes the slot that frees first",
+		in: Input{Now: t0, Estimate: minutes(map[string]float64{"a": 10, "b": 20, "c": 5, "d": 5}),
+			Groups: []Group{{Slots: 2, Locks: []string{"lock-0", "lock-1"}, Queue: []string{"a", "b", "c", "d"}}}},
+		want:     []placed{{"a", 0, 0, 10, ""}, {"b", 1, 0, 20, ""}, {"c", 0, 10, 15, ""}, {"d", 0, 15, 20, ""}},
+		makespan: 20 * time.Minute,
+	}, {
+		name: "spacing from the group's last release, the one before the rollout included",
+		in: Input{Now: t0, Estimate: minutes(map[string]float64{"a": 10, "b": 10}),
+			Groups: []Group{{Slots: 1, Spacing: 5 * time.Minute, LastRelease: at(-2), Queue: []string{"a", "b"}}}},
+		want:     []placed{{"a", 0, 3, 13, "spacing"}, {"b", 0, 18, 28, "spacing"}},
+		makespan: 28 * time.Minute,
+	}, {
+		name: "groups go side by side",
+		in: Input{Now: t0, Estimate: minutes(map[string]float64{"a": 10, "b": 10, "x": 3}),
+			Groups: []Group{{Name: "g1", Slots: 1, Queue: []string{"a", "b"}}, {Name: "g2", Slots: 1, Queue: []string{"x"}}}},
+		want:     []placed{{"a", 0, 0, 10, ""}, {"x", 0, 0, 3, ""}, {"b", 0, 10, 20, ""}},
+		makespan: 20 * time.Minute,
+	}, {
+		name: "a start after the window's close waits for its next opening",
+		in: Input{Now: t0, Estimate: minutes(map[string]float64{"a": 25, "b": 25, "c": 25, "d": 25}),
+			Groups: []Group{{Slots: 1, Window: daily(22*60, 23*60), Queue: []string{"a", "b", "c", "d"}}}},
+		want:     []placed{{"a", 0, 0, 25, ""}, {"b", 0, 25, 50, ""}, {"c", 0, 50, 75, ""}, {"d", 0, 24 * 60, 24*60 + 25, "window"}},
+		makespan: (24*60 + 25) * time.Minute,
+	}, {
+		name: "a later start, and a node's own gate",
+		in: Input{Now: t0, Start: at(60), Estimate: minutes(map[string]float64{"a": 10, "b": 10}),
+			NotBefore: map[string]time.Time{"a": at(90)},
+			Groups:    []Group{{Slots: 1, Queue: []string{"a", "b"}}}},
+		want:     []placed{{"a", 0, 90, 100, "node"}, {"b", 0, 100, 110, ""}},
+		makespan: 50 * time.Minute,
+	}, {
+		name: "a window that never opens places nothing",
+		in: Input{Now: t0, Estimate: minutes(map[string]float64{"a": 10}),
+			Groups: []Group{{Slots: 1, Window: never, Queue: []string{"a"}}}},
+		unplaced: []string{"a"},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := Make(c.in)
+			var got []placed
+			for _, e := range s.Entries {
+				got = append(got, placed{e.Node, e.Slot, e.Start.Sub(t0).Minutes(), e.End.Sub(t0).Minutes(), e.Deferred})
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("entries:\n got %v\nwant %v", got, c.want)
+			}
+			if s.Makespan() != c.makespan {
+				t.Errorf("makespan %v, want %v", s.Makespan(), c.makespan)
+			}
+			if !slices.Equal(s.Unplaced, c.unplaced) {
+				t.Errorf("unplaced %v, want %v", s.Unplaced, c.unplaced)
+			}
+		})
+	}
+}
+
+func TestMakeNamesTheLock(t *testing.T) {
+	s := Make(Input{Now: t0, Estimate: minutes(map[string]float64{"a": 1, "b": 1}),
+		Groups: []Group{{Slots: 2, Locks: []string{"lock-0", "lock-1"}, Busy: []Busy{{"a", t0, 1}}, Queue: []string{"b"}}}})
+	got := map[string]string{}
+	for _, e := range s.Entries {
+		got[e.Node] = e.Lock
+	}
+	if got["a"] != "lock-1" || got["b"] != "lock-0" {
+		t.Errorf("locks %v, want a on lock-1 (the one it holds), b on the free lock-0", got)
+	}
+}
+
+func TestFitIn(t *testing.T) {
+	w := daily(22*60, 23*60) // t0 is 22:00
+	est := minutes(map[string]float64{"a": 25, "b": 25, "c": 25, "d": 25, "short": 5})
+	over := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Window: w, Queue: []string{"a", "b", "c", "d"}}}})
+	f := over.FitIn(w)
+	// c starts at 22:50, inside, and ends at 23:15; d waits a day.
+	want := Fit{Closes: at(60), FirstLate: "c", Over: 15 * time.Minute, Late: 2}
+	if f != want {
+		t.Errorf("too long for the window: %+v, want %+v", f, want)
+	}
+	fits := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Window: w, Queue: []string{"a", "b"}}}})
+	if f := fits.FitIn(w); !f.Fits || f.Closes != at(60) || f.Late != 0 {
+		t.Errorf("50 minutes in an hour: %+v, want it to fit", f)
+	}
+	// Planned in the afternoon: the window that counts is tonight's.
+	later := Make(Input{Now: at(-8 * 60), Estimate: est, Groups: []Group{{Slots: 1, Window: w, Queue: []string{"short"}}}})
+	if f := later.FitIn(w); !f.Fits || f.Closes != at(60) {
+		t.Errorf("planned before the window: %+v, want it to fit in tonight's window", f)
+	}
+	if f := over.FitIn(nil); !f.Fits || !f.Closes.IsZero() {
+		t.Errorf("no window: %+v, want it to fit", f)
+	}
+}
