@@ -9,10 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -85,27 +82,7 @@ func readPolicies(ctx context.Context, o *options) (status.PolicyList, error) {
 	if err != nil {
 		return status.PolicyList{}, err
 	}
-	dyn, err := o.dynamicClient()
-	if err != nil {
-		return status.PolicyList{}, err
-	}
-	var policies []*policy.MaintenancePolicy
-	list, err := dyn.Resource(policy.GVR).Namespace(o.namespace()).List(ctx, metav1.ListOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		// No CRD: every node follows the built-in default.
-	case err != nil:
-		return status.PolicyList{}, status.Explain(err, "list", "maintenancepolicies", o.namespace())
-	default:
-		for i := range list.Items {
-			p, err := policy.FromUnstructured(&list.Items[i])
-			if err != nil {
-				p = policy.Unreadable(list.Items[i].GetName(), err)
-			}
-			policies = append(policies, p)
-		}
-	}
-	return status.Policies(policies, in.Nodes, in.Leases, in.Now), nil
+	return status.Policies(in.Policies, in.Nodes, in.Leases, in.Now), nil
 }
 
 func printPolicies(w io.Writer, list status.PolicyList, headers bool) {

@@ -107,7 +107,12 @@ func (o *options) reader() (status.Reader, error) {
 	if err != nil {
 		return status.Reader{}, err
 	}
-	return status.Reader{Client: client, Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredKeys: o.kuredKeys}, nil
+	dyn, err := o.dynamicClient()
+	if err != nil {
+		return status.Reader{}, err
+	}
+	return status.Reader{Client: client, Dynamic: dyn, Namespace: o.namespace(), KuredNamespace: o.kuredNamespace,
+		KuredDaemonSet: o.kuredDaemonSet, KuredKeys: o.kuredKeys}, nil
 }
 
 // NewRoot returns the `kustodian-ctl` root command. invokedAs is the

@@ -9,10 +9,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
 )
 
 // NotInstalledError says Kustodian's namespace does not exist.
@@ -33,6 +35,8 @@ type Reader struct {
 	// KuredKeys are the annotations Kured's lock is read under (empty:
 	// kured.LockAnnotations).
 	KuredKeys []string
+	// Dynamic, when set, reads the MaintenancePolicies too (Inputs.Policies).
+	Dynamic dynamic.Interface
 }
 
 // Kured is the namespace and name of Kured's DaemonSet.
@@ -96,8 +100,41 @@ func (r Reader) Inputs(ctx context.Context) (Inputs, error) {
 	if err != nil {
 		return in, err
 	}
+	in.Policies, err = r.ReadPolicies(ctx)
+	switch {
+	case apierrors.IsForbidden(errors.Unwrap(err)):
+		// The status goes without; what needs them (ETAs, plan) says so.
+		in.PoliciesErr = err
+	case err != nil:
+		return in, err
+	}
 	in.Now = r.now()
 	return in, nil
+}
+
+// ReadPolicies lists the MaintenancePolicies (none without a dynamic
+// client, or without the CRD: every node follows the built-in default). A
+// policy that does not decode stands for itself as unreadable.
+func (r Reader) ReadPolicies(ctx context.Context) ([]*policy.MaintenancePolicy, error) {
+	if r.Dynamic == nil {
+		return nil, nil
+	}
+	list, err := r.Dynamic.Resource(policy.GVR).Namespace(r.Namespace).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, Explain(err, "list", "maintenancepolicies", r.Namespace)
+	}
+	var out []*policy.MaintenancePolicy
+	for i := range list.Items {
+		p, err := policy.FromUnstructured(&list.Items[i])
+		if err != nil {
+			p = policy.Unreadable(list.Items[i].GetName(), err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // CheckInstalled fails with ErrNotInstalled when the namespace is missing,

@@ -17,6 +17,7 @@ import (
 	"github.com/kustodian/kustodian/internal/kured/kuredapi"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/nodemarks"
+	"github.com/kustodian/kustodian/internal/policy"
 )
 
 // APIVersion and Kind of the documented output of `status -o json|yaml`.
@@ -116,14 +117,19 @@ func lockGroup(l *coordv1.Lease) string {
 
 // Inputs are the objects a status is built from.
 type Inputs struct {
-	Namespace  string
-	Leases     []coordv1.Lease
-	Nodes      []corev1.Node
-	Control    *corev1.ConfigMap // nil when absent
-	Kured      *appsv1.DaemonSet // nil when Kured is not installed
-	KuredKeys  []string          // the annotations its lock is under (empty: kured.LockAnnotations)
-	Now        time.Time
-	StaleAfter time.Duration // a record without heartbeat for this long is not live
+	Namespace string
+	Leases    []coordv1.Lease
+	Nodes     []corev1.Node
+	Control   *corev1.ConfigMap // nil when absent
+	Kured     *appsv1.DaemonSet // nil when Kured is not installed
+	KuredKeys []string          // the annotations its lock is under (empty: kured.LockAnnotations)
+	// Policies are the MaintenancePolicies (read only when the Reader has a
+	// dynamic client): forecasts need their windows, slots and spacing.
+	Policies []*policy.MaintenancePolicy
+	// PoliciesErr says why the policies could not be read (forbidden).
+	PoliciesErr error
+	Now         time.Time
+	StaleAfter  time.Duration // a record without heartbeat for this long is not live
 }
 
 // DefaultStaleAfter matches the agents' default: four 10 s heartbeats.
