@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/predict"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -124,6 +125,14 @@ type QueueEntry struct {
 	WaitingSeconds float64 `json:"waitingSeconds"`
 	Live           bool    `json:"live"`
 	Message        string  `json:"message,omitempty"`
+	// PredictedStart and PredictedEnd are when its maintenance is predicted
+	// to start and end (kustodian-ctl plan's predictor: each node's
+	// history, the queue, the slots and the policy's gates); absent when it
+	// cannot be placed. EstimateSource says whose history gave its time:
+	// node, policy or default.
+	PredictedStart *time.Time `json:"predictedStart,omitempty"`
+	PredictedEnd   *time.Time `json:"predictedEnd,omitempty"`
+	EstimateSource string     `json:"estimateSource,omitempty"`
 }
 
 // QueueList is the documented output of `queue -o json|yaml`.
@@ -135,20 +144,40 @@ type QueueList struct {
 
 func queueList(s status.MaintenanceStatus) QueueList {
 	q := QueueList{APIVersion: status.APIVersion, Kind: "MaintenanceQueue", Items: []QueueEntry{}}
+	f := s.Forecast()
 	for _, n := range s.Queue() {
 		e := QueueEntry{Position: n.QueuePosition, Node: n.Name, Group: n.Group, Live: n.Live, Message: n.Message}
 		if n.Requested != nil {
 			e.WaitingSeconds = s.Time.Sub(*n.Requested).Round(time.Second).Seconds()
+		}
+		if fn, ok := f.Nodes[n.Name]; ok && fn.Unplaced == "" {
+			start, end := fn.Entry.Start, fn.Entry.End
+			e.PredictedStart, e.PredictedEnd, e.EstimateSource = &start, &end, fn.Entry.Estimate.Source
 		}
 		q.Items = append(q.Items, e)
 	}
 	return q
 }
 
-func printQueue(w io.Writer, q QueueList, wide, headers bool) {
+// eta is when a queued node's maintenance is predicted to end, from now:
+// "in 12m (policy)" when its time is not its own history's; "-" when it
+// cannot be placed.
+func eta(e QueueEntry, now time.Time) string {
+	if e.PredictedEnd == nil {
+		return "-"
+	}
+	d := e.PredictedEnd.Sub(now)
+	s := "in " + duration.HumanDuration(max(d, time.Second))
+	if e.EstimateSource != predict.SourceNode {
+		s += " (" + e.EstimateSource + ")"
+	}
+	return s
+}
+
+func printQueue(w io.Writer, q QueueList, now time.Time, wide, headers bool) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	if headers {
-		cols := "POSITION\tNODE\tGROUP\tWAITING\tLIVE"
+		cols := "POSITION\tNODE\tGROUP\tWAITING\tETA\tLIVE"
 		if wide {
 			cols += "\tMESSAGE"
 		}
@@ -163,8 +192,8 @@ func printQueue(w io.Writer, q QueueList, wide, headers bool) {
 		if !e.Live {
 			live = "no (agent silent; skipped)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", pos, e.Node, orDash(e.Group),
-			duration.HumanDuration(time.Duration(e.WaitingSeconds)*time.Second), live)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", pos, e.Node, orDash(e.Group),
+			duration.HumanDuration(time.Duration(e.WaitingSeconds)*time.Second), eta(e, now), live)
 		if wide {
 			fmt.Fprintf(tw, "\t%s", orDash(status.Printable(e.Message)))
 		}

@@ -62,7 +62,7 @@ func TestStatusTables(t *testing.T) {
 		golden(t, tc.name, b.Bytes())
 	}
 	var b bytes.Buffer
-	printQueue(&b, queueList(s), false, true)
+	printQueue(&b, queueList(s), s.Time, false, true)
 	golden(t, "queue", b.Bytes())
 }
 

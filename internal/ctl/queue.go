@@ -57,7 +57,7 @@ func queuePrinter(out *output) func(io.Writer, status.MaintenanceStatus) error {
 			_, err := fmt.Fprintln(w, "No node is waiting.")
 			return err
 		}
-		printQueue(w, q, out.Wide(), !out.NoHeaders)
+		printQueue(w, q, s.Time, out.Wide(), !out.NoHeaders)
 		return nil
 	}
 }

@@ -153,6 +153,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newResumeCommand(o),
 		newReleaseCommand(o),
 		newHistoryCommand(o),
+		newPlanCommand(o),
 		newKubeconfigCommand(o),
 		newInstallCommand(o),
 		newVerifyCommand(o),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/kustodian/kustodian/internal/history"
@@ -28,6 +29,8 @@ type Forecast struct {
 	Fits map[string]predict.Fit
 	// Handoff is the queue's latency the schedule assumed.
 	Handoff time.Duration
+	// Err says why there is no forecast: the policies could not be read.
+	Err error
 }
 
 // ForecastNode is one node of a forecast.
@@ -61,6 +64,9 @@ type PlannedGate struct {
 // come from each node's history; start is when the rollout may begin
 // (zero: in.Now).
 func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) Forecast {
+	if in.PoliciesErr != nil {
+		return Forecast{Nodes: map[string]ForecastNode{}, Fits: map[string]predict.Fit{}, Err: in.PoliciesErr}
+	}
 	now := in.Now
 	if start.IsZero() || start.Before(now) {
 		start = now
@@ -102,10 +108,23 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 	}
 	groups := map[lock.GroupRef]*groupState{}
 	var groupOrder []lock.GroupRef
-	groupOf := func(g lock.GroupRef, eff policy.Effective) *groupState {
+	// A group's slots, spacing and windows are its policy's, by name: a
+	// record may name the group it joined before the node's labels or the
+	// policies changed.
+	policyNamed := func(name string) policy.Effective {
+		for _, p := range in.Policies {
+			if p.Name == name {
+				sched, _ := policy.ParseSchedule(p.Spec.Windows, p.Spec.ExcludeDates) // invalid: the agents hold its nodes
+				return policy.Effective{Name: name, Spec: p.Spec, Schedule: sched}
+			}
+		}
+		return policy.Default()
+	}
+	groupOf := func(g lock.GroupRef) *groupState {
 		if gs := groups[g]; gs != nil {
 			return gs
 		}
+		eff := policyNamed(g.Policy)
 		names := g.LockNames(eff.Spec.Slots())
 		gs := &groupState{policy: eff, group: predict.Group{Name: g.String(), Slots: eff.Spec.Slots(), Locks: names,
 			Spacing: eff.Spec.SpacingDuration()}}
@@ -148,10 +167,16 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		}
 		eff := effective(l.Holder)
 		g := lock.GroupRef{Policy: eff.Name, Group: eff.Group}
-		if l.Grouped {
+		r, hasRecord := records[l.Holder]
+		switch {
+		case hasRecord && r.Policy != "":
+			g = r.GroupRef()
+		case l.Grouped:
 			g = l.Group
+		case strings.HasPrefix(name, "lock-default-"): // before groups were labelled
+			g = lock.DefaultGroup
 		}
-		gs := groupOf(g, eff)
+		gs := groupOf(g)
 		started := l.Renewed
 		for _, sl := range s.Locks {
 			if sl.Name == name && sl.Since != nil {
@@ -159,7 +184,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 			}
 		}
 		state := lock.State("HoldsLock")
-		if r, ok := records[l.Holder]; ok {
+		if hasRecord {
 			state = r.State
 		}
 		gs.group.Busy = append(gs.group.Busy, predict.Busy{Node: l.Holder, Started: started, Slot: slices.Index(gs.group.Locks, name)})
@@ -189,7 +214,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 			fn.Unplaced = eff.Err.Error()
 		}
 		if fn.Unplaced == "" && n.QueuePosition > 0 {
-			gs := groupOf(g, eff)
+			gs := groupOf(g)
 			gs.group.Queue = append(gs.group.Queue, n.Name)
 		}
 		covered(n.Name, fn)
@@ -222,7 +247,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		case fn.State != lock.Idle:
 			fn.Unplaced = fmt.Sprintf("%s: not waiting for the lock", fn.State)
 		default:
-			gs := groupOf(g, eff)
+			gs := groupOf(g)
 			gs.group.Queue = append(gs.group.Queue, name)
 		}
 		covered(name, fn)
@@ -243,7 +268,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		if !e.InMaintenance {
 			fn.Gates = append(groupGates(byName[e.Group], start), fn.Gates...)
 			if s.Paused {
-				fn.Gates = append([]PlannedGate{{Gate: "paused", Reason: orNone(s.PausedReason) + " (kustodian-ctl resume)"}}, fn.Gates...)
+				fn.Gates = append([]PlannedGate{{Gate: "paused", Reason: orNone(s.PausedReason) + "; kustodian-ctl resume"}}, fn.Gates...)
 			}
 		}
 		f.Nodes[e.Node] = fn
@@ -255,11 +280,20 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 	}
 	for _, g := range groupOrder {
 		gs := groups[g]
-		if gs.group.Window != nil {
-			if _, done := f.Fits[g.Policy]; !done {
-				f.Fits[g.Policy] = f.Schedule.FitIn(gs.group.Window)
+		if gs.group.Window == nil {
+			continue
+		}
+		if _, done := f.Fits[g.Policy]; done {
+			continue
+		}
+		// The policy's own nodes against its window.
+		mine := predict.Schedule{Start: f.Schedule.Start}
+		for _, e := range f.Schedule.Entries {
+			if f.Nodes[e.Node].Policy == g.Policy {
+				mine.Entries = append(mine.Entries, e)
 			}
 		}
+		f.Fits[g.Policy] = mine.FitIn(gs.group.Window)
 	}
 	// Placed nodes in the order they start; those not placed last.
 	pos := map[string]int{}
@@ -325,4 +359,57 @@ func orNone(s string) string {
 		return "paused"
 	}
 	return s
+}
+
+// Forecast predicts the maintenances under way and the queue (nothing
+// added, starting now); an empty forecast for a status not built by Build.
+func (s MaintenanceStatus) Forecast() Forecast {
+	if s.inputs == nil {
+		return Forecast{Nodes: map[string]ForecastNode{}}
+	}
+	return ForecastOf(*s.inputs, s, nil, time.Time{})
+}
+
+// Progress counts a fleet's maintenances since a moment: the nodes whose
+// maintenance ended since then (by their history) and those under way.
+type Progress struct {
+	Done, Failed, InMaintenance, Waiting int
+}
+
+// Total is every node counted.
+func (p Progress) Total() int { return p.Done + p.Failed + p.InMaintenance + p.Waiting }
+
+// ProgressSince counts: Waiting and the states of a maintenance under way
+// as they are now; Failed nodes, and Idle nodes whose last maintenance
+// ended since `since` (done when it succeeded, failed when not).
+func (s MaintenanceStatus) ProgressSince(since time.Time) Progress {
+	var p Progress
+	last := map[string]history.Entry{}
+	if s.inputs != nil {
+		for _, n := range s.inputs.Nodes {
+			if entries, err := history.Parse(n.Annotations[history.Annotation]); err == nil && len(entries) > 0 {
+				last[n.Name] = entries[len(entries)-1]
+			}
+		}
+	}
+	for _, n := range s.Nodes {
+		switch n.State {
+		case lock.Waiting:
+			p.Waiting++
+		case lock.Failed:
+			p.Failed++
+		case lock.Idle:
+			e, ok := last[n.Name]
+			switch {
+			case !ok || e.Ended.Before(since):
+			case e.Result == history.Succeeded:
+				p.Done++
+			default:
+				p.Failed++
+			}
+		default:
+			p.InMaintenance++
+		}
+	}
+	return p
 }

@@ -39,6 +39,9 @@ type MaintenanceStatus struct {
 	// Kured is Kured's lock when Kured is installed.
 	Kured *KuredLock `json:"kured,omitempty"`
 	Nodes []Node     `json:"nodes"`
+
+	// inputs are what it was built from, for Forecast and Progress.
+	inputs *Inputs
 }
 
 // Lock is one lock Lease.
@@ -251,6 +254,7 @@ func Build(in Inputs) MaintenanceStatus {
 		return a.Name < b.Name
 	})
 	s.printable()
+	s.inputs = &in
 	return s
 }
 

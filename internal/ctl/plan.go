@@ -1,0 +1,268 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+// MaintenancePlan is the documented output of `plan -o json|yaml`.
+type MaintenancePlan struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Namespace  string    `json:"namespace"`
+	Time       time.Time `json:"time"`
+	// Start is when the plan begins; End when its last node is predicted
+	// to be back.
+	Start           time.Time `json:"start"`
+	End             time.Time `json:"end"`
+	MakespanSeconds int64     `json:"makespanSeconds"`
+	Paused          bool      `json:"paused"`
+	// HandoffSeconds is the queue's latency from one node's release to the
+	// next one's grant, read from the history.
+	HandoffSeconds float64      `json:"handoffSeconds"`
+	Windows        []PlanWindow `json:"windows,omitempty"`
+	Items          []PlanItem   `json:"items"`
+	Summary        string       `json:"summary"`
+}
+
+// PlanItem is one node of a plan.
+type PlanItem struct {
+	// Order is the place in which it is predicted to start (0: not placed).
+	Order  int        `json:"order"`
+	Node   string     `json:"node"`
+	State  lock.State `json:"state"`
+	Policy string     `json:"policy"`
+	Group  string     `json:"group"`
+	Lock   string     `json:"lock,omitempty"`
+	Start  *time.Time `json:"start,omitempty"`
+	End    *time.Time `json:"end,omitempty"`
+	// EstimateSeconds is how long it is predicted to hold its lock, from
+	// EstimateSource: node (its own last maintenances), policy (those of
+	// its policy's nodes) or default (nothing known), of EstimateSamples.
+	EstimateSeconds int64  `json:"estimateSeconds"`
+	EstimateSource  string `json:"estimateSource,omitempty"`
+	EstimateSamples int    `json:"estimateSamples,omitempty"`
+	// DeferredBy is the gate that makes it start later than its slot frees:
+	// window, spacing or node.
+	DeferredBy string               `json:"deferredBy,omitempty"`
+	Gates      []status.PlannedGate `json:"gates,omitempty"`
+	// RefusedEvictions are the pods on it whose eviction the API server
+	// refuses now (a dry run of the Eviction API).
+	RefusedEvictions []RefusedEviction `json:"refusedEvictions,omitempty"`
+	// NotPlaced says why it has no predicted start.
+	NotPlaced string `json:"notPlaced,omitempty"`
+}
+
+// PlanWindow says whether a policy's nodes end inside the window the plan
+// starts in.
+type PlanWindow struct {
+	Policy    string    `json:"policy"`
+	Closes    time.Time `json:"closes"`
+	Fits      bool      `json:"fits"`
+	FirstLate string    `json:"firstLate,omitempty"`
+	// OverSeconds is how long after the close FirstLate ends.
+	OverSeconds int64 `json:"overSeconds,omitempty"`
+	Late        int   `json:"late,omitempty"`
+}
+
+type planFlags struct {
+	selector, policy, start string
+}
+
+func newPlanCommand(o *options) *cobra.Command {
+	var f planFlags
+	var out *output
+	cmd := &cobra.Command{
+		Use:   "plan [NODE... | -l SELECTOR] [--policy P] [--start TIME]",
+		Short: "Predict a rollout before it starts: order, gates, PDB-blocked pods, start and end of each node, and whether it fits its window",
+		Long: `plan is a dry run that touches nothing. Without arguments it plans the
+maintenances asked for already (the nodes in maintenance and the queue); NODEs,
+-l SELECTOR or --policy P add those nodes behind the queue, as a rollout of them
+would (--policy P alone: every node of P; with nodes: only those of P).
+
+For each node, in the order it is predicted to start: the gates that would hold
+it now and when each opens (window, spacing, pause, a hold, and what its agent
+last saw), the pods on it whose eviction the API server refuses now (a dry run
+of the Eviction API, so a PodDisruptionBudget's real answer), its group and the
+lock it would take, and a predicted start and end. Each node's time is the
+median of its last maintenances (its history), else of its policy's nodes, else
+10 minutes; the table says which. Then the predicted end, and for a policy with
+windows whether the rollout ends inside the window it starts in, and if not the
+first node that will not fit and by how much.
+
+-o wide adds each node's policy and the gate that defers its start;
+-o json|yaml prints a MaintenancePlan; -o name prints node/NAME in order.`,
+		Example: `  kustodian-ctl plan
+  kustodian-ctl plan --policy workers --start 2026-11-28T22:00:00Z
+  kustodian-ctl plan -l topology.kubernetes.io/zone=eu-1a -o json`,
+		RunE: func(cmd *cobra.Command, nodes []string) error {
+			if err := out.Check(); err != nil {
+				return err
+			}
+			p, err := makePlan(cmd.Context(), o, f, nodes)
+			if err != nil {
+				return err
+			}
+			if err := sortRows(out, p.Items); err != nil {
+				return err
+			}
+			if !out.Table() {
+				var names []string
+				for _, it := range p.Items {
+					names = append(names, it.Node)
+				}
+				return out.Print(o.streams.Out, p, nodeNames(names))
+			}
+			return printPlan(o.streams.Out, p, out.Wide(), !out.NoHeaders)
+		},
+	}
+	out = addOutput(cmd, true)
+	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "plan the nodes whose labels match this selector (as kubectl's -l)")
+	cmd.Flags().StringVar(&f.policy, "policy", "", "plan the nodes of this MaintenancePolicy (alone: all of them; with nodes or -l: only those of it)")
+	cmd.Flags().StringVar(&f.start, "start", "", "when the rollout begins: RFC 3339 (2026-11-28T22:00:00Z), or HH:MM for its next occurrence in local time (default: now)")
+	cmd.ValidArgsFunction = o.completeNodes
+	refuseAllNamespaces(cmd)
+	return cmd
+}
+
+// parseStart reads --start: "" is now, RFC 3339, or HH:MM next in local
+// time.
+func parseStart(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return now, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if c, err := time.ParseInLocation("15:04", s, now.Location()); err == nil {
+		t := time.Date(now.Year(), now.Month(), now.Day(), c.Hour(), c.Minute(), 0, 0, now.Location())
+		if t.Before(now) {
+			t = t.AddDate(0, 0, 1)
+		}
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--start %q: give a time as 2026-11-28T22:00:00Z (RFC 3339) or 22:00 (its next occurrence, local time)", s)
+}
+
+// makePlan reads the cluster and predicts.
+func makePlan(ctx context.Context, o *options, f planFlags, named []string) (MaintenancePlan, error) {
+	sel := labels.Everything()
+	if f.selector != "" {
+		var err error
+		if sel, err = labels.Parse(f.selector); err != nil {
+			return MaintenancePlan{}, fmt.Errorf("-l %q: %w", f.selector, err)
+		}
+	}
+	r, err := o.reader()
+	if err != nil {
+		return MaintenancePlan{}, err
+	}
+	in, err := r.Inputs(ctx)
+	if err != nil {
+		return MaintenancePlan{}, err
+	}
+	if in.PoliciesErr != nil {
+		return MaintenancePlan{}, in.PoliciesErr
+	}
+	return buildPlan(in, f, named, sel, func(node string) ([]RefusedEviction, error) {
+		return refusedEvictions(ctx, r.Client, node)
+	})
+}
+
+// buildPlan predicts from what was read; refused asks the API server which
+// evictions it refuses on a node.
+func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selector, refused func(node string) ([]RefusedEviction, error)) (MaintenancePlan, error) {
+	start, err := parseStart(f.start, in.Now)
+	if err != nil {
+		return MaintenancePlan{}, err
+	}
+	if f.policy != "" && f.policy != policy.DefaultName && !slices.ContainsFunc(in.Policies, func(p *policy.MaintenancePolicy) bool { return p.Name == f.policy }) {
+		return MaintenancePlan{}, fmt.Errorf("--policy %s: no such MaintenancePolicy in namespace %s (kustodian-ctl policy lists them)", f.policy, in.Namespace)
+	}
+	policyOf := func(name string) string {
+		for _, n := range in.Nodes {
+			if n.Name == name {
+				return policy.Resolve(in.Policies, n.Labels).Name
+			}
+		}
+		return ""
+	}
+	var add []string
+	for _, name := range named {
+		if !slices.ContainsFunc(in.Nodes, func(n corev1.Node) bool { return n.Name == name }) {
+			return MaintenancePlan{}, fmt.Errorf("node %q not found", name)
+		}
+		if f.policy == "" || policyOf(name) == f.policy {
+			add = append(add, name)
+		}
+	}
+	if len(named) == 0 && (f.selector != "" || f.policy != "") {
+		var names []string
+		for _, n := range in.Nodes {
+			if sel.Matches(labels.Set(n.Labels)) && (f.policy == "" || policy.Resolve(in.Policies, n.Labels).Name == f.policy) {
+				names = append(names, n.Name)
+			}
+		}
+		sort.Strings(names)
+		add = names
+		if len(add) == 0 {
+			return MaintenancePlan{}, fmt.Errorf("no node matches -l %q --policy %q", f.selector, f.policy)
+		}
+	}
+	s := status.Build(in)
+	fc := status.ForecastOf(in, s, add, start)
+	p := MaintenancePlan{APIVersion: status.APIVersion, Kind: "MaintenancePlan", Namespace: in.Namespace, Time: in.Now,
+		Start: fc.Schedule.Start, End: fc.Schedule.End, MakespanSeconds: seconds(fc.Schedule.Makespan()), Paused: s.Paused,
+		HandoffSeconds: fc.Handoff.Seconds(), Items: []PlanItem{}}
+	order := 0
+	for _, name := range fc.Order {
+		fn := fc.Nodes[name]
+		if f.policy != "" && fn.Policy != f.policy {
+			continue
+		}
+		it := PlanItem{Node: name, State: fn.State, Policy: fn.Policy, Group: fn.Group.String(), Gates: fn.Gates, NotPlaced: fn.Unplaced}
+		if fn.Unplaced == "" {
+			order++
+			e := fn.Entry
+			it.Order, it.Lock, it.DeferredBy = order, e.Lock, e.Deferred
+			st, end := e.Start, e.End
+			it.Start, it.End = &st, &end
+			it.EstimateSeconds, it.EstimateSource, it.EstimateSamples = seconds(e.Estimate.Duration), e.Estimate.Source, e.Estimate.Samples
+		}
+		if fn.State == lock.Idle || fn.State == lock.Waiting {
+			if it.RefusedEvictions, err = refused(name); err != nil {
+				return MaintenancePlan{}, err
+			}
+		}
+		p.Items = append(p.Items, it)
+	}
+	var pols []string
+	for pol := range fc.Fits {
+		pols = append(pols, pol)
+	}
+	sort.Strings(pols)
+	for _, pol := range pols {
+		if f.policy != "" && pol != f.policy {
+			continue
+		}
+		fit := fc.Fits[pol]
+		if fit.Closes.IsZero() {
+			continue
+		}
+		p.Windows = append(p.Windows, PlanWindow{Policy: pol, Closes: fit.Closes, Fits: fit.Fits, FirstLate: fit.FirstLate,
+			OverSeconds: seconds(fit.Over), Late: fit.Late})
+	}
+	p.Summary = planSummary(p)
+	return p, nil
+}
