@@ -31,7 +31,7 @@ and custom-columns read too; -o name prints node/NAME in grant order.`,
 			if err != nil {
 				return err
 			}
-			return o.show(cmd.Context(), r, watch, out, queuePrinter(out), status.MaintenanceStatus.Queue)
+			return o.show(cmd.Context(), r, watch, false, out, queuePrinter(out), status.MaintenanceStatus.Queue)
 		},
 	}
 	out = addOutput(cmd, true)

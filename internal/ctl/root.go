@@ -88,11 +88,11 @@ func (o *options) dynamicClient() (dynamic.Interface, error) {
 }
 
 // show prints the status once or, with watch, again at every change that
-// alters rows.
-func (o *options) show(ctx context.Context, r status.Reader, watch bool, out *output,
+// alters rows (and with progress, the fleet's progress line after each).
+func (o *options) show(ctx context.Context, r status.Reader, watch, progress bool, out *output,
 	print func(io.Writer, status.MaintenanceStatus) error, rows func(status.MaintenanceStatus) []status.Node) error {
 	if watch {
-		return watchStatus(ctx, r, o.streams.Out, out, print, rows)
+		return watchStatus(ctx, r, o.streams.Out, out, progress, print, rows)
 	}
 	s, err := r.Read(ctx)
 	if err != nil {

@@ -38,7 +38,7 @@ jsonpath and custom-columns read too; -o name prints node/NAME per row.`,
 			if err != nil {
 				return err
 			}
-			return o.show(cmd.Context(), r, watch, out, statusPrinter(out, nodes, all), statusRows(nodes, all))
+			return o.show(cmd.Context(), r, watch, true, out, statusPrinter(out, nodes, all), statusRows(nodes, all))
 		},
 	}
 	out = addOutput(cmd, true)

@@ -52,7 +52,7 @@ func informerOf(client any, obj runtime.Object, tweak func(*metav1.ListOptions),
 // (never by polling). On a terminal a table is redrawn; elsewhere each
 // change is one line; -o json prints one object per line, -o yaml one
 // document per change.
-func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
+func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output, progress bool,
 	print func(io.Writer, status.MaintenanceStatus) error, rows func(status.MaintenanceStatus) []status.Node) error {
 	first, err := r.Inputs(ctx) // the namespace exists, the credentials work
 	if err != nil {
@@ -106,7 +106,9 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
 	}
 
 	current := func() status.MaintenanceStatus {
-		in := status.Inputs{Namespace: r.Namespace, Now: time.Now(), StaleAfter: first.StaleAfter}
+		// The policies as they were at the start: they change rarely, and
+		// only the predicted ETAs read them.
+		in := status.Inputs{Namespace: r.Namespace, Now: time.Now(), StaleAfter: first.StaleAfter, Policies: first.Policies, PoliciesErr: first.PoliciesErr}
 		for _, obj := range leaseInf.GetStore().List() {
 			in.Leases = append(in.Leases, *obj.(*coordv1.Lease))
 		}
@@ -149,6 +151,11 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
 	if err := print(w, s); err != nil {
 		return err
 	}
+	progress = progress && out.Table()
+	since := rolloutStart(s)
+	if progress {
+		fmt.Fprintln(w, fleetProgress(s, since, redraw))
+	}
 	prev := s
 	for {
 		select {
@@ -168,13 +175,20 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
 			if err := print(w, s); err != nil {
 				return err
 			}
+			if progress {
+				fmt.Fprintln(w, fleetProgress(s, since, true))
+			}
 		case !out.Table(): // json (one line), jsonpath, custom-columns, ...
 			if err := print(w, s); err != nil {
 				return err
 			}
 		default:
-			for _, line := range changes(prev, s, rows) {
+			lines := changes(prev, s, rows)
+			for _, line := range lines {
 				fmt.Fprintln(w, line)
+			}
+			if progress && len(lines) > 0 {
+				fmt.Fprintln(w, fleetProgress(s, since, false))
 			}
 		}
 		prev = s

@@ -60,7 +60,7 @@ func watchJSON(t *testing.T, print func(io.Writer, status.MaintenanceStatus) err
 	var out lines
 	done := make(chan error, 1)
 	go func() {
-		done <- watchStatus(ctx, status.Reader{Client: client, Namespace: in.Namespace}, &out, outputOf(outputJSON), print, rows)
+		done <- watchStatus(ctx, status.Reader{Client: client, Namespace: in.Namespace}, &out, outputOf(outputJSON), false, print, rows)
 	}()
 	waitFor := func(n int) []string {
 		for {

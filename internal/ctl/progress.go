@@ -1,0 +1,68 @@
+package ctl
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/status"
+)
+
+// rolloutStart is when the maintenances under way began: the earliest
+// request of a node that is not Idle; now when every node is.
+func rolloutStart(s status.MaintenanceStatus) time.Time {
+	start := s.Time
+	for _, n := range s.Nodes {
+		if n.State != lock.Idle && n.Requested != nil && n.Requested.Before(start) {
+			start = *n.Requested
+		}
+	}
+	return start
+}
+
+// barWidth is the progress bar's width in cells.
+const barWidth = 24
+
+// fleetProgress is the fleet's progress since `since`: done / in maintenance
+// / waiting / failed, the time elapsed and the predicted end. On a
+// terminal it starts with a bar; elsewhere it is a plain line with the
+// time.
+func fleetProgress(s status.MaintenanceStatus, since time.Time, terminal bool) string {
+	p := s.ProgressSince(since)
+	total := p.Total()
+	counts := fmt.Sprintf("%d/%d done, %d in maintenance, %d waiting, %d failed", p.Done, total, p.InMaintenance, p.Waiting, p.Failed)
+	line := fmt.Sprintf("%s; elapsed %s; %s", counts, duration.HumanDuration(s.Time.Sub(since)), etaOf(s, p))
+	if !terminal {
+		return s.Time.Format("15:04:05") + "  progress: " + line
+	}
+	filled := 0
+	if total > 0 {
+		filled = (p.Done + p.Failed) * barWidth / total
+	}
+	return "[" + strings.Repeat("#", filled) + strings.Repeat("-", barWidth-filled) + "] " + line
+}
+
+// etaOf is the fleet's predicted end: "ETA 14:32 UTC (in 9m)".
+func etaOf(s status.MaintenanceStatus, p status.Progress) string {
+	if p.InMaintenance+p.Waiting == 0 {
+		return "nothing left"
+	}
+	f := s.Forecast()
+	if f.Err != nil {
+		return "ETA unknown: the policies cannot be read"
+	}
+	var notPlaced []string
+	for _, name := range f.Order {
+		if f.Nodes[name].Unplaced != "" {
+			notPlaced = append(notPlaced, name)
+		}
+	}
+	eta := fmt.Sprintf("ETA %s UTC (in %s)", f.Schedule.End.UTC().Format("15:04"), duration.HumanDuration(max(f.Schedule.End.Sub(s.Time), time.Second)))
+	if len(notPlaced) > 0 {
+		eta += fmt.Sprintf(", without %s (not placed: status NODE says why)", shortList(notPlaced, 3))
+	}
+	return eta
+}
