@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -228,6 +228,9 @@ bench: tools build ## latency, rollout makespan, API requests and memory of the 
 
 # Kured's own binary and Kustodian rebooting the same five systemd hosts,
 # one after the other, in one run: prints each rollout's makespan.
+bench-plan: tools build ## the accuracy of kustodian-ctl plan alone: a 20-node rollout predicted from a first one's history
+	go run ./test/cmd/bench --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl --plan-only --scale= --handoff-waiting= $(BENCH_FLAGS)
+
 bench-reboots: deps tools packages-host $(KURED) ## reboot rollouts of 5 real hosts side by side: Kured's own binary (--period=1m), then Kustodian
 	KURED=$(KURED) go test -tags bench -count=1 -timeout 60m -run '^TestRebootRolloutSideBySide$$' -v ./test/e2e/
 

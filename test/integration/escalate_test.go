@@ -25,6 +25,19 @@ import (
 // succeeds. It returns their UIDs by name.
 func stuckPods(t *testing.T, e *cluster.Env, namespace, app, node string, n int32) map[string]string {
 	t.Helper()
+	all := intstr.FromInt32(n)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: namespace},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &all, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}
+	if _, err := e.Client.PolicyV1().PodDisruptionBudgets(namespace).Create(e.Ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return runPodsOn(t, e, namespace, app, node, n)
+}
+
+// runPodsOn runs n pods of app (labelled app=<app>) in namespace on node only,
+// waits until they are Ready there, and returns their UIDs by name.
+func runPodsOn(t *testing.T, e *cluster.Env, namespace, app, node string, n int32) map[string]string {
+	t.Helper()
 	podLabels := map[string]string{"app": app}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: namespace},
@@ -41,12 +54,6 @@ func stuckPods(t *testing.T, e *cluster.Env, namespace, app, node string, n int3
 		},
 	}
 	if _, err := e.Client.AppsV1().Deployments(namespace).Create(e.Ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	all := intstr.FromInt32(n)
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: namespace},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &all, Selector: &metav1.LabelSelector{MatchLabels: podLabels}}}
-	if _, err := e.Client.PolicyV1().PodDisruptionBudgets(namespace).Create(e.Ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	uids := map[string]string{}

@@ -9,7 +9,10 @@
 //   - the API requests of the agents by verb and resource during a rollout
 //     (from the API server's audit log), and all requests by verb (from
 //     its /metrics);
-//   - the agents' resident memory.
+//   - the agents' resident memory;
+//   - the accuracy of kustodian-ctl plan: a rollout with seeded per-node
+//     work predicted from the history of a first one, against what
+//     happened (makespan, each node's end, a window too short).
 package main
 
 import (
@@ -53,6 +56,10 @@ type options struct {
 	scaleHeartbeat time.Duration
 	// scaleHandoffTime bounds the handoffs at each N.
 	scaleHandoffTime time.Duration
+	// The plan's accuracy.
+	planNodes int
+	planSeed  uint64
+	planOnly  bool
 }
 
 func main() {
@@ -73,6 +80,9 @@ func main() {
 	flag.IntVar(&o.scaleHandoffs, "scale-handoffs", 30, "handoffs the scale mode times at each N")
 	flag.DurationVar(&o.scaleHandoffTime, "scale-handoff-time", 5*time.Minute, "how long the scale mode waits for its handoffs at each N")
 	flag.DurationVar(&o.scaleHeartbeat, "scale-heartbeat", 10*time.Second, "the agents' heartbeat in the scale mode (the default of queue.heartbeat)")
+	flag.IntVar(&o.planNodes, "plan-nodes", 20, "nodes of the plan's accuracy benchmark (0: none)")
+	flag.Uint64Var(&o.planSeed, "plan-seed", 1, "seed of the per-node work of the plan's accuracy benchmark")
+	flag.BoolVar(&o.planOnly, "plan-only", false, "run only the plan's accuracy benchmark")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -143,7 +153,7 @@ func runMain(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	nodes := o.nodes
+	nodes := max(o.nodes, o.planNodes)
 	for _, w := range waiting {
 		nodes = max(nodes, w+1)
 	}
@@ -164,6 +174,9 @@ func runMain(ctx context.Context, o options) error {
 	if o.handoffOnly {
 		return b.handoffs(ctx)
 	}
+	if o.planOnly {
+		return b.planAccuracy(ctx)
+	}
 	if err := b.requestToCordon(ctx); err != nil {
 		return fmt.Errorf("request to cordon: %w", err)
 	}
@@ -175,6 +188,11 @@ func runMain(ctx context.Context, o options) error {
 	}
 	if err := b.rollouts(ctx, copts.AuditLog()); err != nil {
 		return fmt.Errorf("rolling maintenance: %w", err)
+	}
+	if o.planNodes > 0 {
+		if err := b.planAccuracy(ctx); err != nil {
+			return fmt.Errorf("plan accuracy: %w", err)
+		}
 	}
 	return b.handoffs(ctx)
 }
