@@ -212,8 +212,10 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 			fn.Unplaced = "its agent is silent: the queue passes it"
 		case eff.Err != nil:
 			fn.Unplaced = eff.Err.Error()
+		case n.QueuePosition == 0:
+			fn.Unplaced = "its place in the queue is not known"
 		}
-		if fn.Unplaced == "" && n.QueuePosition > 0 {
+		if fn.Unplaced == "" {
 			gs := groupOf(g)
 			gs.group.Queue = append(gs.group.Queue, n.Name)
 		}
