@@ -64,18 +64,43 @@ func refusedEvictions(ctx context.Context, client kubernetes.Interface, node str
 			DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
 		err := client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
 		switch {
-		case err == nil, apierrors.IsNotFound(err):
-		case apierrors.IsForbidden(err):
-			return nil, fmt.Errorf("forbidden: your credentials may not create pods/eviction in namespace %s, which plan sends as a dry run to find the pods a PodDisruptionBudget keeps; ask for that RBAC permission (%w)", p.Namespace, err)
-		case apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err):
-			// 429: a budget allows no disruption now; 500: more than one
-			// budget covers the pod, which the Eviction API refuses.
+		case err == nil, apierrors.IsNotFound(err): // evictable, or gone
+		case refusedByBudget(err):
 			out = append(out, RefusedEviction{Pod: p.Namespace + "/" + p.Name, Reason: evictionReason(err)})
+		case apierrors.IsForbidden(err):
+			return nil, fmt.Errorf("forbidden: the dry-run eviction of pod %s/%s, which plan sends to find the pods a PodDisruptionBudget keeps, was refused: your credentials need create on pods/eviction in that namespace, or an admission webhook refused it (%w)", p.Namespace, p.Name, err)
 		default:
+			// Throttling, a webhook's or etcd's error: not a budget's answer.
 			return nil, status.Explain(err, "create", "pods/eviction (dry run)", p.Namespace)
 		}
 	}
 	return out, nil
+}
+
+// refusedByBudget tells the Eviction API's refusals for a budget from
+// other errors of the same codes: 429 with the cause DisruptionBudget (the
+// budget allows no disruption now, or is not computed yet), and the 500 it
+// answers for a pod that more than one budget covers. A 429 from the
+// server's flow control, or any other 500, is not one.
+func refusedByBudget(err error) bool {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return false
+	}
+	st := se.Status()
+	switch {
+	case apierrors.IsTooManyRequests(err):
+		if st.Details != nil {
+			for _, c := range st.Details.Causes {
+				if c.Type == policyv1.DisruptionBudgetCause {
+					return true
+				}
+			}
+		}
+	case apierrors.IsInternalError(err):
+		return strings.Contains(st.Message, "more than one PodDisruptionBudget")
+	}
+	return false
 }
 
 // evictionReason is the API server's refusal in one line: its message and

@@ -54,9 +54,16 @@ type PlanItem struct {
 	EstimateSource  string `json:"estimateSource,omitempty"`
 	EstimateSamples int    `json:"estimateSamples,omitempty"`
 	// DeferredBy is the gate that makes it start later than its slot frees:
-	// window, spacing or node.
-	DeferredBy string               `json:"deferredBy,omitempty"`
-	Gates      []status.PlannedGate `json:"gates,omitempty"`
+	// window, spacing, or start (the plan's --start).
+	DeferredBy string `json:"deferredBy,omitempty"`
+	// Overdue: in maintenance longer than its estimate (its end is then
+	// the plan's time: not known). Later: its times are the earliest it
+	// can go, as a node before it is overdue. Stuck: its maintenance
+	// failed and it keeps its lock until an admin releases it (no end).
+	Overdue bool                 `json:"overdue,omitempty"`
+	Later   bool                 `json:"later,omitempty"`
+	Stuck   bool                 `json:"stuck,omitempty"`
+	Gates   []status.PlannedGate `json:"gates,omitempty"`
 	// RefusedEvictions are the pods on it whose eviction the API server
 	// refuses now (a dry run of the Eviction API).
 	RefusedEvictions []RefusedEviction `json:"refusedEvictions,omitempty"`
@@ -187,6 +194,12 @@ func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selecto
 	if err != nil {
 		return MaintenancePlan{}, err
 	}
+	if start.Before(in.Now.Add(-time.Minute)) {
+		return MaintenancePlan{}, fmt.Errorf("--start %s is in the past; give a later time, or leave it out to plan from now", f.start)
+	}
+	if len(named) > 0 && f.selector != "" {
+		return MaintenancePlan{}, fmt.Errorf("-l %q and nodes named: give one or the other", f.selector)
+	}
 	if f.policy != "" && f.policy != policy.DefaultName && !slices.ContainsFunc(in.Policies, func(p *policy.MaintenancePolicy) bool { return p.Name == f.policy }) {
 		return MaintenancePlan{}, fmt.Errorf("--policy %s: no such MaintenancePolicy in namespace %s (kustodian-ctl policy lists them)", f.policy, in.Namespace)
 	}
@@ -222,13 +235,13 @@ func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selecto
 	}
 	s := status.Build(in)
 	fc := status.ForecastOf(in, s, add, start)
+	// End and makespan are those of the nodes shown (--policy).
 	p := MaintenancePlan{APIVersion: status.APIVersion, Kind: "MaintenancePlan", Namespace: in.Namespace, Time: in.Now,
-		Start: fc.Schedule.Start, End: fc.Schedule.End, MakespanSeconds: seconds(fc.Schedule.Makespan()), Paused: s.Paused,
-		HandoffSeconds: fc.Handoff.Seconds(), Items: []PlanItem{}}
+		Start: fc.Schedule.Start, End: fc.Schedule.Start, Paused: s.Paused, HandoffSeconds: fc.Handoff.Seconds(), Items: []PlanItem{}}
 	order := 0
 	for _, name := range fc.Order {
 		fn := fc.Nodes[name]
-		if f.policy != "" && fn.Policy != f.policy {
+		if f.policy != "" && fn.Policy != f.policy && policyOf(name) != f.policy {
 			continue
 		}
 		it := PlanItem{Node: name, State: fn.State, Policy: fn.Policy, Group: fn.Group.String(), Gates: fn.Gates, NotPlaced: fn.Unplaced}
@@ -236,8 +249,16 @@ func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selecto
 			order++
 			e := fn.Entry
 			it.Order, it.Lock, it.DeferredBy = order, e.Lock, e.Deferred
-			st, end := e.Start, e.End
-			it.Start, it.End = &st, &end
+			st := e.Start
+			it.Start = &st
+			if !e.Stuck {
+				end := e.End
+				it.End = &end
+				if end.After(p.End) {
+					p.End = end
+				}
+			}
+			it.Overdue, it.Later, it.Stuck = e.Overdue, e.Later, e.Stuck
 			it.EstimateSeconds, it.EstimateSource, it.EstimateSamples = seconds(e.Estimate.Duration), e.Estimate.Source, e.Estimate.Samples
 		}
 		if fn.State == lock.Idle || fn.State == lock.Waiting {
@@ -247,6 +268,7 @@ func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selecto
 		}
 		p.Items = append(p.Items, it)
 	}
+	p.MakespanSeconds = seconds(p.End.Sub(p.Start))
 	var pols []string
 	for pol := range fc.Fits {
 		pols = append(pols, pol)

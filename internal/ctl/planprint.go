@@ -49,11 +49,11 @@ func planSummary(p MaintenancePlan) string {
 	}
 	for _, w := range p.Windows {
 		if w.Fits {
-			parts = append(parts, fmt.Sprintf("policy %s fits its window (closes %s UTC)", w.Policy, w.Closes.UTC().Format("15:04")))
+			parts = append(parts, fmt.Sprintf("policy %s fits its window (closes %s UTC)", w.Policy, clockAt(w.Closes, p.Time)))
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("policy %s does NOT fit its window (closes %s UTC): %s is the first that will not, ending %s after the close; %d %s late",
-			w.Policy, w.Closes.UTC().Format("15:04"), w.FirstLate, duration.HumanDuration(time.Duration(w.OverSeconds)*time.Second), w.Late, plural(w.Late, "node", "nodes")))
+			w.Policy, clockAt(w.Closes, p.Time), w.FirstLate, duration.HumanDuration(time.Duration(w.OverSeconds)*time.Second), w.Late, plural(w.Late, "node", "nodes")))
 	}
 	if len(refused) > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s a PodDisruptionBudget would keep now (%s)", len(refused), plural(len(refused), "pod", "pods"), shortList(refused, 3)))
@@ -96,7 +96,17 @@ func printPlan(w io.Writer, p MaintenancePlan, wide, headers bool) error {
 		order, start, end, takes, from := "-", "-", "-", "-", "-"
 		if it.Order > 0 {
 			order = fmt.Sprint(it.Order)
-			start, end = clockAt(*it.Start, p.Time), clockAt(*it.End, p.Time)
+			start = clockAt(*it.Start, p.Time)
+			switch {
+			case it.Stuck:
+				end = "failed"
+			case it.Overdue:
+				end = "overdue"
+			case it.Later:
+				end = clockAt(*it.End, p.Time) + "+"
+			default:
+				end = clockAt(*it.End, p.Time)
+			}
 			takes = duration.HumanDuration(time.Duration(it.EstimateSeconds) * time.Second)
 			from = it.EstimateSource
 			if it.EstimateSamples > 0 {
@@ -114,6 +124,12 @@ func printPlan(w io.Writer, p MaintenancePlan, wide, headers bool) error {
 	}
 	var notes []string
 	for _, it := range p.Items {
+		switch {
+		case it.Stuck:
+			notes = append(notes, fmt.Sprintf("%s failed and keeps its lock until an admin releases it (kustodian-ctl release %s)", it.Node, it.Node))
+		case it.Overdue:
+			notes = append(notes, fmt.Sprintf("%s is overdue: in maintenance for longer than its history says; the nodes after it (+) can start no sooner", it.Node))
+		}
 		if it.NotPlaced != "" {
 			notes = append(notes, fmt.Sprintf("%s is not placed: %s", it.Node, status.Printable(it.NotPlaced)))
 		}

@@ -82,6 +82,9 @@ func readPolicies(ctx context.Context, o *options) (status.PolicyList, error) {
 	if err != nil {
 		return status.PolicyList{}, err
 	}
+	if in.PoliciesErr != nil {
+		return status.PolicyList{}, in.PoliciesErr
+	}
 	return status.Policies(in.Policies, in.Nodes, in.Leases, in.Now), nil
 }
 

@@ -133,6 +133,11 @@ type QueueEntry struct {
 	PredictedStart *time.Time `json:"predictedStart,omitempty"`
 	PredictedEnd   *time.Time `json:"predictedEnd,omitempty"`
 	EstimateSource string     `json:"estimateSource,omitempty"`
+	// Later: the predicted times are the earliest it can go (a node before
+	// it is overdue).
+	Later bool `json:"later,omitempty"`
+	// Paused: maintenance is paused; nothing starts until it resumes.
+	Paused bool `json:"-"`
 }
 
 // QueueList is the documented output of `queue -o json|yaml`.
@@ -150,24 +155,31 @@ func queueList(s status.MaintenanceStatus) QueueList {
 		if n.Requested != nil {
 			e.WaitingSeconds = s.Time.Sub(*n.Requested).Round(time.Second).Seconds()
 		}
-		if fn, ok := f.Nodes[n.Name]; ok && fn.Unplaced == "" {
+		if fn, ok := f.Nodes[n.Name]; ok && fn.Unplaced == "" && !s.Paused {
 			start, end := fn.Entry.Start, fn.Entry.End
-			e.PredictedStart, e.PredictedEnd, e.EstimateSource = &start, &end, fn.Entry.Estimate.Source
+			e.PredictedStart, e.PredictedEnd, e.EstimateSource, e.Later = &start, &end, fn.Entry.Estimate.Source, fn.Entry.Later
 		}
+		e.Paused = s.Paused
 		q.Items = append(q.Items, e)
 	}
 	return q
 }
 
 // eta is when a queued node's maintenance is predicted to end, from now:
-// "in 12m (policy)" when its time is not its own history's; "-" when it
-// cannot be placed.
+// "in 12m (policy)" when its time is not its own history's, "in 12m+" when
+// a node before it is overdue; "-" when it cannot be placed, "paused".
 func eta(e QueueEntry, now time.Time) string {
+	if e.Paused {
+		return "paused"
+	}
 	if e.PredictedEnd == nil {
 		return "-"
 	}
 	d := e.PredictedEnd.Sub(now)
 	s := "in " + duration.HumanDuration(max(d, time.Second))
+	if e.Later {
+		s += "+"
+	}
 	if e.EstimateSource != predict.SourceNode {
 		s += " (" + e.EstimateSource + ")"
 	}

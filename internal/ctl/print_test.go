@@ -64,6 +64,14 @@ func TestStatusTables(t *testing.T) {
 	var b bytes.Buffer
 	printQueue(&b, queueList(s), s.Time, false, true)
 	golden(t, "queue", b.Bytes())
+	// Resumed: each queued node's ETA (nobody has a history: 10 minutes
+	// each, n1 in maintenance since 11:58).
+	in := statustest.Fixture()
+	in.Control = nil
+	resumed := status.Build(in)
+	b.Reset()
+	printQueue(&b, queueList(resumed), resumed.Time, false, true)
+	golden(t, "queue-resumed", b.Bytes())
 }
 
 func TestStatusObjectRoundTrips(t *testing.T) {

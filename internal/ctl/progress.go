@@ -12,11 +12,12 @@ import (
 )
 
 // rolloutStart is when the maintenances under way began: the earliest
-// request of a node that is not Idle; now when every node is.
+// request of a node that is neither Idle nor Failed (a failure of last
+// week is not this rollout's); now when there is none.
 func rolloutStart(s status.MaintenanceStatus) time.Time {
 	start := s.Time
 	for _, n := range s.Nodes {
-		if n.State != lock.Idle && n.Requested != nil && n.Requested.Before(start) {
+		if n.State != lock.Idle && n.State != lock.Failed && n.Requested != nil && n.Requested.Before(start) {
 			start = *n.Requested
 		}
 	}
@@ -50,6 +51,9 @@ func etaOf(s status.MaintenanceStatus, p status.Progress) string {
 	if p.InMaintenance+p.Waiting == 0 {
 		return "nothing left"
 	}
+	if s.Paused {
+		return "no ETA: maintenance is paused"
+	}
 	f := s.Forecast()
 	if f.Err != nil {
 		return "ETA unknown: the policies cannot be read"
@@ -61,6 +65,15 @@ func etaOf(s status.MaintenanceStatus, p status.Progress) string {
 		}
 	}
 	eta := fmt.Sprintf("ETA %s UTC (in %s)", f.Schedule.End.UTC().Format("15:04"), duration.HumanDuration(max(f.Schedule.End.Sub(s.Time), time.Second)))
+	var overdue []string
+	for _, e := range f.Schedule.Entries {
+		if e.Overdue {
+			overdue = append(overdue, e.Node)
+		}
+	}
+	if len(overdue) > 0 {
+		eta = fmt.Sprintf("ETA %s UTC at the earliest (%s overdue)", f.Schedule.End.UTC().Format("15:04"), shortList(overdue, 3))
+	}
 	if len(notPlaced) > 0 {
 		eta += fmt.Sprintf(", without %s (not placed: status NODE says why)", shortList(notPlaced, 3))
 	}

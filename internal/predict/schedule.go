@@ -2,6 +2,7 @@ package predict
 
 import (
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -29,23 +30,27 @@ type Group struct {
 }
 
 // Busy is a node in maintenance: since when it holds its slot, and which.
+// A Stuck one keeps it until someone acts (its maintenance failed: it
+// holds its lock until an admin releases it).
 type Busy struct {
 	Node    string
 	Started time.Time
 	Slot    int
+	Stuck   bool
 }
 
 // Input is what a schedule is made from.
 type Input struct {
-	// Now is the present; Start is when the rollout may begin (not before
-	// Now; zero: Now).
+	// Now is the present: slots free from then on. Start is where the
+	// schedule's makespan counts from (zero: Now).
 	Now, Start time.Time
 	Groups     []Group
 	// Estimate is each node's lock-holding time.
 	Estimate func(node string) Estimate
 	// Handoff is added between a release and the grant that follows it.
 	Handoff time.Duration
-	// NotBefore is when a node's own gate opens, where it is known.
+	// NotBefore is when a node may start at the earliest: a plan's start
+	// for the nodes it adds (the nodes queued already go as they would).
 	NotBefore map[string]time.Time
 }
 
@@ -56,20 +61,28 @@ type Entry struct {
 	Lock        string
 	Start, End  time.Time
 	Estimate    Estimate
-	// InMaintenance: it held its slot already; Overdue: longer than its
-	// estimate (its End is then Now: not known).
-	InMaintenance, Overdue bool
+	// InMaintenance: it held its slot already. Overdue: it has held it
+	// longer than its estimate; its End is then Now, as far as anyone can
+	// tell. Stuck: it keeps its slot until someone acts (End is zero).
+	InMaintenance, Overdue, Stuck bool
+	// Later: its times are the earliest it can go, not a prediction: a
+	// node before it in its group is overdue.
+	Later bool
 	// Deferred is why it starts later than its slot frees: "window",
-	// "spacing" or "node" (its own gate); "" when it does not wait.
+	// "spacing" or "start" (NotBefore); "" when it does not wait.
 	Deferred string
+}
+
+// Unplaced is a node the schedule could not place, and why.
+type Unplaced struct {
+	Node, Why string
 }
 
 // Schedule is the predicted rollout.
 type Schedule struct {
 	Start, End time.Time
 	Entries    []Entry // by start, then group, then queue order
-	// Unplaced are the nodes not placed: their window opens nowhere ahead.
-	Unplaced []string
+	Unplaced   []Unplaced
 }
 
 // Makespan is the time from the rollout's start to its last end.
@@ -86,8 +99,10 @@ const horizon = 400 * 24 * time.Hour
 // Make predicts, group by group, when each node takes a slot and gives it
 // back: the slot that frees first goes to the next node of the queue, after
 // the handoff, no sooner than the spacing after the group's last release,
-// the node's own gate, and the next opening of the window (a window decides
-// when grants start; a maintenance that started runs to its end).
+// the node's NotBefore, and the next opening of the window (a window decides
+// when grants start; a maintenance that started runs to its end). A
+// group's slots are its policy's: a node that holds a slot beyond them
+// (concurrency lowered since) still keeps one of them busy.
 func Make(in Input) Schedule {
 	start := in.Start
 	if start.Before(in.Now) {
@@ -95,37 +110,49 @@ func Make(in Input) Schedule {
 	}
 	out := Schedule{Start: start, End: start}
 	for _, g := range in.Groups {
-		slots := max(g.Slots, len(g.Busy), 1)
+		slots := max(g.Slots, 1)
 		free := make([]time.Time, slots) // when each slot frees
 		released := make([]bool, slots)  // freed by a release: a handoff follows
+		stuck := make([]string, slots)   // the holder that keeps it
 		for i := range free {
-			free[i] = start
+			free[i] = in.Now
 		}
 		releases := []time.Time{g.LastRelease}
+		later := false
 		for _, b := range g.Busy {
 			e := in.Estimate(b.Node)
 			end := b.Started.Add(e.Duration)
-			overdue := !end.After(in.Now)
+			overdue := !b.Stuck && !end.After(in.Now)
 			if overdue {
-				end = in.Now
+				end, later = in.Now, true
 			}
+			// Its own slot; else (a lock beyond the slots) the one that
+			// frees last, which it keeps busy.
 			slot := b.Slot
-			if slot < 0 || slot >= slots || released[slot] {
-				slot = firstUnused(released)
+			if slot < 0 || slot >= slots || released[slot] || stuck[slot] != "" {
+				slot = latestSlot(free, stuck)
 			}
-			free[slot], released[slot] = end, true
-			releases = append(releases, end)
-			out.add(Entry{Node: b.Node, Group: g.Name, Slot: slot, Lock: lockName(g, slot), Start: b.Started, End: end,
-				Estimate: e, InMaintenance: true, Overdue: overdue})
+			entry := Entry{Node: b.Node, Group: g.Name, Slot: slot, Lock: lockName(g, slot), Start: b.Started, End: end,
+				Estimate: e, InMaintenance: true, Overdue: overdue, Stuck: b.Stuck}
+			switch {
+			case b.Stuck:
+				stuck[slot], entry.End = b.Node, time.Time{}
+			case end.After(free[slot]):
+				free[slot], released[slot] = end, true
+				releases = append(releases, end)
+			}
+			out.add(entry)
 		}
 		for _, node := range g.Queue {
-			slot := earliestSlot(free)
+			slot := earliestSlot(free, stuck)
+			if slot < 0 {
+				out.Unplaced = append(out.Unplaced, Unplaced{node, "every slot of its group is held by a node whose maintenance failed (" +
+					joinNonEmpty(stuck) + "): kustodian-ctl release NODE"})
+				continue
+			}
 			at, deferred := free[slot], ""
 			if released[slot] {
 				at = at.Add(in.Handoff)
-				if at.Before(start) {
-					at = start
-				}
 			}
 			// Each gate may push the start past another's edge: again until
 			// none moves it.
@@ -136,7 +163,7 @@ func Make(in Input) Schedule {
 					at, deferred, moved = last.Add(g.Spacing), "spacing", true
 				}
 				if nb, ok := in.NotBefore[node]; ok && at.Before(nb) {
-					at, deferred, moved = nb, "node", true
+					at, deferred, moved = nb, "start", true
 				}
 				if g.Window != nil {
 					opens, ok := nextOpen(g.Window, at)
@@ -150,23 +177,33 @@ func Make(in Input) Schedule {
 				}
 			}
 			if !placed {
-				out.Unplaced = append(out.Unplaced, node)
+				out.Unplaced = append(out.Unplaced, Unplaced{node, "its policy's windows open nowhere in the next year"})
 				continue
 			}
 			e := in.Estimate(node)
 			end := at.Add(e.Duration)
 			free[slot], released[slot] = end, true
 			releases = append(releases, end)
-			out.add(Entry{Node: node, Group: g.Name, Slot: slot, Lock: lockName(g, slot), Start: at, End: end, Estimate: e, Deferred: deferred})
+			out.add(Entry{Node: node, Group: g.Name, Slot: slot, Lock: lockName(g, slot), Start: at, End: end, Estimate: e, Deferred: deferred, Later: later})
 		}
 	}
 	sort.SliceStable(out.Entries, func(i, j int) bool { return out.Entries[i].Start.Before(out.Entries[j].Start) })
 	return out
 }
 
+func joinNonEmpty(ss []string) string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 func (s *Schedule) add(e Entry) {
 	s.Entries = append(s.Entries, e)
-	if e.End.After(s.End) {
+	if !e.Stuck && e.End.After(s.End) {
 		s.End = e.End
 	}
 }
@@ -189,19 +226,24 @@ func latest(times []time.Time, t time.Time) time.Time {
 	return out
 }
 
-func firstUnused(used []bool) int {
-	for i, u := range used {
-		if !u {
-			return i
+// earliestSlot is the slot that frees first, of those no stuck node
+// keeps; -1 when there is none.
+func earliestSlot(free []time.Time, stuck []string) int {
+	best := -1
+	for i, t := range free {
+		if stuck[i] == "" && (best < 0 || t.Before(free[best])) {
+			best = i
 		}
 	}
-	return 0
+	return best
 }
 
-func earliestSlot(free []time.Time) int {
+// latestSlot is the slot that frees last, preferring one no stuck node
+// keeps.
+func latestSlot(free []time.Time, stuck []string) int {
 	best := 0
 	for i, t := range free {
-		if t.Before(free[best]) {
+		if (stuck[best] != "" && stuck[i] == "") || (stuck[i] == "" && t.After(free[best])) {
 			best = i
 		}
 	}
@@ -252,7 +294,7 @@ func (s Schedule) FitIn(w Window) Fit {
 		return f
 	}
 	for _, e := range s.Entries {
-		if !e.End.After(closes) {
+		if e.Stuck || !e.End.After(closes) {
 			continue
 		}
 		f.Late++

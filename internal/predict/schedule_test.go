@@ -2,6 +2,7 @@ package predict
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,13 +57,13 @@ func TestMake(t *testing.T) {
 	}, {
 		name: "a node in maintenance keeps its slot until its estimate ends",
 		in: Input{Now: t0, Estimate: minutes(map[string]float64{"busy": 10, "a": 4}),
-			Groups: []Group{{Slots: 1, Busy: []Busy{{"busy", at(-6), 0}}, Queue: []string{"a"}}}},
+			Groups: []Group{{Slots: 1, Busy: []Busy{{"busy", at(-6), 0, false}}, Queue: []string{"a"}}}},
 		want:     []placed{{"busy", 0, -6, 4, ""}, {"a", 0, 4, 8, ""}},
 		makespan: 8 * time.Minute,
 	}, {
 		name: "an overdue node ends now, as far as anyone can tell",
 		in: Input{Now: t0, Estimate: minutes(map[string]float64{"busy": 10, "a": 4}),
-			Groups: []Group{{Slots: 1, Busy: []Busy{{"busy", at(-30), 0}}, Queue: []string{"a"}}}},
+			Groups: []Group{{Slots: 1, Busy: []Busy{{"busy", at(-30), 0, false}}, Queue: []string{"a"}}}},
 		want:     []placed{{"busy", 0, -30, 0, ""}, {"a", 0, 0, 4, ""}},
 		makespan: 4 * time.Minute,
 	}, {
@@ -90,12 +91,12 @@ func TestMake(t *testing.T) {
 		want:     []placed{{"a", 0, 0, 25, ""}, {"b", 0, 25, 50, ""}, {"c", 0, 50, 75, ""}, {"d", 0, 24 * 60, 24*60 + 25, "window"}},
 		makespan: (24*60 + 25) * time.Minute,
 	}, {
-		name: "a later start, and a node's own gate",
-		in: Input{Now: t0, Start: at(60), Estimate: minutes(map[string]float64{"a": 10, "b": 10}),
-			NotBefore: map[string]time.Time{"a": at(90)},
-			Groups:    []Group{{Slots: 1, Queue: []string{"a", "b"}}}},
-		want:     []placed{{"a", 0, 90, 100, "node"}, {"b", 0, 100, 110, ""}},
-		makespan: 50 * time.Minute,
+		name: "a plan's later start holds the nodes it adds, not those queued already",
+		in: Input{Now: t0, Start: at(60), Estimate: minutes(map[string]float64{"q": 10, "a": 10, "b": 10}),
+			NotBefore: map[string]time.Time{"a": at(60), "b": at(60)},
+			Groups:    []Group{{Slots: 1, Queue: []string{"q", "a", "b"}}}},
+		want:     []placed{{"q", 0, 0, 10, ""}, {"a", 0, 60, 70, "start"}, {"b", 0, 70, 80, ""}},
+		makespan: 20 * time.Minute,
 	}, {
 		name: "a window that never opens places nothing",
 		in: Input{Now: t0, Estimate: minutes(map[string]float64{"a": 10}),
@@ -115,16 +116,49 @@ func TestMake(t *testing.T) {
 			if s.Makespan() != c.makespan {
 				t.Errorf("makespan %v, want %v", s.Makespan(), c.makespan)
 			}
-			if !slices.Equal(s.Unplaced, c.unplaced) {
-				t.Errorf("unplaced %v, want %v", s.Unplaced, c.unplaced)
+			var unplaced []string
+			for _, u := range s.Unplaced {
+				unplaced = append(unplaced, u.Node)
+			}
+			if !slices.Equal(unplaced, c.unplaced) {
+				t.Errorf("unplaced %v, want %v", unplaced, c.unplaced)
 			}
 		})
 	}
 }
 
+func TestMakeHolders(t *testing.T) {
+	est := minutes(map[string]float64{"failed": 10, "late": 10, "x": 5, "y": 5, "a": 10, "b": 30})
+	// A failed node keeps its slot: with one slot nobody goes; with two the
+	// queue uses the other.
+	one := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Busy: []Busy{{"failed", at(-60), 0, true}}, Queue: []string{"x", "y"}}}})
+	if len(one.Unplaced) != 2 || !strings.Contains(one.Unplaced[0].Why, "failed") || one.End != t0 {
+		t.Errorf("one slot held by a failed node: unplaced %+v, end %v; want x and y unplaced, naming it, and nothing ending", one.Unplaced, one.End)
+	}
+	two := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 2, Busy: []Busy{{"failed", at(-60), 0, true}}, Queue: []string{"x", "y"}}}})
+	if len(two.Unplaced) != 0 || two.End != at(10) {
+		t.Errorf("two slots, one held by a failed node: unplaced %+v, end %v; want x then y on the other, ending at 10", two.Unplaced, two.End)
+	}
+	// An overdue node: those behind it get the earliest they can go.
+	late := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Busy: []Busy{{"late", at(-60), 0, false}}, Queue: []string{"x"}}}})
+	for _, e := range late.Entries {
+		if (e.Node == "late") != e.Overdue || (e.Node == "x") != e.Later {
+			t.Errorf("%s: overdue %v, later %v", e.Node, e.Overdue, e.Later)
+		}
+	}
+	// Concurrency lowered to 1 while two hold locks: the queue waits for
+	// both.
+	lowered := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Busy: []Busy{{"a", t0, 0, false}, {"b", t0, 1, false}}, Queue: []string{"x"}}}})
+	for _, e := range lowered.Entries {
+		if e.Node == "x" && !e.Start.Equal(at(30)) {
+			t.Errorf("x starts at %v, want 30 (after b, which holds a lock beyond the one slot)", e.Start.Sub(t0))
+		}
+	}
+}
+
 func TestMakeNamesTheLock(t *testing.T) {
 	s := Make(Input{Now: t0, Estimate: minutes(map[string]float64{"a": 1, "b": 1}),
-		Groups: []Group{{Slots: 2, Locks: []string{"lock-0", "lock-1"}, Busy: []Busy{{"a", t0, 1}}, Queue: []string{"b"}}}})
+		Groups: []Group{{Slots: 2, Locks: []string{"lock-0", "lock-1"}, Busy: []Busy{{"a", t0, 1, false}}, Queue: []string{"b"}}}})
 	got := map[string]string{}
 	for _, e := range s.Entries {
 		got[e.Node] = e.Lock

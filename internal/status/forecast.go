@@ -187,7 +187,9 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		if hasRecord {
 			state = r.State
 		}
-		gs.group.Busy = append(gs.group.Busy, predict.Busy{Node: l.Holder, Started: started, Slot: slices.Index(gs.group.Locks, name)})
+		// A failed node keeps its lock until an admin releases it.
+		gs.group.Busy = append(gs.group.Busy, predict.Busy{Node: l.Holder, Started: started, Slot: slices.Index(gs.group.Locks, name),
+			Stuck: state == lock.Failed})
 		covered(l.Holder, ForecastNode{Policy: g.Policy, Group: g, State: state})
 	}
 
@@ -259,7 +261,14 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 	for _, g := range groupOrder {
 		pg = append(pg, groups[g].group)
 	}
-	f.Schedule = predict.Make(predict.Input{Now: now, Start: start, Groups: pg, Estimate: hist.Estimate, Handoff: f.Handoff})
+	// A later start holds the nodes added; those queued go as they would.
+	notBefore := map[string]time.Time{}
+	if start.After(now) {
+		for _, name := range add {
+			notBefore[name] = start
+		}
+	}
+	f.Schedule = predict.Make(predict.Input{Now: now, Start: start, Groups: pg, Estimate: hist.Estimate, Handoff: f.Handoff, NotBefore: notBefore})
 	byName := map[string]predict.Group{}
 	for _, g := range pg {
 		byName[g.Name] = g
@@ -275,10 +284,10 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		}
 		f.Nodes[e.Node] = fn
 	}
-	for _, name := range f.Schedule.Unplaced {
-		fn := f.Nodes[name]
-		fn.Unplaced = "its policy's windows open nowhere in the next year"
-		f.Nodes[name] = fn
+	for _, u := range f.Schedule.Unplaced {
+		fn := f.Nodes[u.Node]
+		fn.Unplaced = u.Why
+		f.Nodes[u.Node] = fn
 	}
 	for _, g := range groupOrder {
 		gs := groups[g]
@@ -382,8 +391,8 @@ type Progress struct {
 func (p Progress) Total() int { return p.Done + p.Failed + p.InMaintenance + p.Waiting }
 
 // ProgressSince counts: Waiting and the states of a maintenance under way
-// as they are now; Failed nodes, and Idle nodes whose last maintenance
-// ended since `since` (done when it succeeded, failed when not).
+// as they are now; nodes Failed since `since`, and Idle nodes whose last
+// maintenance ended since then (done when it succeeded, failed when not).
 func (s MaintenanceStatus) ProgressSince(since time.Time) Progress {
 	var p Progress
 	last := map[string]history.Entry{}
@@ -399,7 +408,9 @@ func (s MaintenanceStatus) ProgressSince(since time.Time) Progress {
 		case lock.Waiting:
 			p.Waiting++
 		case lock.Failed:
-			p.Failed++
+			if n.Since == nil || !n.Since.Before(since) {
+				p.Failed++
+			}
 		case lock.Idle:
 			e, ok := last[n.Name]
 			switch {

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/internal/predict"
@@ -99,5 +102,51 @@ func TestForecastWindow(t *testing.T) {
 	}
 	if e := f.Nodes["n6"].Entry; e.Deferred != "window" || !e.Start.Equal(statustest.Now.Add(24*time.Hour)) {
 		t.Errorf("n6 starts %s (%s), want tomorrow 12:00 (window)", e.Start, e.Deferred)
+	}
+}
+
+// A failed holder keeps its lock: the queue behind it is not placed, and
+// says why. With the lock free, the spacing counts from the lock's last
+// release.
+func TestForecastFailedHolderAndSpacing(t *testing.T) {
+	in := statustest.Fixture()
+	in.Control = nil
+	for i := range in.Leases {
+		if in.Leases[i].Name == "node-n1" {
+			in.Leases[i].Annotations["kustodian.io/state"] = "Failed"
+		}
+	}
+	f := status.ForecastOf(in, status.Build(in), nil, time.Time{})
+	for _, n := range []string{"n3", "n2"} {
+		if u := f.Nodes[n].Unplaced; !strings.Contains(u, "failed (n1)") {
+			t.Errorf("%s: unplaced %q, want it to name the failed holder", n, u)
+		}
+	}
+	if e := f.Nodes["n1"].Entry; !e.Stuck || !e.End.IsZero() {
+		t.Errorf("n1: %+v, want stuck with no end", e)
+	}
+
+	in = statustest.Fixture()
+	in.Control = nil
+	p := &policy.MaintenancePolicy{Spec: policy.Spec{Spacing: &metav1.Duration{Duration: 5 * time.Minute}}}
+	p.Name = "spaced"
+	in.Policies = []*policy.MaintenancePolicy{p}
+	var leases []coordv1.Lease
+	for _, l := range in.Leases {
+		if !strings.HasPrefix(l.Name, "lock-") && !strings.HasPrefix(l.Name, "node-") {
+			leases = append(leases, l)
+		}
+	}
+	released := statustest.Now.Add(-2 * time.Minute)
+	lock := coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-spaced-0", Labels: map[string]string{"kustodian.io/policy": "spaced"},
+		Annotations: map[string]string{"kustodian.io/released-at": released.Format(time.RFC3339Nano)}}}
+	in.Leases = append(leases, lock)
+	f = status.ForecastOf(in, status.Build(in), []string{"n6"}, time.Time{})
+	e := f.Nodes["n6"].Entry
+	if !e.Start.Equal(released.Add(5*time.Minute)) || e.Deferred != "spacing" {
+		t.Errorf("n6 starts %s (%s), want 5 minutes after the lock's release at %s (spacing)", e.Start.Format("15:04:05"), e.Deferred, released.Format("15:04:05"))
+	}
+	if g := f.Nodes["n6"].Gates; len(g) != 1 || g[0].Gate != "spacing" || g[0].Opens == nil || !g[0].Opens.Equal(e.Start) {
+		t.Errorf("n6's gates %+v, want spacing opening at its start", g)
 	}
 }

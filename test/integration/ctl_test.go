@@ -206,6 +206,11 @@ func TestCtlDuringRollout(t *testing.T) {
 		mu.Lock()
 		t.Fatalf("status --watch did not show %s Draining within 1s of the release at %s: %v\n%s", nodes[1], at.Format("15:04:05.000"), err, strings.Join(lines, "\n"))
 	}
+	// Not on a terminal: a plain progress line after the changes, with the
+	// first node done.
+	e.Eventually("the watch's progress line", cluster.DefaultTimeout, func(context.Context) error {
+		return saw("  progress: 1/3 done, 1 in maintenance, 1 waiting, 0 failed; elapsed ")
+	})
 	finishInTurn(t, e, agents[1:])
 }
 
