@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
 // planDoc is what the test reads of `plan -o json`, decoded here.
@@ -61,6 +62,7 @@ func pdb(t *testing.T, e *cluster.Env, name, app string, maxUnavailable int32) {
 // overrun. Nothing is changed: no cordon, no pod evicted, no budget spent.
 func TestPlanNamesBlockedPodsAndTheWindowOverrun(t *testing.T) {
 	e := cluster.New(t)
+	nodecreds.Install(e, e.Namespace)
 	nodes := e.Nodes(3)
 	stuck := stuckPods(t, e, e.Namespace, "web", nodes[0], 2)
 	twice := runPodsOn(t, e, e.Namespace, "twice", nodes[1], 1)

@@ -106,7 +106,29 @@ func (b *bench) planAccuracy(ctx context.Context) error {
 	}
 	fmt.Printf("  first rollout (fills the history): makespan %.1fs\n", first.Makespan.Seconds())
 
-	out, err := b.ctl(ns).Run(ctx, append([]string{"plan", "-o", "json"}, nodes...)...)
+	// A plan against a window that closes halfway through the rollout (as
+	// long as the first took): a policy's window is in minutes, so the plan
+	// starts a little later, half that before a minute's edge.
+	halfway := first.Makespan / 2
+	closes := time.Now().Add(halfway).Truncate(time.Minute).Add(time.Minute)
+	winStart := closes.Add(-halfway).Truncate(time.Second)
+	if err := applyWindow(ctx, b, ns, winStart, closes); err != nil {
+		return err
+	}
+	out, err := b.ctl(ns).Run(ctx, append([]string{"plan", "-o", "json", "--start", winStart.UTC().Format(time.RFC3339)}, nodes...)...)
+	if err != nil {
+		return fmt.Errorf("plan --start: %w\n%s", err, out)
+	}
+	var pw predicted
+	if err := json.Unmarshal([]byte(out), &pw); err != nil {
+		return fmt.Errorf("plan --start -o json: %w\n%s", err, out)
+	}
+	if err := deletePolicy(ctx, b, ns); err != nil {
+		return err
+	}
+
+	// Then the plan of the rollout, which starts right after it.
+	out, err = b.ctl(ns).Run(ctx, append([]string{"plan", "-o", "json"}, nodes...)...)
 	if err != nil {
 		return fmt.Errorf("plan: %w\n%s", err, out)
 	}
@@ -121,27 +143,6 @@ func (b *bench) planAccuracy(ctx context.Context) error {
 		}
 		order = append(order, it.Node)
 	}
-	// The same plan against a window that closes halfway through it: a
-	// policy's window is in minutes, so the plan starts a little later,
-	// half its makespan before a minute's edge.
-	halfway := p.End.Sub(p.Start) / 2
-	closes := time.Now().Add(halfway).Truncate(time.Minute).Add(time.Minute)
-	winStart := closes.Add(-halfway).Truncate(time.Second)
-	if err := applyWindow(ctx, b, ns, winStart, closes); err != nil {
-		return err
-	}
-	out, err = b.ctl(ns).Run(ctx, append([]string{"plan", "-o", "json", "--start", winStart.UTC().Format(time.RFC3339)}, nodes...)...)
-	if err != nil {
-		return fmt.Errorf("plan --start: %w\n%s", err, out)
-	}
-	var pw predicted
-	if err := json.Unmarshal([]byte(out), &pw); err != nil {
-		return fmt.Errorf("plan --start -o json: %w\n%s", err, out)
-	}
-	if err := deletePolicy(ctx, b, ns); err != nil {
-		return err
-	}
-
 	second, err := b.timedRollout(ctx, ns, specs, order, work())
 	if err != nil {
 		return fmt.Errorf("second rollout: %w", err)
