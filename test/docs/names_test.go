@@ -21,6 +21,8 @@ import (
 var foreign = map[string]string{
 	"--handoff-only":                         "make bench's (test/cmd/bench)",
 	"--handoff-waiting":                      "make bench's (test/cmd/bench)",
+	"--plan-nodes":                           "make bench's (test/cmd/bench)",
+	"--plan-seed":                            "make bench's (test/cmd/bench)",
 	"--scale":                                "make bench's (test/cmd/bench)",
 	"--scale-only":                           "make bench's (test/cmd/bench)",
 	"-trimpath":                              "go build's",
