@@ -64,7 +64,7 @@ func etaOf(s status.MaintenanceStatus, p status.Progress) string {
 			notPlaced = append(notPlaced, name)
 		}
 	}
-	eta := fmt.Sprintf("ETA %s UTC (in %s)", f.Schedule.End.UTC().Format("15:04"), duration.HumanDuration(max(f.Schedule.End.Sub(s.Time), time.Second)))
+	eta := fmt.Sprintf("ETA %s UTC (in %s)", f.Schedule.End.UTC().Format("15:04:05"), duration.HumanDuration(max(f.Schedule.End.Sub(s.Time), time.Second)))
 	var overdue []string
 	for _, e := range f.Schedule.Entries {
 		if e.Overdue {
@@ -72,7 +72,7 @@ func etaOf(s status.MaintenanceStatus, p status.Progress) string {
 		}
 	}
 	if len(overdue) > 0 {
-		eta = fmt.Sprintf("ETA %s UTC at the earliest (%s overdue)", f.Schedule.End.UTC().Format("15:04"), shortList(overdue, 3))
+		eta = fmt.Sprintf("ETA %s UTC at the earliest (%s overdue)", f.Schedule.End.UTC().Format("15:04:05"), shortList(overdue, 3))
 	}
 	if len(notPlaced) > 0 {
 		eta += fmt.Sprintf(", without %s (not placed: status NODE says why)", shortList(notPlaced, 3))

@@ -24,7 +24,7 @@ func TestFleetProgress(t *testing.T) {
 	since := statustest.Now.Add(-10 * time.Minute)
 	// Every node takes 7 minutes (n6's, its policy's only history): n1, in
 	// since 11:58, ends at 12:05, then n3 and n2; n4's agent is silent.
-	want := "12:00:00  progress: 1/5 done, 1 in maintenance, 3 waiting, 0 failed; elapsed 10m; ETA 12:19 UTC (in 19m), without n4 (not placed: status NODE says why)"
+	want := "12:00:00  progress: 1/5 done, 1 in maintenance, 3 waiting, 0 failed; elapsed 10m; ETA 12:19:00 UTC (in 19m), without n4 (not placed: status NODE says why)"
 	if got := fleetProgress(s, since, false); got != want {
 		t.Errorf("plain:\n got %s\nwant %s", got, want)
 	}

@@ -116,6 +116,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	// What a rollout of every node would do, before anything starts.
+	out, err := ctl.Run(ctx, append([]string{"plan"}, nodes...)...)
+	if err != nil {
+		return fmt.Errorf("kustodian-ctl plan: %w\n%s", err, out)
+	}
+	fmt.Printf("\nkustodian-ctl plan %s ... (a dry run: the order, each node's predicted start and end from its history, 10 minutes where it has none, and the pods a PodDisruptionBudget would keep now):\n%s", nodes[0], out)
+
 	start := time.Now()
 	tl, err := timeline.Record(ctx, c.Client, o.namespace, func(t timeline.Transition) {
 		fmt.Println(timeline.Line(t, start))
@@ -234,7 +241,7 @@ func run(ctx context.Context, o options) error {
 	if err := tl.CheckExclusive(slots); err != nil {
 		return fmt.Errorf("the rollout broke its promise: %w", err)
 	}
-	out, err := ctl.Run(ctx, "history")
+	out, err = ctl.Run(ctx, "history")
 	if err != nil {
 		return fmt.Errorf("kustodian-ctl history: %w\n%s", err, out)
 	}
