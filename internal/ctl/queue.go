@@ -16,7 +16,8 @@ func newQueueCommand(o *options) *cobra.Command {
 		Use:   "queue",
 		Short: "List the nodes waiting for maintenance, in the order they will be granted",
 		Long: `queue lists the waiting nodes in grant order: position, node, group, time waiting,
-and whether the node's agent is alive. A node whose agent has gone silent, or
+ETA (when its maintenance is predicted to end, as kustodian-ctl plan predicts it
+from the nodes' history) and whether the node's agent is alive. A node whose agent has gone silent, or
 whose own gate is closed (held, blocking pods, its gate command), keeps its
 record but is passed (no position, listed last) until it returns or its gate
 opens: the order is the one the agents grant in. -o wide adds what each

@@ -25,7 +25,10 @@ Naming nodes also shows each waiting node's policy and every gate with its
 verdict (open, closed or unchecked), as its agent last saw them: the answer to
 "why is my node not going?";
 -o json|yaml prints a MaintenanceStatus (apiVersion kustodian.io/v1alpha1), which
-jsonpath and custom-columns read too; -o name prints node/NAME per row.`,
+jsonpath and custom-columns read too; -o name prints node/NAME per row.
+--watch prints every change, and after it the fleet's progress: done, in
+maintenance, waiting, failed, time elapsed and the predicted end (a bar on a
+terminal).`,
 		Example: `  kustodian-ctl status
   kustodian-ctl status -o wide --all
   kustodian-ctl status node-1 -o json
