@@ -68,7 +68,7 @@ func refusedEvictions(ctx context.Context, client kubernetes.Interface, node str
 		case refusedByBudget(err):
 			out = append(out, RefusedEviction{Pod: p.Namespace + "/" + p.Name, Reason: evictionReason(err)})
 		case apierrors.IsForbidden(err):
-			return nil, fmt.Errorf("forbidden: the dry-run eviction of pod %s/%s, which plan sends to find the pods a PodDisruptionBudget keeps, was refused: your credentials need create on pods/eviction in that namespace, or an admission webhook refused it (%w)", p.Namespace, p.Name, err)
+			return nil, fmt.Errorf("forbidden: the dry-run eviction of pod %s/%s, which plan sends to find the pods a PodDisruptionBudget keeps, was refused (your credentials may lack create on pods/eviction in that namespace, or an admission webhook or the budget itself refused it): %w", p.Namespace, p.Name, err)
 		default:
 			// Throttling, a webhook's or etcd's error: not a budget's answer.
 			return nil, status.Explain(err, "create", "pods/eviction (dry run)", p.Namespace)

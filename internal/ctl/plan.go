@@ -237,7 +237,7 @@ func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selecto
 	fc := status.ForecastOf(in, s, add, start)
 	// End and makespan are those of the nodes shown (--policy).
 	p := MaintenancePlan{APIVersion: status.APIVersion, Kind: "MaintenancePlan", Namespace: in.Namespace, Time: in.Now,
-		Start: fc.Schedule.Start, End: fc.Schedule.Start, Paused: s.Paused, HandoffSeconds: fc.Handoff.Seconds(), Items: []PlanItem{}}
+		Start: fc.Schedule.Start, Paused: s.Paused, HandoffSeconds: fc.Handoff.Seconds(), Items: []PlanItem{}}
 	order := 0
 	for _, name := range fc.Order {
 		fn := fc.Nodes[name]
@@ -268,7 +268,11 @@ func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selecto
 		}
 		p.Items = append(p.Items, it)
 	}
-	p.MakespanSeconds = seconds(p.End.Sub(p.Start))
+	if p.End.After(p.Start) {
+		p.MakespanSeconds = seconds(p.End.Sub(p.Start))
+	} else {
+		p.End = p.Start // nothing ends after the start
+	}
 	var pols []string
 	for pol := range fc.Fits {
 		pols = append(pols, pol)

@@ -24,25 +24,37 @@ func clockAt(t time.Time, now time.Time) string {
 
 // planSummary is the plan in one line.
 func planSummary(p MaintenancePlan) string {
-	placed := 0
+	placed, failed := 0, 0
+	earliest := false // a node is overdue: the end is the earliest it can be
 	var notPlaced, refused []string
 	for _, it := range p.Items {
-		if it.Order > 0 {
-			placed++
-		} else {
+		switch {
+		case it.Order == 0:
 			notPlaced = append(notPlaced, it.Node)
+		case it.Stuck:
+			failed++
+		default:
+			placed++
 		}
+		earliest = earliest || it.Overdue || it.Later
 		for _, r := range it.RefusedEvictions {
 			refused = append(refused, it.Node+": "+r.Pod)
 		}
 	}
-	if placed == 0 && len(notPlaced) == 0 {
+	if placed == 0 && failed == 0 && len(notPlaced) == 0 {
 		return "Nothing to plan: no node is in maintenance or waiting; name nodes, -l SELECTOR or --policy P to plan a rollout of them."
 	}
 	var parts []string
 	if placed > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s done by %s UTC (%s from the start)", placed, plural(placed, "node", "nodes"),
+		by := "done by"
+		if earliest {
+			by = "done at the earliest by"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s %s %s UTC (%s from the start)", placed, plural(placed, "node", "nodes"), by,
 			p.End.UTC().Format("2006-01-02 15:04"), duration.HumanDuration(time.Duration(p.MakespanSeconds)*time.Second)))
+	}
+	if failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed, keeping %s lock until released", failed, plural(failed, "its", "their")))
 	}
 	if len(notPlaced) > 0 {
 		parts = append(parts, fmt.Sprintf("%d not placed (%s)", len(notPlaced), shortList(notPlaced, 3)))

@@ -64,6 +64,16 @@ func etaOf(s status.MaintenanceStatus, p status.Progress) string {
 			notPlaced = append(notPlaced, name)
 		}
 	}
+	running := false // a placed node that has not ended
+	for _, e := range f.Schedule.Entries {
+		running = running || (!e.Stuck && e.End.After(s.Time))
+	}
+	if !running {
+		if len(notPlaced) > 0 {
+			return fmt.Sprintf("no ETA: %s cannot be placed (status NODE says why)", shortList(notPlaced, 3))
+		}
+		return "no ETA: the nodes left are failed or overdue"
+	}
 	eta := fmt.Sprintf("ETA %s UTC (in %s)", f.Schedule.End.UTC().Format("15:04:05"), duration.HumanDuration(max(f.Schedule.End.Sub(s.Time), time.Second)))
 	var overdue []string
 	for _, e := range f.Schedule.Entries {

@@ -35,7 +35,8 @@ type Group struct {
 type Busy struct {
 	Node    string
 	Started time.Time
-	Slot    int
+	Slot    int    // its lock's slot; -1 for a lock beyond the group's slots
+	Lock    string // the lock it holds ("": Group.Locks names it by Slot)
 	Stuck   bool
 }
 
@@ -126,18 +127,25 @@ func Make(in Input) Schedule {
 			if overdue {
 				end, later = in.Now, true
 			}
-			// Its own slot; else (a lock beyond the slots) the one that
-			// frees last, which it keeps busy.
+			// Its own slot; else (a lock beyond the slots, concurrency
+			// lowered since) the one that frees first: the agents count
+			// such a holder against the free locks until it releases.
 			slot := b.Slot
 			if slot < 0 || slot >= slots || released[slot] || stuck[slot] != "" {
-				slot = latestSlot(free, stuck)
+				if slot = earliestSlot(free, stuck); slot < 0 {
+					slot = 0
+				}
 			}
-			entry := Entry{Node: b.Node, Group: g.Name, Slot: slot, Lock: lockName(g, slot), Start: b.Started, End: end,
+			name := b.Lock
+			if name == "" {
+				name = lockName(g, slot)
+			}
+			entry := Entry{Node: b.Node, Group: g.Name, Slot: slot, Lock: name, Start: b.Started, End: end,
 				Estimate: e, InMaintenance: true, Overdue: overdue, Stuck: b.Stuck}
 			switch {
 			case b.Stuck:
 				stuck[slot], entry.End = b.Node, time.Time{}
-			case end.After(free[slot]):
+			case !released[slot] || end.After(free[slot]):
 				free[slot], released[slot] = end, true
 				releases = append(releases, end)
 			}
@@ -232,18 +240,6 @@ func earliestSlot(free []time.Time, stuck []string) int {
 	best := -1
 	for i, t := range free {
 		if stuck[i] == "" && (best < 0 || t.Before(free[best])) {
-			best = i
-		}
-	}
-	return best
-}
-
-// latestSlot is the slot that frees last, preferring one no stuck node
-// keeps.
-func latestSlot(free []time.Time, stuck []string) int {
-	best := 0
-	for i, t := range free {
-		if (stuck[best] != "" && stuck[i] == "") || (stuck[i] == "" && t.After(free[best])) {
 			best = i
 		}
 	}

@@ -57,13 +57,13 @@ func TestMake(t *testing.T) {
 	}, {
 		name: "a node in maintenance keeps its slot until its estimate ends",
 		in: Input{Now: t0, Estimate: minutes(map[string]float64{"busy": 10, "a": 4}),
-			Groups: []Group{{Slots: 1, Busy: []Busy{{"busy", at(-6), 0, false}}, Queue: []string{"a"}}}},
+			Groups: []Group{{Slots: 1, Busy: []Busy{{Node: "busy", Started: at(-6), Slot: 0}}, Queue: []string{"a"}}}},
 		want:     []placed{{"busy", 0, -6, 4, ""}, {"a", 0, 4, 8, ""}},
 		makespan: 8 * time.Minute,
 	}, {
 		name: "an overdue node ends now, as far as anyone can tell",
 		in: Input{Now: t0, Estimate: minutes(map[string]float64{"busy": 10, "a": 4}),
-			Groups: []Group{{Slots: 1, Busy: []Busy{{"busy", at(-30), 0, false}}, Queue: []string{"a"}}}},
+			Groups: []Group{{Slots: 1, Busy: []Busy{{Node: "busy", Started: at(-30), Slot: 0}}, Queue: []string{"a"}}}},
 		want:     []placed{{"busy", 0, -30, 0, ""}, {"a", 0, 0, 4, ""}},
 		makespan: 4 * time.Minute,
 	}, {
@@ -131,16 +131,16 @@ func TestMakeHolders(t *testing.T) {
 	est := minutes(map[string]float64{"failed": 10, "late": 10, "x": 5, "y": 5, "a": 10, "b": 30})
 	// A failed node keeps its slot: with one slot nobody goes; with two the
 	// queue uses the other.
-	one := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Busy: []Busy{{"failed", at(-60), 0, true}}, Queue: []string{"x", "y"}}}})
+	one := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Busy: []Busy{{Node: "failed", Started: at(-60), Slot: 0, Stuck: true}}, Queue: []string{"x", "y"}}}})
 	if len(one.Unplaced) != 2 || !strings.Contains(one.Unplaced[0].Why, "failed") || one.End != t0 {
 		t.Errorf("one slot held by a failed node: unplaced %+v, end %v; want x and y unplaced, naming it, and nothing ending", one.Unplaced, one.End)
 	}
-	two := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 2, Busy: []Busy{{"failed", at(-60), 0, true}}, Queue: []string{"x", "y"}}}})
+	two := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 2, Busy: []Busy{{Node: "failed", Started: at(-60), Slot: 0, Stuck: true}}, Queue: []string{"x", "y"}}}})
 	if len(two.Unplaced) != 0 || two.End != at(10) {
 		t.Errorf("two slots, one held by a failed node: unplaced %+v, end %v; want x then y on the other, ending at 10", two.Unplaced, two.End)
 	}
 	// An overdue node: those behind it get the earliest they can go.
-	late := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Busy: []Busy{{"late", at(-60), 0, false}}, Queue: []string{"x"}}}})
+	late := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Busy: []Busy{{Node: "late", Started: at(-60), Slot: 0}}, Queue: []string{"x"}}}})
 	for _, e := range late.Entries {
 		if (e.Node == "late") != e.Overdue || (e.Node == "x") != e.Later {
 			t.Errorf("%s: overdue %v, later %v", e.Node, e.Overdue, e.Later)
@@ -148,7 +148,7 @@ func TestMakeHolders(t *testing.T) {
 	}
 	// Concurrency lowered to 1 while two hold locks: the queue waits for
 	// both.
-	lowered := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Busy: []Busy{{"a", t0, 0, false}, {"b", t0, 1, false}}, Queue: []string{"x"}}}})
+	lowered := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Busy: []Busy{{Node: "a", Started: t0, Slot: 0}, {Node: "b", Started: t0, Slot: 1}}, Queue: []string{"x"}}}})
 	for _, e := range lowered.Entries {
 		if e.Node == "x" && !e.Start.Equal(at(30)) {
 			t.Errorf("x starts at %v, want 30 (after b, which holds a lock beyond the one slot)", e.Start.Sub(t0))
@@ -156,9 +156,33 @@ func TestMakeHolders(t *testing.T) {
 	}
 }
 
+// Found by a review: the release of an overdue holder counts for the
+// spacing, and a holder of a lock beyond the slots takes the slot that frees
+// first (the agents count it against the free locks).
+func TestMakeOverdueSpacingAndExtraHolder(t *testing.T) {
+	est := minutes(map[string]float64{"late": 10, "x": 5, "a": 30, "b": 20})
+	s := Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 1, Spacing: 10 * time.Minute,
+		Busy: []Busy{{Node: "late", Started: at(-60), Slot: 0}}, Queue: []string{"x"}}}})
+	for _, e := range s.Entries {
+		if e.Node == "x" && (!e.Start.Equal(at(10)) || e.Deferred != "spacing") {
+			t.Errorf("x after an overdue holder with 10m spacing: starts %v (%s), want 10 (spacing)", e.Start.Sub(t0), e.Deferred)
+		}
+	}
+	s = Make(Input{Now: t0, Estimate: est, Groups: []Group{{Slots: 2, Locks: []string{"lock-0", "lock-1"},
+		Busy: []Busy{{Node: "a", Started: t0, Slot: 0, Lock: "lock-0"}, {Node: "b", Started: t0, Slot: -1, Lock: "lock-5"}}, Queue: []string{"x"}}}})
+	for _, e := range s.Entries {
+		switch {
+		case e.Node == "x" && !e.Start.Equal(at(20)):
+			t.Errorf("x starts at %v, want 20 (when b, on a lock beyond the two slots, releases)", e.Start.Sub(t0))
+		case e.Node == "b" && e.Lock != "lock-5":
+			t.Errorf("b's lock %q, want the one it holds, lock-5", e.Lock)
+		}
+	}
+}
+
 func TestMakeNamesTheLock(t *testing.T) {
 	s := Make(Input{Now: t0, Estimate: minutes(map[string]float64{"a": 1, "b": 1}),
-		Groups: []Group{{Slots: 2, Locks: []string{"lock-0", "lock-1"}, Busy: []Busy{{"a", t0, 1, false}}, Queue: []string{"b"}}}})
+		Groups: []Group{{Slots: 2, Locks: []string{"lock-0", "lock-1"}, Busy: []Busy{{Node: "a", Started: t0, Slot: 1}}, Queue: []string{"b"}}}})
 	got := map[string]string{}
 	for _, e := range s.Entries {
 		got[e.Node] = e.Lock

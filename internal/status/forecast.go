@@ -189,7 +189,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		}
 		// A failed node keeps its lock until an admin releases it.
 		gs.group.Busy = append(gs.group.Busy, predict.Busy{Node: l.Holder, Started: started, Slot: slices.Index(gs.group.Locks, name),
-			Stuck: state == lock.Failed})
+			Lock: name, Stuck: state == lock.Failed})
 		covered(l.Holder, ForecastNode{Policy: g.Policy, Group: g, State: state})
 	}
 
@@ -225,6 +225,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 	}
 
 	// The nodes added, at the end of their groups' queues.
+	var added []string
 	for _, name := range add {
 		if _, done := f.Nodes[name]; done {
 			continue
@@ -253,6 +254,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		default:
 			gs := groupOf(g)
 			gs.group.Queue = append(gs.group.Queue, name)
+			added = append(added, name)
 		}
 		covered(name, fn)
 	}
@@ -264,7 +266,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 	// A later start holds the nodes added; those queued go as they would.
 	notBefore := map[string]time.Time{}
 	if start.After(now) {
-		for _, name := range add {
+		for _, name := range added {
 			notBefore[name] = start
 		}
 	}

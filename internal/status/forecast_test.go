@@ -79,6 +79,21 @@ func TestForecast(t *testing.T) {
 	}
 }
 
+// A plan's later start holds the nodes it adds, not those of its list that
+// are queued already (found by a review).
+func TestForecastLaterStartLeavesTheQueue(t *testing.T) {
+	in := statustest.Fixture()
+	in.Control = nil
+	later := statustest.Now.Add(2 * time.Hour)
+	f := status.ForecastOf(in, status.Build(in), []string{"n3", "n6"}, later)
+	if e := f.Nodes["n3"].Entry; e.Deferred != "" || !e.Start.Equal(statustest.Now.Add(8*time.Minute)) {
+		t.Errorf("n3 (queued) starts %s (%s), want 12:08, when n1 is done", e.Start.Format("15:04"), e.Deferred)
+	}
+	if e := f.Nodes["n6"].Entry; e.Deferred != "start" || !e.Start.Equal(later) {
+		t.Errorf("n6 (added) starts %s (%s), want 14:00 (start)", e.Start.Format("15:04"), e.Deferred)
+	}
+}
+
 func TestForecastWindow(t *testing.T) {
 	in := statustest.Fixture()
 	in.Control = nil

@@ -152,6 +152,8 @@ func (b *bench) planAccuracy(ctx context.Context) error {
 	for _, n := range second.Nodes {
 		actualEnd[n.Node] = n.Idle.Sub(second.Start)
 	}
+	// Both from the rollout's first request: the plan was made a moment
+	// before it.
 	var errs []float64
 	for _, it := range p.Items {
 		pred, act := it.End.Sub(p.Start), actualEnd[it.Node]
