@@ -66,15 +66,8 @@ jsonpath and custom-columns read too; -o name prints node/NAME.`, history.Annota
 			if err != nil {
 				return err
 			}
-			if err := sortRows(out, h.Items); err != nil {
+			if printed, err := printList(out, o.streams.Out, h, h.Items, func(it HistoryItem) string { return it.Node }); printed {
 				return err
-			}
-			if !out.Table() {
-				var names []string
-				for _, it := range h.Items {
-					names = append(names, it.Node)
-				}
-				return out.Print(o.streams.Out, h, nodeNames(names))
 			}
 			return printHistory(o.streams.Out, h, out.Wide(), !out.NoHeaders)
 		},

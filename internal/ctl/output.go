@@ -372,3 +372,20 @@ func sortRows[T any](o *output, rows []T) error {
 	}
 	return nil
 }
+
+// printList sorts a list's rows (--sort-by) and, in a format other than the
+// command's tables, prints the list with -o name naming each row's node; it
+// reports whether it printed (false: the caller prints its table).
+func printList[T any](out *output, w io.Writer, list any, rows []T, node func(T) string) (bool, error) {
+	if err := sortRows(out, rows); err != nil {
+		return true, err
+	}
+	if out.Table() {
+		return false, nil
+	}
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = node(r)
+	}
+	return true, out.Print(w, list, nodeNames(names))
+}

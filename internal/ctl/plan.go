@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kustodian/kustodian/internal/lock"
@@ -121,15 +120,8 @@ first node that will not fit and by how much.
 			if err != nil {
 				return err
 			}
-			if err := sortRows(out, p.Items); err != nil {
+			if printed, err := printList(out, o.streams.Out, p, p.Items, func(it PlanItem) string { return it.Node }); printed {
 				return err
-			}
-			if !out.Table() {
-				var names []string
-				for _, it := range p.Items {
-					names = append(names, it.Node)
-				}
-				return out.Print(o.streams.Out, p, nodeNames(names))
 			}
 			return printPlan(o.streams.Out, p, out.Wide(), !out.NoHeaders)
 		},
@@ -164,13 +156,6 @@ func parseStart(s string, now time.Time) (time.Time, error) {
 
 // makePlan reads the cluster and predicts.
 func makePlan(ctx context.Context, o *options, f planFlags, named []string) (MaintenancePlan, error) {
-	sel := labels.Everything()
-	if f.selector != "" {
-		var err error
-		if sel, err = labels.Parse(f.selector); err != nil {
-			return MaintenancePlan{}, fmt.Errorf("-l %q: %w", f.selector, err)
-		}
-	}
 	r, err := o.reader()
 	if err != nil {
 		return MaintenancePlan{}, err
@@ -182,14 +167,54 @@ func makePlan(ctx context.Context, o *options, f planFlags, named []string) (Mai
 	if in.PoliciesErr != nil {
 		return MaintenancePlan{}, in.PoliciesErr
 	}
-	return buildPlan(in, f, named, sel, func(node string) ([]RefusedEviction, error) {
+	return buildPlan(in, f, named, func(node string) ([]RefusedEviction, error) {
 		return refusedEvictions(ctx, r.Client, node)
 	})
 }
 
+// planNodes are the nodes a plan adds behind the queue: those named, or
+// those -l and --policy select (by name); and each node's policy by its
+// labels.
+func planNodes(in status.Inputs, f planFlags, named []string) (add []string, policyOf map[string]string, err error) {
+	if len(named) > 0 && f.selector != "" {
+		return nil, nil, fmt.Errorf("-l %q and nodes named: give one or the other", f.selector)
+	}
+	sel, err := labels.Parse(f.selector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-l %q: %w", f.selector, err)
+	}
+	if f.policy != "" && f.policy != policy.DefaultName && !slices.ContainsFunc(in.Policies, func(p *policy.MaintenancePolicy) bool { return p.Name == f.policy }) {
+		return nil, nil, fmt.Errorf("--policy %s: no such MaintenancePolicy in namespace %s (kustodian-ctl policy lists them)", f.policy, in.Namespace)
+	}
+	policyOf = map[string]string{}
+	for _, n := range in.Nodes {
+		policyOf[n.Name] = policy.Resolve(in.Policies, n.Labels).Name
+	}
+	for _, name := range named {
+		if _, ok := policyOf[name]; !ok {
+			return nil, nil, fmt.Errorf("node %q not found", name)
+		}
+		if f.policy == "" || policyOf[name] == f.policy {
+			add = append(add, name)
+		}
+	}
+	if len(named) == 0 && (f.selector != "" || f.policy != "") {
+		for _, n := range in.Nodes {
+			if sel.Matches(labels.Set(n.Labels)) && (f.policy == "" || policyOf[n.Name] == f.policy) {
+				add = append(add, n.Name)
+			}
+		}
+		sort.Strings(add)
+		if len(add) == 0 {
+			return nil, nil, fmt.Errorf("no node matches -l %q --policy %q", f.selector, f.policy)
+		}
+	}
+	return add, policyOf, nil
+}
+
 // buildPlan predicts from what was read; refused asks the API server which
 // evictions it refuses on a node.
-func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selector, refused func(node string) ([]RefusedEviction, error)) (MaintenancePlan, error) {
+func buildPlan(in status.Inputs, f planFlags, named []string, refused func(node string) ([]RefusedEviction, error)) (MaintenancePlan, error) {
 	start, err := parseStart(f.start, in.Now)
 	if err != nil {
 		return MaintenancePlan{}, err
@@ -197,41 +222,9 @@ func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selecto
 	if start.Before(in.Now.Add(-time.Minute)) {
 		return MaintenancePlan{}, fmt.Errorf("--start %s is in the past; give a later time, or leave it out to plan from now", f.start)
 	}
-	if len(named) > 0 && f.selector != "" {
-		return MaintenancePlan{}, fmt.Errorf("-l %q and nodes named: give one or the other", f.selector)
-	}
-	if f.policy != "" && f.policy != policy.DefaultName && !slices.ContainsFunc(in.Policies, func(p *policy.MaintenancePolicy) bool { return p.Name == f.policy }) {
-		return MaintenancePlan{}, fmt.Errorf("--policy %s: no such MaintenancePolicy in namespace %s (kustodian-ctl policy lists them)", f.policy, in.Namespace)
-	}
-	policyOf := func(name string) string {
-		for _, n := range in.Nodes {
-			if n.Name == name {
-				return policy.Resolve(in.Policies, n.Labels).Name
-			}
-		}
-		return ""
-	}
-	var add []string
-	for _, name := range named {
-		if !slices.ContainsFunc(in.Nodes, func(n corev1.Node) bool { return n.Name == name }) {
-			return MaintenancePlan{}, fmt.Errorf("node %q not found", name)
-		}
-		if f.policy == "" || policyOf(name) == f.policy {
-			add = append(add, name)
-		}
-	}
-	if len(named) == 0 && (f.selector != "" || f.policy != "") {
-		var names []string
-		for _, n := range in.Nodes {
-			if sel.Matches(labels.Set(n.Labels)) && (f.policy == "" || policy.Resolve(in.Policies, n.Labels).Name == f.policy) {
-				names = append(names, n.Name)
-			}
-		}
-		sort.Strings(names)
-		add = names
-		if len(add) == 0 {
-			return MaintenancePlan{}, fmt.Errorf("no node matches -l %q --policy %q", f.selector, f.policy)
-		}
+	add, policyOf, err := planNodes(in, f, named)
+	if err != nil {
+		return MaintenancePlan{}, err
 	}
 	s := status.Build(in)
 	fc := status.ForecastOf(in, s, add, start)
@@ -241,7 +234,7 @@ func buildPlan(in status.Inputs, f planFlags, named []string, sel labels.Selecto
 	order := 0
 	for _, name := range fc.Order {
 		fn := fc.Nodes[name]
-		if f.policy != "" && fn.Policy != f.policy && policyOf(name) != f.policy {
+		if f.policy != "" && fn.Policy != f.policy && policyOf[name] != f.policy {
 			continue
 		}
 		it := PlanItem{Node: name, State: fn.State, Policy: fn.Policy, Group: fn.Group.String(), Gates: fn.Gates, NotPlaced: fn.Unplaced}

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
-
 	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/internal/status/statustest"
@@ -30,7 +28,7 @@ func TestPlanTable(t *testing.T) {
 		}
 		return nil, nil
 	}
-	plan, err := buildPlan(in, planFlags{}, []string{"n6"}, labels.Everything(), refused)
+	plan, err := buildPlan(in, planFlags{}, []string{"n6"}, refused)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,8 +136,6 @@ type QueueEntry struct {
 	// Later: the predicted times are the earliest it can go (a node before
 	// it is overdue).
 	Later bool `json:"later,omitempty"`
-	// Paused: maintenance is paused; nothing starts until it resumes.
-	Paused bool `json:"-"`
 }
 
 // QueueList is the documented output of `queue -o json|yaml`.
@@ -159,7 +157,6 @@ func queueList(s status.MaintenanceStatus) QueueList {
 			start, end := fn.Entry.Start, fn.Entry.End
 			e.PredictedStart, e.PredictedEnd, e.EstimateSource, e.Later = &start, &end, fn.Entry.Estimate.Source, fn.Entry.Later
 		}
-		e.Paused = s.Paused
 		q.Items = append(q.Items, e)
 	}
 	return q
@@ -168,8 +165,8 @@ func queueList(s status.MaintenanceStatus) QueueList {
 // eta is when a queued node's maintenance is predicted to end, from now:
 // "in 12m (policy)" when its time is not its own history's, "in 12m+" when
 // a node before it is overdue; "-" when it cannot be placed, "paused".
-func eta(e QueueEntry, now time.Time) string {
-	if e.Paused {
+func eta(e QueueEntry, now time.Time, paused bool) string {
+	if paused {
 		return "paused"
 	}
 	if e.PredictedEnd == nil {
@@ -186,7 +183,7 @@ func eta(e QueueEntry, now time.Time) string {
 	return s
 }
 
-func printQueue(w io.Writer, q QueueList, now time.Time, wide, headers bool) {
+func printQueue(w io.Writer, q QueueList, now time.Time, paused, wide, headers bool) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	if headers {
 		cols := "POSITION\tNODE\tGROUP\tWAITING\tETA\tLIVE"
@@ -205,7 +202,7 @@ func printQueue(w io.Writer, q QueueList, now time.Time, wide, headers bool) {
 			live = "no (agent silent; skipped)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", pos, e.Node, orDash(e.Group),
-			duration.HumanDuration(time.Duration(e.WaitingSeconds)*time.Second), eta(e, now), live)
+			duration.HumanDuration(time.Duration(e.WaitingSeconds)*time.Second), eta(e, now, paused), live)
 		if wide {
 			fmt.Fprintf(tw, "\t%s", orDash(status.Printable(e.Message)))
 		}

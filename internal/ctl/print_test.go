@@ -62,7 +62,7 @@ func TestStatusTables(t *testing.T) {
 		golden(t, tc.name, b.Bytes())
 	}
 	var b bytes.Buffer
-	printQueue(&b, queueList(s), s.Time, false, true)
+	printQueue(&b, queueList(s), s.Time, s.Paused, false, true)
 	golden(t, "queue", b.Bytes())
 	// Resumed: each queued node's ETA (nobody has a history: 10 minutes
 	// each, n1 in maintenance since 11:58).
@@ -70,7 +70,7 @@ func TestStatusTables(t *testing.T) {
 	in.Control = nil
 	resumed := status.Build(in)
 	b.Reset()
-	printQueue(&b, queueList(resumed), resumed.Time, false, true)
+	printQueue(&b, queueList(resumed), resumed.Time, resumed.Paused, false, true)
 	golden(t, "queue-resumed", b.Bytes())
 }
 

@@ -44,21 +44,14 @@ and custom-columns read too; -o name prints node/NAME in grant order.`,
 func queuePrinter(out *output) func(io.Writer, status.MaintenanceStatus) error {
 	return func(w io.Writer, s status.MaintenanceStatus) error {
 		q := queueList(s)
-		if err := sortRows(out, q.Items); err != nil {
+		if printed, err := printList(out, w, q, q.Items, func(e QueueEntry) string { return e.Node }); printed {
 			return err
-		}
-		if !out.Table() {
-			var names []string
-			for _, e := range q.Items {
-				names = append(names, e.Node)
-			}
-			return out.Print(w, q, nodeNames(names))
 		}
 		if len(q.Items) == 0 {
 			_, err := fmt.Fprintln(w, "No node is waiting.")
 			return err
 		}
-		printQueue(w, q, s.Time, out.Wide(), !out.NoHeaders)
+		printQueue(w, q, s.Time, s.Paused, out.Wide(), !out.NoHeaders)
 		return nil
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/lock"
@@ -71,30 +72,33 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 	if start.IsZero() || start.Before(now) {
 		start = now
 	}
-	nodes := map[string]int{}
-	for i, n := range in.Nodes {
-		nodes[n.Name] = i
+	// Each node's policy by its labels, once.
+	nodes := map[string]*corev1.Node{}
+	resolved := map[string]policy.Effective{}
+	hist := predict.History{Entries: nodeHistories(in.Nodes), Policy: map[string]string{}}
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
+		nodes[n.Name] = n
+		resolved[n.Name] = policy.Resolve(in.Policies, n.Labels)
+		hist.Policy[n.Name] = resolved[n.Name].Name
 	}
 	effective := func(node string) policy.Effective {
-		if i, ok := nodes[node]; ok {
-			return policy.Resolve(in.Policies, in.Nodes[i].Labels)
+		if eff, ok := resolved[node]; ok {
+			return eff
 		}
 		return policy.Default()
 	}
-	hist := predict.History{Entries: map[string][]history.Entry{}, Policy: map[string]string{}}
-	for _, n := range in.Nodes {
-		if entries, err := history.Parse(n.Annotations[history.Annotation]); err == nil {
-			hist.Entries[n.Name] = entries
-		}
-		hist.Policy[n.Name] = policy.Resolve(in.Policies, n.Labels).Name
-	}
 	locks := map[string]lock.Lock{}
+	acquired := map[string]time.Time{} // when each lock's holder took it
 	records := map[string]lock.Record{}
 	for i := range in.Leases {
 		l := &in.Leases[i]
 		switch {
 		case lock.IsLockName(l.Name):
 			locks[l.Name] = lock.LockOf(l)
+			if l.Spec.AcquireTime != nil {
+				acquired[l.Name] = l.Spec.AcquireTime.Time
+			}
 		case lock.IsRecordName(l.Name):
 			r := lock.RecordFromLease(l)
 			records[r.Node] = r
@@ -102,11 +106,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 	}
 
 	f := Forecast{Nodes: map[string]ForecastNode{}, Fits: map[string]predict.Fit{}, Handoff: hist.Handoff()}
-	type groupState struct {
-		group  predict.Group
-		policy policy.Effective
-	}
-	groups := map[lock.GroupRef]*groupState{}
+	groups := map[lock.GroupRef]*predict.Group{}
 	var groupOrder []lock.GroupRef
 	// A group's slots, spacing and windows are its policy's, by name: a
 	// record may name the group it joined before the node's labels or the
@@ -120,22 +120,21 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		}
 		return policy.Default()
 	}
-	groupOf := func(g lock.GroupRef) *groupState {
+	groupOf := func(g lock.GroupRef) *predict.Group {
 		if gs := groups[g]; gs != nil {
 			return gs
 		}
 		eff := policyNamed(g.Policy)
 		names := g.LockNames(eff.Spec.Slots())
-		gs := &groupState{policy: eff, group: predict.Group{Name: g.String(), Slots: eff.Spec.Slots(), Locks: names,
-			Spacing: eff.Spec.SpacingDuration()}}
+		gs := &predict.Group{Name: g.String(), Slots: eff.Spec.Slots(), Locks: names, Spacing: eff.Spec.SpacingDuration()}
 		for _, name := range names {
-			if t := locks[name].ReleasedAt; t.After(gs.group.LastRelease) && !t.After(now.Add(time.Minute)) {
-				gs.group.LastRelease = t
+			if t := locks[name].ReleasedAt; t.After(gs.LastRelease) && !t.After(now.Add(time.Minute)) {
+				gs.LastRelease = t
 			}
 		}
 		if len(eff.Spec.Windows) > 0 {
 			sched := eff.Schedule
-			gs.group.Window = func(t time.Time) (bool, time.Time) {
+			gs.Window = func(t time.Time) (bool, time.Time) {
 				v := sched.At(t)
 				return v.Open, v.Change
 			}
@@ -168,27 +167,22 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		eff := effective(l.Holder)
 		g := lock.GroupRef{Policy: eff.Name, Group: eff.Group}
 		r, hasRecord := records[l.Holder]
-		switch {
-		case hasRecord && r.Policy != "":
+		if hasRecord && r.Policy != "" {
 			g = r.GroupRef()
-		case l.Grouped:
-			g = l.Group
-		case strings.HasPrefix(name, "lock-default-"): // before groups were labelled
-			g = lock.DefaultGroup
+		} else if lg, ok := groupOfLock(l); ok {
+			g = lg
 		}
 		gs := groupOf(g)
-		started := l.Renewed
-		for _, sl := range s.Locks {
-			if sl.Name == name && sl.Since != nil {
-				started = *sl.Since
-			}
+		started, ok := acquired[name]
+		if !ok {
+			started = l.Renewed
 		}
 		state := lock.State("HoldsLock")
 		if hasRecord {
 			state = r.State
 		}
 		// A failed node keeps its lock until an admin releases it.
-		gs.group.Busy = append(gs.group.Busy, predict.Busy{Node: l.Holder, Started: started, Slot: slices.Index(gs.group.Locks, name),
+		gs.Busy = append(gs.Busy, predict.Busy{Node: l.Holder, Started: started, Slot: slices.Index(gs.Locks, name),
 			Lock: name, Stuck: state == lock.Failed})
 		covered(l.Holder, ForecastNode{Policy: g.Policy, Group: g, State: state})
 	}
@@ -219,7 +213,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		}
 		if fn.Unplaced == "" {
 			gs := groupOf(g)
-			gs.group.Queue = append(gs.group.Queue, n.Name)
+			gs.Queue = append(gs.Queue, n.Name)
 		}
 		covered(n.Name, fn)
 	}
@@ -236,14 +230,14 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		if r, ok := records[name]; ok && r.State != "" {
 			fn.State = r.State
 		}
-		i, known := nodes[name]
+		node := nodes[name]
 		switch {
-		case !known:
+		case node == nil:
 			fn.Unplaced = "no such Node"
 		case eff.Err != nil:
 			fn.Unplaced = eff.Err.Error()
-		case in.Nodes[i].Annotations[lock.AnnotationHold] != "":
-			reason := in.Nodes[i].Annotations[lock.AnnotationHold]
+		case node.Annotations[lock.AnnotationHold] != "":
+			reason := node.Annotations[lock.AnnotationHold]
 			if reason == "true" {
 				reason = "held"
 			}
@@ -253,7 +247,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 			fn.Unplaced = fmt.Sprintf("%s: not waiting for the lock", fn.State)
 		default:
 			gs := groupOf(g)
-			gs.group.Queue = append(gs.group.Queue, name)
+			gs.Queue = append(gs.Queue, name)
 			added = append(added, name)
 		}
 		covered(name, fn)
@@ -261,7 +255,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 
 	var pg []predict.Group
 	for _, g := range groupOrder {
-		pg = append(pg, groups[g].group)
+		pg = append(pg, *groups[g])
 	}
 	// A later start holds the nodes added; those queued go as they would.
 	notBefore := map[string]time.Time{}
@@ -293,7 +287,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 	}
 	for _, g := range groupOrder {
 		gs := groups[g]
-		if gs.group.Window == nil {
+		if gs.Window == nil {
 			continue
 		}
 		if _, done := f.Fits[g.Policy]; done {
@@ -306,7 +300,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 				mine.Entries = append(mine.Entries, e)
 			}
 		}
-		f.Fits[g.Policy] = mine.FitIn(gs.group.Window)
+		f.Fits[g.Policy] = mine.FitIn(gs.Window)
 	}
 	// Placed nodes in the order they start; those not placed last.
 	pos := map[string]int{}
@@ -383,48 +377,14 @@ func (s MaintenanceStatus) Forecast() Forecast {
 	return ForecastOf(*s.inputs, s, nil, time.Time{})
 }
 
-// Progress counts a fleet's maintenances since a moment: the nodes whose
-// maintenance ended since then (by their history) and those under way.
-type Progress struct {
-	Done, Failed, InMaintenance, Waiting int
-}
-
-// Total is every node counted.
-func (p Progress) Total() int { return p.Done + p.Failed + p.InMaintenance + p.Waiting }
-
-// ProgressSince counts: Waiting and the states of a maintenance under way
-// as they are now; nodes Failed since `since`, and Idle nodes whose last
-// maintenance ended since then (done when it succeeded, failed when not).
-func (s MaintenanceStatus) ProgressSince(since time.Time) Progress {
-	var p Progress
-	last := map[string]history.Entry{}
-	if s.inputs != nil {
-		for _, n := range s.inputs.Nodes {
-			if entries, err := history.Parse(n.Annotations[history.Annotation]); err == nil && len(entries) > 0 {
-				last[n.Name] = entries[len(entries)-1]
-			}
+// nodeHistories are the nodes' past maintenances, by node (a history that
+// does not parse counts as none: it is a convenience, not a record).
+func nodeHistories(nodes []corev1.Node) map[string][]history.Entry {
+	out := map[string][]history.Entry{}
+	for _, n := range nodes {
+		if entries, err := history.Parse(n.Annotations[history.Annotation]); err == nil {
+			out[n.Name] = entries
 		}
 	}
-	for _, n := range s.Nodes {
-		switch n.State {
-		case lock.Waiting:
-			p.Waiting++
-		case lock.Failed:
-			if n.Since == nil || !n.Since.Before(since) {
-				p.Failed++
-			}
-		case lock.Idle:
-			e, ok := last[n.Name]
-			switch {
-			case !ok || e.Ended.Before(since):
-			case e.Result == history.Succeeded:
-				p.Done++
-			default:
-				p.Failed++
-			}
-		default:
-			p.InMaintenance++
-		}
-	}
-	return p
+	return out
 }

@@ -109,13 +109,22 @@ type Gate struct {
 
 // lockGroup is the group a lock belongs to, as operators name it.
 func lockGroup(l *coordv1.Lease) string {
-	if g, ok := lock.GroupOfLease(l); ok {
+	if g, ok := groupOfLock(lock.LockOf(l)); ok {
 		return g.String()
 	}
-	if strings.HasPrefix(l.Name, "lock-default-") {
-		return lock.DefaultGroup.String()
-	}
 	return ""
+}
+
+// groupOfLock is the group a lock belongs to: its label and annotation, or
+// for a lock-default-N from before they were written, the default group.
+func groupOfLock(l lock.Lock) (lock.GroupRef, bool) {
+	if l.Grouped {
+		return l.Group, true
+	}
+	if strings.HasPrefix(l.Name, "lock-default-") {
+		return lock.DefaultGroup, true
+	}
+	return lock.GroupRef{}, false
 }
 
 // Inputs are the objects a status is built from.
