@@ -40,6 +40,14 @@ func Dir(t testing.TB) string {
 	return dir
 }
 
+// Remove deletes the directory Dir made (141 MB a test process): the test
+// binaries' TestMain calls it once their tests are done.
+func Remove() {
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
+}
+
 // Kustodian and Ctl are the binaries' paths.
 func Kustodian(t testing.TB) string { return filepath.Join(Dir(t), "kustodian") }
 func Ctl(t testing.TB) string       { return filepath.Join(Dir(t), "kustodian-ctl") }

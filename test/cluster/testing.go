@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kustodian/kustodian/test/buildbin"
 )
 
 // EnvKubeconfig names a running cluster's kubeconfig for tests to reuse (for
@@ -44,6 +46,7 @@ func Main(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	defer buildbin.Remove()
 
 	if path := os.Getenv(EnvKubeconfig); path != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
