@@ -49,6 +49,9 @@ type view struct {
 	entries  map[string]NodeStatus // this revision's, without Cancelled ones
 	stopped  *NodeStatus           // the first entry that stopped it
 	failure  *NodeStatus           // the first final failure (a refusal too)
+	// reach is, by stage, the names of the nodes the stage is for, with
+	// the stages before it (reaches).
+	reach []map[string]bool
 }
 
 func newView(r *MaintenanceRollout, nodes []NodeFacts) (*view, error) {
@@ -100,6 +103,7 @@ func newView(r *MaintenanceRollout, nodes []NodeFacts) (*view, error) {
 			v.failure = &e
 		}
 	}
+	v.reaches()
 	return v, nil
 }
 
@@ -155,39 +159,68 @@ func (v *view) target(s Stage) int {
 	return -1
 }
 
-// inStage reports whether stage k, or one before it, reaches node by its
-// selector (selector and all stages).
-func (v *view) bySelector(k int, n NodeFacts) bool {
-	for _, s := range v.stages[:k+1] {
-		if s.All {
-			return true
+// reaches works out, stage by stage, the nodes each stage is for, with
+// the stages before it (stages are cumulative): every node for all; those
+// it selects for a selector; for a count, the nodes in rank order until it
+// has its count in all (the nodes of earlier stages, by selector too, count
+// toward it). The places of a count stage belong to nodes by rank, not to
+// whoever writes an entry first: a node that the order gives no place (a
+// compromised one, forging the canary's success) cannot fill one, and the
+// node the order gives it to still takes it. Nodes added or removed later
+// may shift the order: a node the order then gives a place takes it too,
+// even after another filled it (one node more in an early stage, never a
+// stage that cannot fill). A node whose entry is of a later stage took that
+// stage: the stages before it are not for it, so its entry counts for no
+// stage before the one it says (and the next node in rank order takes its
+// place there).
+func (v *view) reaches() {
+	prev := map[string]bool{}
+	for k, s := range v.stages {
+		cur := make(map[string]bool, len(prev))
+		for n := range prev {
+			cur[n] = true
 		}
-		if s.Selector != nil {
+		var cands []NodeFacts
+		for _, n := range v.eligible {
+			if e, ok := v.entries[n.Name]; ok && e.Stage > k {
+				continue
+			}
+			cands = append(cands, n)
+		}
+		switch {
+		case s.All:
+			for _, n := range cands {
+				cur[n.Name] = true
+			}
+		case s.Selector != nil:
 			sel, err := metav1.LabelSelectorAsSelector(s.Selector)
-			if err == nil && sel.Matches(labels.Set(n.Labels)) {
-				return true
+			if err != nil {
+				break // Validate says why
+			}
+			for _, n := range cands {
+				if sel.Matches(labels.Set(n.Labels)) {
+					cur[n.Name] = true
+				}
+			}
+		default:
+			t := v.target(s)
+			for _, n := range cands {
+				if len(cur) >= t {
+					break
+				}
+				cur[n.Name] = true
 			}
 		}
+		v.reach = append(v.reach, cur)
+		prev = cur
 	}
-	return false
 }
 
-// countTarget is the number of nodes the count stages up to k reach.
-func (v *view) countTarget(k int) int {
-	t := 0
-	for _, s := range v.stages[:k+1] {
-		t = max(t, v.target(s))
-	}
-	return t
-}
-
-// filled reports whether stage k has reached every node it is for.
+// filled reports whether stage k has reached every node it is for: each
+// has an entry (of stage k or before, by reaches).
 func (v *view) filled(k int) bool {
-	if len(v.entries) < v.countTarget(k) {
-		return false
-	}
-	for _, n := range v.eligible {
-		if _, ok := v.entries[n.Name]; !ok && v.bySelector(k, n) {
+	for n := range v.reach[k] {
+		if _, ok := v.entries[n]; !ok {
 			return false
 		}
 	}
@@ -255,10 +288,10 @@ type Verdict struct {
 // Decide says whether node self takes rollout r now: the rollout is
 // neither paused, aborted nor stopped by a failure; the node is selected,
 // its host runs rollouts, it has not taken this revision; and the stage
-// open now reaches it. A count stage reaches the nodes that have not taken
-// it, in rank order, until its count is taken; the claim is made
-// with the rollout's resourceVersion, so two nodes never take the last
-// place.
+// open now reaches it. A count stage's places go to the nodes in rank
+// order (reaches), whoever else wrote an entry; the claim is written with
+// the rollout's resourceVersion, so that a node decides again on every
+// entry written meanwhile.
 func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time) (Verdict, error) {
 	v, err := newView(r, nodes)
 	if err != nil {
@@ -270,33 +303,22 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 	if why := v.halted(); why != "" {
 		return Verdict{Why: why}, nil
 	}
-	i := slices.IndexFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self })
-	if i < 0 {
+	if !slices.ContainsFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self }) {
 		if slices.ContainsFunc(v.selected, func(n NodeFacts) bool { return n.Name == self }) {
 			return Verdict{Why: "this node's host does not run rollouts (rollouts.enabled)"}, nil
 		}
 		return Verdict{Why: "the rollout does not select this node"}, nil
 	}
-	me := v.eligible[i]
 	o, wake := v.open(now)
 	for k := 0; k <= o; k++ {
-		if v.bySelector(k, me) {
-			return Verdict{Take: true, Stage: k, Why: fmt.Sprintf("stage %d reaches this node", k)}, nil
+		if !v.reach[k][self] {
+			continue
 		}
-		if t := v.countTarget(k); len(v.entries) < t {
-			room := t - len(v.entries)
-			for _, n := range v.eligible {
-				if _, took := v.entries[n.Name]; took {
-					continue
-				}
-				if n.Name == self {
-					return Verdict{Take: true, Stage: k, Why: fmt.Sprintf("stage %d has room for this node", k)}, nil
-				}
-				if room--; room == 0 {
-					break
-				}
-			}
+		why := fmt.Sprintf("stage %d reaches this node", k)
+		if s := v.stages[k]; s.Nodes != nil || s.Percent != nil {
+			why = fmt.Sprintf("stage %d has room for this node", k)
 		}
+		return Verdict{Take: true, Stage: k, Why: why}, nil
 	}
 	if o < len(v.stages)-1 {
 		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when promoted", o), WakeAt: wake}, nil

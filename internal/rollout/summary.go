@@ -107,13 +107,7 @@ func (v *view) stageStatus(open int) []StageStatus {
 	var out []StageStatus
 	for k, s := range v.stages {
 		ss := StageStatus{Stage: k, Reaches: Describe(s), State: StagePending}
-		bySel := 0
-		for _, n := range v.eligible {
-			if v.bySelector(k, n) {
-				bySel++
-			}
-		}
-		ss.Nodes = max(v.countTarget(k), bySel)
+		ss.Nodes = len(v.reach[k])
 		for _, e := range v.entries {
 			if e.Stage != k {
 				continue
