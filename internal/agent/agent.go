@@ -93,6 +93,7 @@ type Agent struct {
 	refusedAt        map[string]time.Time // when this agent last refused each rollout
 	rolloutWakeAt    time.Time
 	rolloutConflict  bool
+	stagesSeen       stagesSeen // when this agent first saw each stage of a rollout succeed
 	jobs             jobs.Store
 	runner           jobRunner
 	// kured is Kured's lock (nil when kured.enabled is false), in the

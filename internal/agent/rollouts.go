@@ -52,6 +52,7 @@ func (a *Agent) stepRollouts(ctx context.Context, state lock.State, node *corev1
 	}
 	rs := a.rollouts()
 	nodes := a.rolloutNodes()
+	a.observeStages(rs, nodes)
 	a.rolloutWakeAt = time.Time{}
 	for _, r := range rs {
 		if err := a.reportRollout(ctx, r, nodes, state); err != nil {
@@ -110,10 +111,12 @@ func (a *Agent) labelNode(ctx context.Context, key, jsonValue string) error {
 }
 
 // cachedRollout is a rollout as the agent knows it: the newer of the
-// informer's copy and the one this agent last wrote.
+// informer's copy and the one this agent last wrote; and when this agent
+// first saw each stage of its revision succeed (observeStages).
 type cachedRollout struct {
-	u *unstructured.Unstructured
-	r *rollout.MaintenanceRollout
+	u    *unstructured.Unstructured
+	r    *rollout.MaintenanceRollout
+	seen rollout.Seen
 }
 
 // rollouts are the rollouts of the namespace, oldest first.
@@ -193,7 +196,7 @@ func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollou
 		if e != nil && e.Revision == rev && e.State != rollout.Cancelled {
 			return false, nil // refused here, or a job of this revision this host no longer has
 		}
-		v, err := rollout.Decide(r, a.node, nodes, a.now())
+		v, err := rollout.Decide(r, a.node, nodes, a.now(), c.seen)
 		if err != nil {
 			a.log.Warn("a MaintenanceRollout cannot be decided on; skipping it", "rollout", r.Name, "err", err)
 			return false, nil
@@ -292,7 +295,7 @@ func scriptCommand(dir, name string, content []byte) []string {
 func (a *Agent) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts) error {
 	a.rolloutConflict = false
 	e = rollout.Bounded(e)
-	st, err := rollout.WithEntry(c.r, e, nodes, a.now())
+	st, err := rollout.WithEntrySeen(c.r, e, nodes, a.now(), c.seen)
 	if err != nil {
 		return err
 	}

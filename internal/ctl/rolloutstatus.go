@@ -101,10 +101,16 @@ func (o *options) readRolloutView(ctx context.Context, name string) (rolloutView
 }
 
 // rolloutRows makes the rows: every entry of the current revision, then
-// the selected nodes without one.
+// the selected nodes without one. The agents time a soak from when each
+// saw its stage succeed, which only their hosts know: the stage open and
+// the soak's end here are estimated from the entries' finish times.
 func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now time.Time) (rolloutView, error) {
 	v := rolloutView{r: r}
-	sum, err := rollout.Summarize(r, nodes, now)
+	est, err := rollout.Estimate(r, nodes)
+	if err != nil {
+		return v, err
+	}
+	sum, err := rollout.Summarize(r, nodes, now, est)
 	if err != nil {
 		return v, err
 	}
@@ -129,7 +135,7 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 		if seen[n.Name] {
 			continue
 		}
-		d, err := rollout.Decide(r, n.Name, nodes, now)
+		d, err := rollout.Decide(r, n.Name, nodes, now, est)
 		if err != nil {
 			return v, err
 		}

@@ -40,9 +40,16 @@ func (r *MaintenanceRollout) Entry(node string) *NodeStatus {
 	return nil
 }
 
-// WithEntry is the rollout's status with e as its node's entry (added or
-// replaced) and the summary made again (Summarize).
+// WithEntry is WithEntrySeen with no stage seen to succeed yet: a stage
+// that succeeded soaks from now. For a status made up (tests, tools); an
+// agent passes what it saw.
 func WithEntry(r *MaintenanceRollout, e NodeStatus, nodes []NodeFacts, now time.Time) (Status, error) {
+	return WithEntrySeen(r, e, nodes, now, nil)
+}
+
+// WithEntrySeen is the rollout's status with e as its node's entry (added
+// or replaced) and the summary made again (Summarize, with seen).
+func WithEntrySeen(r *MaintenanceRollout, e NodeStatus, nodes []NodeFacts, now time.Time, seen Seen) (Status, error) {
 	c := *r
 	c.Status.Nodes = append([]NodeStatus(nil), r.Status.Nodes...)
 	if old := c.Entry(e.Name); old != nil {
@@ -51,7 +58,7 @@ func WithEntry(r *MaintenanceRollout, e NodeStatus, nodes []NodeFacts, now time.
 		c.Status.Nodes = append(c.Status.Nodes, e)
 	}
 	c.Status.Conditions = append(c.Status.Conditions[:0:0], r.Status.Conditions...)
-	return Summarize(&c, nodes, now)
+	return Summarize(&c, nodes, now, seen)
 }
 
 // Halted says why no node may start the rollout now, "" when one may:

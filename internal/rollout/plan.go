@@ -229,7 +229,9 @@ func (v *view) filled(k int) bool {
 
 // succeeded reports whether stage k (and every stage before it) is done:
 // filled, and every node that took the rollout so far succeeded. It
-// returns when its last node finished.
+// returns when its last node finished, as the entries say: a time the
+// nodes wrote, an estimate for display only (Estimate), never what a soak
+// runs from.
 func (v *view) succeeded(k int) (bool, time.Time) {
 	if v.stopped != nil || !v.filled(k) {
 		return false, time.Time{}
@@ -249,28 +251,81 @@ func (v *view) succeeded(k int) (bool, time.Time) {
 	return true, last
 }
 
+// Seen is when an agent first saw each stage of a rollout's revision
+// succeed, by stage: the soak of automatic promotion runs from then. It is
+// the agent's own observation, kept on its host, and never a time read from
+// the rollout: the entries' times are the nodes' to write, and a
+// compromised node's finished: 2000-01-01 would end any soak. A stage that
+// succeeded and is not in Seen soaks from now.
+type Seen map[int]time.Time
+
+// SucceededStages is the stages of r's revision that have succeeded now,
+// in order: an agent records the first time it sees each (Seen).
+func SucceededStages(r *MaintenanceRollout, nodes []NodeFacts) ([]int, error) {
+	v, err := newView(r, nodes)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for k := range v.stages {
+		if ok, _ := v.succeeded(k); ok {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// Estimate is Seen for a reader that saw nothing itself (kustodian-ctl):
+// each stage that succeeded, seen when its last node finished as the
+// entries say. The agents time their soaks from when each saw the stage
+// succeed, later, and a node can write any time in its entry: what this
+// gives is an estimate to show, never one to act on.
+func Estimate(r *MaintenanceRollout, nodes []NodeFacts) (Seen, error) {
+	v, err := newView(r, nodes)
+	if err != nil {
+		return nil, err
+	}
+	seen := Seen{}
+	for k := range v.stages {
+		if ok, last := v.succeeded(k); ok {
+			seen[k] = last
+		}
+	}
+	return seen, nil
+}
+
 // open is the stage open now, and when the next one opens by itself
-// (zero: not by itself).
-func (v *view) open(now time.Time) (int, time.Time) {
+// (zero: not by itself). With automatic promotion, a stage that succeeded
+// opens the next once soak has passed since it was seen to succeed.
+func (v *view) open(now time.Time, seen Seen) (int, time.Time) {
 	o := min(max(v.r.Spec.Promoted, 0), len(v.stages)-1)
 	if v.r.Spec.Promotion.Mode != PromotionAuto {
 		return o, time.Time{}
 	}
-	soak := time.Duration(0)
-	if v.r.Spec.Promotion.Soak != nil {
-		soak = v.r.Spec.Promotion.Soak.Duration
-	}
+	soak := v.soak()
 	for o < len(v.stages)-1 {
-		ok, last := v.succeeded(o)
-		if !ok {
+		if ok, _ := v.succeeded(o); !ok {
 			return o, time.Time{}
 		}
-		if at := last.Add(soak); now.Before(at) {
+		from, ok := seen[o]
+		if !ok {
+			from = now // seen now, for the first time
+		}
+		if at := from.Add(soak); now.Before(at) {
 			return o, at
 		}
 		o++
 	}
 	return o, time.Time{}
+}
+
+// soak is how long a stage soaks before automatic promotion opens the
+// next.
+func (v *view) soak() time.Duration {
+	if v.r.Spec.Promotion.Soak != nil {
+		return v.r.Spec.Promotion.Soak.Duration
+	}
+	return 0
 }
 
 // Verdict is whether a node takes a rollout now.
@@ -291,8 +346,9 @@ type Verdict struct {
 // open now reaches it. A count stage's places go to the nodes in rank
 // order (reaches), whoever else wrote an entry; the claim is written with
 // the rollout's resourceVersion, so that a node decides again on every
-// entry written meanwhile.
-func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time) (Verdict, error) {
+// entry written meanwhile. seen is when the deciding agent first saw each
+// stage succeed (Seen): automatic promotion soaks from then.
+func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time, seen Seen) (Verdict, error) {
 	v, err := newView(r, nodes)
 	if err != nil {
 		return Verdict{}, err
@@ -309,7 +365,7 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 		}
 		return Verdict{Why: "the rollout does not select this node"}, nil
 	}
-	o, wake := v.open(now)
+	o, wake := v.open(now, seen)
 	for k := 0; k <= o; k++ {
 		if !v.reach[k][self] {
 			continue
@@ -320,8 +376,13 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 		}
 		return Verdict{Take: true, Stage: k, Why: why}, nil
 	}
-	if o < len(v.stages)-1 {
-		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when promoted", o), WakeAt: wake}, nil
+	switch {
+	case o < len(v.stages)-1 && !wake.IsZero():
+		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when its soak ends, at about %s", o, wake.UTC().Format(time.RFC3339)), WakeAt: wake}, nil
+	case o < len(v.stages)-1 && r.Spec.Promotion.Mode == PromotionAuto:
+		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens once it succeeded and soaked", o)}, nil
+	case o < len(v.stages)-1:
+		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when promoted", o)}, nil
 	}
 	return Verdict{Why: "no stage reaches this node", WakeAt: wake}, nil
 }

@@ -34,12 +34,20 @@ func newRollout(change func(*Spec)) *MaintenanceRollout {
 	return r
 }
 
-// takers are the nodes Decide lets take the rollout now.
+// takers are the nodes Decide lets take the rollout now, no stage seen
+// to succeed before.
 func takers(t *testing.T, r *MaintenanceRollout, nodes []NodeFacts, now time.Time) []string {
+	t.Helper()
+	return takersSeen(t, r, nodes, now, nil)
+}
+
+// takersSeen are the nodes Decide lets take the rollout now, their agents
+// having seen the stages succeed as seen says.
+func takersSeen(t *testing.T, r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen Seen) []string {
 	t.Helper()
 	var out []string
 	for _, n := range nodes {
-		v, err := Decide(r, n.Name, nodes, now)
+		v, err := Decide(r, n.Name, nodes, now, seen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +97,7 @@ func TestDecideCanaryThenAll(t *testing.T) {
 	if len(got) != 4 || strings.Contains(strings.Join(got, ","), canary) {
 		t.Fatalf("%v take stage 1, want the 4 nodes other than %s", got, canary)
 	}
-	st, err := Summarize(r, nodes, t0.Add(time.Hour))
+	st, err := Summarize(r, nodes, t0.Add(time.Hour), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +156,7 @@ func TestDecideCountStages(t *testing.T) {
 	if got := takers(t, r, nodes, t0); len(got) != 2 {
 		t.Fatalf("%v take the 50%% stage with 2 of 4 places taken", got)
 	}
-	st, err := Summarize(r, nodes, t0)
+	st, err := Summarize(r, nodes, t0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,12 +176,12 @@ func TestDecideSelectorAndNewNodes(t *testing.T) {
 	}
 	late := NodeFacts{Name: "n9", Created: t0.Add(time.Hour), Labels: map[string]string{LabelRollouts: "enabled", "zone": "a"}}
 	nodes = append(nodes, late)
-	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour)); !v.Take {
+	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour), nil); !v.Take {
 		t.Fatalf("a node that joined later does not take it: %s", v.Why)
 	}
 	no := false
 	r.Spec.NewNodes = &no
-	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour)); v.Take {
+	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour), nil); v.Take {
 		t.Fatal("a node that joined later takes it with newNodes: false")
 	}
 }
@@ -189,7 +197,7 @@ func TestDecideStopsAtAFailure(t *testing.T) {
 	if got := takers(t, r, nodes, t0.Add(time.Hour)); len(got) != 0 {
 		t.Fatalf("%v take a stopped rollout", got)
 	}
-	st, _ := Summarize(r, nodes, t0.Add(time.Hour))
+	st, _ := Summarize(r, nodes, t0.Add(time.Hour), nil)
 	if st.FirstFailure == nil || st.FirstFailure.Name != "n2" || !hasCond(st, ConditionFailed, metav1.ConditionTrue) || !hasCond(st, ConditionComplete, metav1.ConditionFalse) {
 		t.Fatalf("summary of a stopped rollout: %+v", st)
 	}
@@ -200,32 +208,76 @@ func TestDecideStopsAtAFailure(t *testing.T) {
 }
 
 // Automatic promotion opens the next stage once the stage succeeded and
-// the soak has passed since its last node finished.
+// the soak has passed since the agent saw it succeed: its own observation,
+// not the finish time in the entries, which the nodes write.
 func TestAutoPromotionAfterTheSoak(t *testing.T) {
+	const soak = 10 * time.Minute
+	forged := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name     string
+		finished time.Time // the canary's entry says
+		seen     Seen      // the agents saw stage 0 succeed
+		// opens is when stage 1 opens; the nodes check at 5m, just
+		// before and at it.
+		opens time.Time
+	}{
+		{"honest: the soak from when it was seen", t0.Add(time.Minute), Seen{0: t0.Add(time.Minute)}, t0.Add(time.Minute + soak)},
+		{"finished 2000-01-01 ends no soak", forged, Seen{0: t0.Add(time.Minute)}, t0.Add(time.Minute + soak)},
+		{"an agent that saw it later waits longer", t0.Add(time.Minute), Seen{0: t0.Add(30 * time.Minute)}, t0.Add(30*time.Minute + soak)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nodes := fleet(3)
+			r := newRollout(func(s *Spec) {
+				s.Promotion = Promotion{Mode: PromotionAuto, Soak: &metav1.Duration{Duration: soak}}
+			})
+			canary := takers(t, r, nodes, t0)[0]
+			took(r, canary, 0, Succeeded, c.finished)
+			for _, at := range []time.Time{t0.Add(5 * time.Minute), c.opens.Add(-time.Second)} {
+				v, _ := Decide(r, otherThan(nodes, canary), nodes, at, c.seen)
+				if v.Take || !v.WakeAt.Equal(c.opens) {
+					t.Fatalf("at %v, during the soak: take %v, wake at %v, want no and %v", at, v.Take, v.WakeAt, c.opens)
+				}
+				st, _ := Summarize(r, nodes, at, c.seen)
+				if p := cond(st, ConditionProgressing); p == nil || p.Reason != "Soaking" || st.Stage != 0 {
+					t.Fatalf("at %v, during the soak, stage %d, Progressing is %+v", at, st.Stage, p)
+				}
+			}
+			if got := takersSeen(t, r, nodes, c.opens, c.seen); len(got) != 2 {
+				t.Fatalf("%v take it after the soak, want the other 2", got)
+			}
+			for _, n := range nodes {
+				took(r, n.Name, 1, Succeeded, c.opens.Add(time.Minute))
+			}
+			took(r, canary, 0, Succeeded, c.finished)
+			st, _ := Summarize(r, nodes, c.opens.Add(time.Hour), c.seen)
+			if !hasCond(st, ConditionComplete, metav1.ConditionTrue) || st.Stage != 1 {
+				t.Fatalf("a rollout every node finished is not Complete: %+v", st.Conditions)
+			}
+		})
+	}
+}
+
+// A stage no agent saw succeed before soaks from now; kustodian-ctl, which
+// sees nothing itself, estimates the soak from the entries and says so.
+func TestSoakNotSeenAndEstimated(t *testing.T) {
 	nodes := fleet(3)
 	r := newRollout(func(s *Spec) {
 		s.Promotion = Promotion{Mode: PromotionAuto, Soak: &metav1.Duration{Duration: 10 * time.Minute}}
 	})
 	canary := takers(t, r, nodes, t0)[0]
 	took(r, canary, 0, Succeeded, t0.Add(time.Minute))
-	v, _ := Decide(r, otherThan(nodes, canary), nodes, t0.Add(5*time.Minute))
-	if v.Take || !v.WakeAt.Equal(t0.Add(11*time.Minute)) {
-		t.Fatalf("during the soak: take %v, wake at %v, want no and %v", v.Take, v.WakeAt, t0.Add(11*time.Minute))
+	now := t0.Add(time.Hour)
+	if v, _ := Decide(r, otherThan(nodes, canary), nodes, now, Seen{}); v.Take || !v.WakeAt.Equal(now.Add(10*time.Minute)) {
+		t.Fatalf("not seen before: take %v, wake at %v, want no and the soak from now", v.Take, v.WakeAt)
 	}
-	st, _ := Summarize(r, nodes, t0.Add(5*time.Minute))
-	if c := cond(st, ConditionProgressing); c == nil || c.Reason != "Soaking" {
-		t.Fatalf("during the soak, Progressing is %+v", c)
+	stages, _ := SucceededStages(r, nodes)
+	if !slices.Equal(stages, []int{0}) {
+		t.Fatalf("succeeded stages %v, want [0]", stages)
 	}
-	if got := takers(t, r, nodes, t0.Add(11*time.Minute)); len(got) != 2 {
-		t.Fatalf("%v take it after the soak, want the other 2", got)
-	}
-	for _, n := range nodes {
-		took(r, n.Name, 1, Succeeded, t0.Add(20*time.Minute))
-	}
-	took(r, canary, 0, Succeeded, t0.Add(time.Minute))
-	st, _ = Summarize(r, nodes, t0.Add(time.Hour))
-	if !hasCond(st, ConditionComplete, metav1.ConditionTrue) || st.Stage != 1 {
-		t.Fatalf("a rollout every node finished is not Complete: %+v", st.Conditions)
+	est, _ := Estimate(r, nodes)
+	st, _ := Summarize(r, nodes, t0.Add(5*time.Minute), est)
+	if c := cond(st, ConditionProgressing); c == nil || !strings.Contains(c.Message, "the next opens at about 2026-11-26T02:11:00Z") {
+		t.Fatalf("the estimate during the soak: %+v", c)
 	}
 }
 
@@ -240,7 +292,7 @@ func TestDecidePausedAndAborted(t *testing.T) {
 		if got := takers(t, r, nodes, t0); len(got) != 0 {
 			t.Errorf("%s: %v take it", name, got)
 		}
-		v, _ := Decide(r, "n1", nodes, t0)
+		v, _ := Decide(r, "n1", nodes, t0, nil)
 		if !strings.Contains(v.Why, name) {
 			t.Errorf("%s: says %q", name, v.Why)
 		}
@@ -280,7 +332,7 @@ func TestARefusalStopsNoOtherNode(t *testing.T) {
 	if got := takers(t, r, nodes, t0); len(got) != 2 {
 		t.Fatalf("%v take it after n1 refused, want the other 2", got)
 	}
-	st, _ := Summarize(r, nodes, t0)
+	st, _ := Summarize(r, nodes, t0, nil)
 	if st.FirstFailure == nil || st.FirstFailure.Name != "n1" || !hasCond(st, ConditionFailed, metav1.ConditionTrue) || st.Counts.Refused != 1 {
 		t.Fatalf("a refusal is not reported as a failure: %+v", st)
 	}
@@ -391,7 +443,7 @@ func TestForgedEntriesFillNoStage(t *testing.T) {
 			if got := takers(t, r, nodes, t0); !slices.Equal(got, want) {
 				t.Fatalf("%v take it, want %v (the nodes in rank order: %v)", got, want, order)
 			}
-			st, err := Summarize(r, nodes, t0)
+			st, err := Summarize(r, nodes, t0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -432,7 +484,7 @@ func TestRankShiftsFillEveryStage(t *testing.T) {
 			took(r, n.Name, 2, Succeeded, t0)
 		}
 	}
-	st, _ := Summarize(r, nodes, t0)
+	st, _ := Summarize(r, nodes, t0, nil)
 	if !hasCond(st, ConditionComplete, metav1.ConditionTrue) {
 		t.Fatalf("not complete after every node succeeded: %+v", st.Stages)
 	}

@@ -24,15 +24,17 @@ func finalFailure(state string) bool {
 // nodes' entries, the spec and the nodes: the revision, the open stage,
 // the counts, the first failure and the conditions (their transition times
 // kept while they hold). Every node writes it with its own entry, so it is
-// as fresh as the last entry written.
-func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time) (Status, error) {
+// as fresh as the last entry written. The open stage and the soak are as
+// seen says (Seen: the writer's own observation; Estimate for a reader
+// that has none).
+func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen Seen) (Status, error) {
 	v, err := newView(r, nodes)
 	if err != nil {
 		return Status{}, err
 	}
 	st := r.Status
 	st.Revision = v.rev
-	open, soakEnds := v.open(now)
+	open, soakEnds := v.open(now, seen)
 	st.Stage = open
 	st.Counts = Counts{Selected: len(v.eligible), Disabled: len(v.selected) - len(v.eligible)}
 	st.Stages = v.stageStatus(open)
@@ -93,7 +95,10 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time) (Status,
 		case v.stopped != nil:
 			reason, msg = "Retrying", fmt.Sprintf("node %s failed and tries again", v.stopped.Name)
 		case stageDone && !soakEnds.IsZero():
-			reason, msg = "Soaking", fmt.Sprintf("stage %d succeeded; the next opens at %s", open, soakEnds.UTC().Format(time.RFC3339))
+			// About: each agent times the soak from when it saw the stage
+			// succeed, and a reader without an observation of its own
+			// estimates it from the times the nodes wrote.
+			reason, msg = "Soaking", fmt.Sprintf("stage %d succeeded; the next opens at about %s (each node waits %s from when it saw the stage succeed)", open, soakEnds.UTC().Format(time.RFC3339), v.soak())
 		case stageDone:
 			reason, msg = "AwaitingPromotion", fmt.Sprintf("stage %d succeeded; kustodian-ctl rollout promote %s opens the next", open, r.Name)
 		}

@@ -114,7 +114,7 @@ const (
 type Promotion struct {
 	// Mode: manual (the default) waits for kustodian-ctl rollout promote;
 	// auto opens the next stage once this one has succeeded and Soak has
-	// passed since its last node finished.
+	// passed since each node's agent saw it succeed (Seen).
 	Mode string           `json:"mode,omitempty"`
 	Soak *metav1.Duration `json:"soak,omitempty"`
 }
