@@ -112,18 +112,29 @@ func (a *Agent) podEvent(ctx context.Context, namespace, name, message string) {
 }
 
 // quarantineFull counts, on a fresh read of the Nodes, the other nodes of
-// the policy that are quarantined; it says why no more may be, or "".
+// the policy that are quarantined; it says why no more may be, or "". A
+// node counts only if it is cordoned, its mark names the policy, and the
+// policy is its own (resolved as its agent resolves it, from the same
+// policies): any node can write the mark on itself, under any policy's
+// name, and a compromised one would otherwise use up another policy's
+// places, so that the nodes of that policy whose drain times out keep
+// their locks. A node holds at most one place, of its own policy's cap.
 func (a *Agent) quarantineFull(ctx context.Context) (string, error) {
 	p := a.decision.Policy
 	list, err := a.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", fmt.Errorf("counting the quarantined nodes: %w", err)
 	}
+	policies := a.policies()
 	var names []string
 	for _, n := range list.Items {
-		if n.Name != a.node && n.Annotations[nodemarks.AnnotationQuarantined] == p.Name {
-			names = append(names, n.Name)
+		if n.Name == a.node || n.Annotations[nodemarks.AnnotationQuarantined] != p.Name || !n.Spec.Unschedulable {
+			continue
 		}
+		if policy.Resolve(policies, n.Labels).Name != p.Name {
+			continue
+		}
+		names = append(names, n.Name)
 	}
 	if limit := p.Spec.Drain.Quarantine.QuarantineCap(); len(names) >= limit {
 		return fmt.Sprintf("%d of %d nodes of policy %s quarantined already (%s)", len(names), limit, p.Name, strings.Join(names, ", ")), nil
