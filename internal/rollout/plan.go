@@ -161,18 +161,16 @@ func (v *view) target(s Stage) int {
 
 // reaches works out, stage by stage, the nodes each stage is for, with
 // the stages before it (stages are cumulative): every node for all; those
-// it selects for a selector; for a count, the nodes in rank order until it
-// has its count in all (the nodes of earlier stages, by selector too, count
-// toward it). The places of a count stage belong to nodes by rank, not to
-// whoever writes an entry first: a node that the order gives no place (a
-// compromised one, forging the canary's success) cannot fill one, and the
-// node the order gives it to still takes it. Nodes added or removed later
-// may shift the order: a node the order then gives a place takes it too,
-// even after another filled it (one node more in an early stage, never a
-// stage that cannot fill). A node whose entry is of a later stage took that
-// stage: the stages before it are not for it, so its entry counts for no
-// stage before the one it says (and the next node in rank order takes its
-// place there).
+// it selects for a selector; for a count, the nodes that took it already,
+// then the others in rank order, until it has its count in all (the nodes
+// of earlier stages, by selector too, count toward it). A place taken is
+// kept: nodes that become eligible later (an agent started after the
+// canary took its place) never make a second canary. A node whose entry is
+// of a later stage took that stage: the stages before it are not for it,
+// so its entry counts for no stage before the one it says (and the next
+// node in rank order takes its place there). A node the rollout selects can
+// still take a place out of rank with an entry of its own (docs/security.md
+// says what that gives it).
 func (v *view) reaches() {
 	prev := map[string]bool{}
 	for k, s := range v.stages {
@@ -204,6 +202,11 @@ func (v *view) reaches() {
 			}
 		default:
 			t := v.target(s)
+			for _, n := range cands {
+				if _, took := v.entries[n.Name]; took && len(cur) < t {
+					cur[n.Name] = true
+				}
+			}
 			for _, n := range cands {
 				if len(cur) >= t {
 					break

@@ -392,11 +392,9 @@ func ranked(r *MaintenanceRollout, nodes []NodeFacts) []string {
 	return out
 }
 
-// A selected node can write only its own entry, but anything in it. A
-// count stage's places are the rank order's: an entry of a node the order
-// gives no place neither fills one nor takes the room of the node it is
-// given to, and an entry of a later stage counts for no stage before it.
-func TestForgedEntriesFillNoStage(t *testing.T) {
+// A selected node can write only its own entry, but anything in it: an
+// entry of a later stage counts for no stage before it.
+func TestLaterStageEntriesFillNoEarlierStage(t *testing.T) {
 	long := metav1.NewTime(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
 	for _, c := range []struct {
 		name string
@@ -406,15 +404,6 @@ func TestForgedEntriesFillNoStage(t *testing.T) {
 		forge  func(r *MaintenanceRollout, order []string)
 		want   []int
 	}{{
-		name:  "an out-of-rank success does not take the canary's place",
-		forge: func(r *MaintenanceRollout, o []string) { took(r, o[2], 0, Succeeded, long.Time) },
-		want:  []int{0},
-	}, {
-		name:   "nor one of the places of a 2-node stage",
-		stages: []Stage{{Nodes: intp(2)}, {All: true}},
-		forge:  func(r *MaintenanceRollout, o []string) { took(r, o[3], 0, Succeeded, long.Time) },
-		want:   []int{0, 1},
-	}, {
 		name:  "a success in stage 5 does not fill stage 0",
 		forge: func(r *MaintenanceRollout, o []string) { took(r, o[2], 5, Succeeded, long.Time) },
 		want:  []int{0},
@@ -490,5 +479,31 @@ func TestRankShiftsFillEveryStage(t *testing.T) {
 	}
 	if got := takers(t, r, nodes, t0); len(got) != 0 {
 		t.Fatalf("%v take it again", got)
+	}
+}
+
+// Agents start one by one: the canary takes its place among the nodes
+// whose hosts run rollouts so far, and a node whose agent starts later
+// and ranks before it does not make a second canary. (Seen: two canaries
+// of a one-node stage when the places went by rank alone.)
+func TestALateAgentMakesNoSecondCanary(t *testing.T) {
+	nodes := fleet(5)
+	r := newRollout(nil)
+	order := ranked(r, nodes)
+	// Only the last in rank order runs rollouts yet: it is the canary.
+	var early []NodeFacts
+	for _, n := range nodes {
+		if n.Name != order[4] {
+			n.Labels = map[string]string{}
+		}
+		early = append(early, n)
+	}
+	if got := takers(t, r, early, t0); !slices.Equal(got, []string{order[4]}) {
+		t.Fatalf("with one host running rollouts, %v take it", got)
+	}
+	took(r, order[4], 0, Running, time.Time{})
+	// Every agent has started now.
+	if got := takers(t, r, nodes, t0); len(got) != 0 {
+		t.Fatalf("%v take the canary's stage too (the nodes in rank order: %v)", got, order)
 	}
 }
