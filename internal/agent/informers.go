@@ -12,6 +12,7 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -110,6 +111,13 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 		}
 	)
 	watch := func(inf cache.SharedIndexInformer, h cache.ResourceEventHandler, start func(<-chan struct{})) cache.Store {
+		// managedFields are what a writer says of itself, unbounded by
+		// the admission policies (a compromised node may send megabytes
+		// of them with a Lease it writes): nothing here reads them, and
+		// an update without them keeps the stored ones.
+		if err := inf.SetTransform(stripManagedFields); err != nil && regErr == nil {
+			regErr = err
+		}
 		if _, err := inf.AddEventHandler(h); err != nil && regErr == nil {
 			regErr = err
 		}
@@ -401,4 +409,13 @@ func (a *Agent) watchBroke(ctx context.Context) error {
 	default:
 	}
 	return err
+}
+
+// stripManagedFields drops an object's managedFields before the informer
+// caches it.
+func stripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }

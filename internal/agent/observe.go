@@ -331,10 +331,14 @@ func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Dec
 		}
 	}
 	if p := spec.Blockers.Prometheus; p != nil {
-		c.Prometheus = gates.Prometheus(ctx, a.prom, p)
+		if auth, err := remoteAuth(a.cfg.Prometheus.Endpoints, "prometheus.endpoints", p.URL); err != nil {
+			c.Prometheus = &decide.PrometheusResult{Err: "spec.blockers.prometheus.url: " + err.Error()}
+		} else {
+			c.Prometheus = gates.Prometheus(ctx, a.prom, auth, p)
+		}
 	}
 	if b := spec.Blockers.Alertmanager; b != nil && spec.Alertmanager != nil {
-		if client, err := a.alertmanagerClient(ctx, spec.Alertmanager); err != nil {
+		if client, err := a.alertmanagerClient(spec.Alertmanager); err != nil {
 			c.Alertmanager = &decide.PrometheusResult{Err: err.Error()}
 		} else {
 			c.Alertmanager = gates.Alertmanager(ctx, client, b)

@@ -3,16 +3,16 @@ package agent
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kustodian/kustodian/internal/alertmanager"
+	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/gates"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
@@ -128,7 +128,11 @@ func (s *silencer) run(ctx context.Context, done chan<- struct{}, grace func() t
 		case <-s.kick:
 		case <-timer.C():
 		}
-		next, err := s.sync(ctx)
+		// A sync under way when stop comes finishes (within grace): cut
+		// short, Alertmanager may have done what it was asked, unreported.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace())
+		next, err := s.sync(sctx)
+		cancel()
 		if err != nil {
 			next = backoff.Step()
 		} else {
@@ -176,7 +180,7 @@ func (s *silencer) sync(ctx context.Context) (time.Duration, error) {
 
 // apply creates, extends or expires the node's silence.
 func (s *silencer) apply(ctx context.Context, w silenceWant, am *policy.Alertmanager) error {
-	client, err := s.a.alertmanagerClient(ctx, am)
+	client, err := s.a.alertmanagerClient(am)
 	if err != nil {
 		return err
 	}
@@ -289,36 +293,30 @@ func matcherList(ms []alertmanager.Matcher) string {
 	return "{" + strings.Join(out, ", ") + "}"
 }
 
-// alertmanagerClient is a client of the policy's Alertmanager with its
-// credentials, read afresh each time (a rotated token is used at once).
-// The credentials never appear in an error or a log line.
-func (a *Agent) alertmanagerClient(ctx context.Context, am *policy.Alertmanager) (*alertmanager.Client, error) {
-	c := &alertmanager.Client{URL: am.URL, HTTP: a.prom}
-	cr := am.Credentials
-	if cr == nil {
-		return c, nil
+// alertmanagerClient is a client of the policy's Alertmanager, which must
+// be one this host's configuration lists (alertmanager.endpoints), with
+// the credentials the host gives it, read afresh each time (a rotated
+// token is used at once). A policy chooses among the host's Alertmanagers;
+// it never names a file or a new destination. The credentials never
+// appear in an error or a log line.
+func (a *Agent) alertmanagerClient(am *policy.Alertmanager) (*alertmanager.Client, error) {
+	auth, err := remoteAuth(a.cfg.Alertmanager.Endpoints, "alertmanager.endpoints", am.URL)
+	if err != nil {
+		return nil, fmt.Errorf("spec.alertmanager.url: %w", err)
 	}
-	c.Basic = cr.Type == "Basic"
-	switch {
-	case cr.File != "":
-		b, err := os.ReadFile(cr.File)
-		if err != nil {
-			return nil, fmt.Errorf("spec.alertmanager.credentials.file: %w", err)
-		}
-		c.Credentials = strings.TrimSpace(string(b))
-	case cr.SecretKey != "":
-		sec, err := a.kube.CoreV1().Secrets(a.cfg.Namespace).Get(ctx, policy.AlertmanagerSecret, metav1.GetOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("spec.alertmanager.credentials.secretKey: reading Secret %s/%s: %w", a.cfg.Namespace, policy.AlertmanagerSecret, err)
-		}
-		v, ok := sec.Data[cr.SecretKey]
-		if !ok {
-			return nil, fmt.Errorf("spec.alertmanager.credentials.secretKey: Secret %s/%s has no key %q", a.cfg.Namespace, policy.AlertmanagerSecret, cr.SecretKey)
-		}
-		c.Credentials = strings.TrimSpace(string(v))
+	return &alertmanager.Client{URL: am.URL, HTTP: a.prom, Basic: auth.Basic, Credentials: auth.Credentials}, nil
+}
+
+// remoteAuth finds url among the host's endpoints (the configuration key
+// key) and reads the credentials the host sends it.
+func remoteAuth(endpoints config.Endpoints, key, url string) (gates.Auth, error) {
+	e, err := endpoints.Lookup(key, url)
+	if err != nil {
+		return gates.Auth{}, err
 	}
-	if c.Basic && !strings.Contains(c.Credentials, ":") {
-		return nil, fmt.Errorf("spec.alertmanager.credentials: type Basic needs username:password")
+	c, err := e.Credentials()
+	if err != nil {
+		return gates.Auth{}, err
 	}
-	return c, nil
+	return gates.Auth{Basic: e.Type == "basic", Credentials: c}, nil
 }

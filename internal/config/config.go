@@ -48,6 +48,16 @@ type Agent struct {
 	Rollouts Rollouts
 
 	RebootRequired RebootRequired
+
+	// Alertmanager and Prometheus list the servers a MaintenancePolicy
+	// may name, with the credentials this host sends each.
+	Alertmanager Remote
+	Prometheus   Remote
+}
+
+// Remote is the host's allow-list of one kind of server.
+type Remote struct {
+	Endpoints Endpoints
 }
 
 // RebootRequired says how this host tells that it needs a reboot, for the
@@ -386,6 +396,8 @@ func (a Agent) Problems() []*FieldError {
 			bad("metrics.listen", "%q is not an address like 127.0.0.1:9842 (host:port; empty for none)", l)
 		}
 	}
+	problems = append(problems, a.Alertmanager.Endpoints.problems("alertmanager.endpoints")...)
+	problems = append(problems, a.Prometheus.Endpoints.problems("prometheus.endpoints")...)
 	for i, u := range a.Notify.URLs {
 		if err := notify.CheckURL(u); err != nil {
 			bad("notify.urls", "URL %d (%s): %v", i+1, notify.Redacted(u), err)

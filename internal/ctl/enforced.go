@@ -146,7 +146,9 @@ func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface
 			}},
 			probe{manifests.PolicyName(ns, "nodestatus"), func(ctx context.Context) error {
 				_, err := node.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType,
-					[]byte(`{"status":{"conditions":[{"type":"KustodianInstallProbe","status":"True"}]}}`), metav1.PatchOptions{DryRun: dry}, "status")
+					// The metadata through the status: what an installation
+					// older than this rule lets through.
+					[]byte(`{"metadata":{"labels":{"kustodian.io/install-probe":"refused"}}}`), metav1.PatchOptions{DryRun: dry}, "status")
 				return err
 			}},
 			probe{manifests.PolicyName(ns, "leases"), func(ctx context.Context) error {

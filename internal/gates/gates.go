@@ -138,9 +138,9 @@ func replicas(r *int32) int32 {
 // results; otherwise which alerts fire (and are pending, unless firingOnly),
 // filtered by alertFilterRegexp as Kured filters them. Any failure to get an
 // answer is reported in Err: it blocks.
-func Prometheus(ctx context.Context, client *http.Client, p *policy.Prometheus) *decide.PrometheusResult {
+func Prometheus(ctx context.Context, client *http.Client, auth Auth, p *policy.Prometheus) *decide.PrometheusResult {
 	if p.Query != "" {
-		return query(ctx, client, p)
+		return query(ctx, client, auth, p)
 	}
 	var body struct {
 		Status string `json:"status"`
@@ -152,7 +152,7 @@ func Prometheus(ctx context.Context, client *http.Client, p *policy.Prometheus) 
 			} `json:"alerts"`
 		} `json:"data"`
 	}
-	if err := get(ctx, client, strings.TrimSuffix(p.URL, "/")+"/api/v1/alerts", &body); err != nil {
+	if err := get(ctx, client, auth, strings.TrimSuffix(p.URL, "/")+"/api/v1/alerts", &body); err != nil {
 		return &decide.PrometheusResult{Err: err.Error()}
 	}
 	if body.Status != "success" {
@@ -169,7 +169,7 @@ func Prometheus(ctx context.Context, client *http.Client, p *policy.Prometheus) 
 	return &decide.PrometheusResult{Blocking: names}
 }
 
-func query(ctx context.Context, client *http.Client, p *policy.Prometheus) *decide.PrometheusResult {
+func query(ctx context.Context, client *http.Client, auth Auth, p *policy.Prometheus) *decide.PrometheusResult {
 	var body struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -179,7 +179,7 @@ func query(ctx context.Context, client *http.Client, p *policy.Prometheus) *deci
 		} `json:"data"`
 	}
 	u := strings.TrimSuffix(p.URL, "/") + "/api/v1/query?query=" + url.QueryEscape(p.Query)
-	if err := get(ctx, client, u, &body); err != nil {
+	if err := get(ctx, client, auth, u, &body); err != nil {
 		return &decide.PrometheusResult{Err: err.Error()}
 	}
 	if body.Status != "success" {
@@ -195,11 +195,31 @@ func query(ctx context.Context, client *http.Client, p *policy.Prometheus) *deci
 	return &decide.PrometheusResult{}
 }
 
-func get(ctx context.Context, client *http.Client, u string, into any) error {
+// Auth is what a request to a server carries: nothing, a bearer token,
+// or with Basic username:password. It comes from the host's configuration
+// (prometheus.endpoints), never from the cluster.
+type Auth struct {
+	Basic       bool
+	Credentials string
+}
+
+func (a Auth) apply(req *http.Request) {
+	switch {
+	case a.Credentials == "":
+	case a.Basic:
+		user, pass, _ := strings.Cut(a.Credentials, ":")
+		req.SetBasicAuth(user, pass)
+	default:
+		req.Header.Set("Authorization", "Bearer "+a.Credentials)
+	}
+}
+
+func get(ctx context.Context, client *http.Client, auth Auth, u string, into any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
+	auth.apply(req)
 	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error

@@ -26,9 +26,7 @@ func kuredPolicy(keys []string) policy {
 			variable("prefix", `'{"nodeID":"kustodian:' + variables.node + '","metadata":{"unschedulable":'`),
 		},
 		validations: []admv1.Validation{
-			check(`object.spec == oldObject.spec && object.metadata.?labels == oldObject.metadata.?labels && size(variables.annotations) == 0 &&
-object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([]) &&
-object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([])`,
+			check("object.spec == oldObject.spec && size(variables.annotations) == 0 && "+unchangedBut("metadata", append([]string{"annotations"}, serverMetadata...)...),
 				self+" + ' may change only the annotations "+strings.Join(keys, ", ")+" of DaemonSet ' + request.namespace + '/' + request.name"),
 		},
 	}

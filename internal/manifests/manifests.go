@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	mpolicy "github.com/kustodian/kustodian/internal/policy"
 )
 
 // AgentServiceAccount is the ServiceAccount whose Node-bound tokens the
@@ -90,9 +89,6 @@ func Objects(o Options) []Object {
 				// Each node's entry in a rollout's status (the admission
 				// policy keeps it to its own).
 				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancerollouts/status"}, Verbs: []string{"get", "update"}},
-				// Alertmanager's credentials of the policies that name a
-				// key of this one Secret (spec.alertmanager.credentials).
-				{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{mpolicy.AlertmanagerSecret}, Verbs: []string{"get"}},
 			}}},
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(AgentServiceAccount, ns),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: AgentServiceAccount}, Subjects: agent}},

@@ -113,20 +113,16 @@ func policies(kuredKeys []string) []policy {
 		validations: []admv1.Validation{
 			check("object.metadata.name == variables.node",
 				self+" + ' may change only its own Node, not ' + object.metadata.name"),
-			check(`object.spec.?taints.orValue([]) == oldObject.spec.?taints.orValue([]) &&
-object.spec.?podCIDR == oldObject.spec.?podCIDR && object.spec.?podCIDRs == oldObject.spec.?podCIDRs &&
-object.spec.?providerID == oldObject.spec.?providerID && object.spec.?configSource == oldObject.spec.?configSource &&
-object.spec.?externalID == oldObject.spec.?externalID`,
-				self+" + ' may change only spec.unschedulable of its Node, not its taints or other fields'"),
+			check(unchangedBut("spec", "unschedulable"),
+				self+" + ' may change only spec.unschedulable of its Node, not ' + "+changedBut("spec", "unschedulable")+".join(', ')"),
 			check("size(variables.labels) == 0",
 				self+" + ' may change only the labels "+strings.Join(nodeLabels, ", ")+" of its Node, not ' + variables.labels.join(', ')"),
 			check("size(variables.annotations) == 0",
 				self+" + ' may change only the annotations "+strings.Join(nodeAnnotations, ", ")+" of its Node, not ' + variables.annotations.join(', ')"),
 			check(fmt.Sprintf("size(bytes(object.metadata.?annotations.orValue({})[?'%s'].orValue(''))) <= %d", history.Annotation, history.MaxBytes),
 				self+fmt.Sprintf(" + ' may keep at most %d bytes of history in its annotation %s'", history.MaxBytes, history.Annotation)),
-			check(`object.metadata.?finalizers.orValue([]) == oldObject.metadata.?finalizers.orValue([]) &&
-object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferences.orValue([])`,
-				self+" + ' may not change the finalizers or owners of its Node'"),
+			check(unchangedBut("metadata", append([]string{"labels", "annotations"}, serverMetadata...)...),
+				self+" + ' may change only labels and annotations of its Node\\'s metadata, not ' + "+changedBut("metadata", append([]string{"labels", "annotations"}, serverMetadata...)...)+".join(', ')"),
 		},
 	}, {
 		// Its own Node's status: the four maintenance conditions, nothing
@@ -144,7 +140,12 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 				self+" + ' may change only the status of its own Node, not that of ' + object.metadata.name"),
 			check("variables.others == variables.oldOthers",
 				self+" + ' may set only the conditions "+strings.Join(nodeConditions, ", ")+" in the status of its Node'"),
-			check(statusUnchanged, self+" + ' may change only the maintenance conditions in the status of its Node'"),
+			check(unchangedBut("status", "conditions"),
+				self+" + ' may change only the maintenance conditions in the status of its Node, not ' + "+changedBut("status", "conditions")+".join(', ')"),
+			// A status write keeps the metadata it is sent (the kubelet's
+			// own labels rely on it): through this door, none of it.
+			check(unchangedBut("metadata", serverMetadata...),
+				self+" + ' may not change the metadata of its Node through its status, not ' + "+changedBut("metadata", serverMetadata...)+".join(', ')"),
 		},
 	}, {
 		// Leases: its own record, locks it takes or gives back, and the
@@ -211,6 +212,13 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 				self+" + ' may create lock ' + request.name + ' only to hold it'"),
 			check("!variables.isLock || request.operation != 'UPDATE' || variables.oldHolder != '' || variables.holder != ''",
 				"'lock ' + request.name + ' is free; ' + "+self+" + ' may take it, not change it'"),
+			// Beyond labels, annotations and owners (each checked above and
+			// below), the metadata is as the API server has it: no
+			// generateName on a create, nothing else changed on an update.
+			check("request.operation != 'CREATE' || object.metadata.all(k, k in ['name', 'namespace', 'labels', 'annotations', 'ownerReferences', "+quoted(serverMetadata)+", 'uid', 'creationTimestamp'])",
+				self+" + ' may create Lease ' + request.name + ' with a name, labels, annotations and owners, not ' + object.metadata.filter(k, !(k in ['name', 'namespace', 'labels', 'annotations', 'ownerReferences', "+quoted(serverMetadata)+", 'uid', 'creationTimestamp'])).join(', ')"),
+			check("request.operation != 'UPDATE' || "+unchangedBut("metadata", append([]string{"labels", "annotations", "ownerReferences"}, serverMetadata...)...),
+				self+" + ' may change the labels, annotations and owners of Lease ' + request.name + ', not ' + "+changedBut("metadata", append([]string{"labels", "annotations", "ownerReferences"}, serverMetadata...)...)+".join(', ')"),
 			check("!variables.isLock || variables.labelsKept",
 				self+" + ' may not change the labels of lock ' + request.name"),
 			check("!variables.taking || object.metadata.?annotations.orValue({}) == oldObject.metadata.?annotations.orValue({})",
@@ -269,8 +277,9 @@ object.metadata.?ownerReferences.orValue([]) == oldObject.metadata.?ownerReferen
 		validations: []admv1.Validation{
 			check("oldObject.spec.?nodeName.orValue('') == variables.node",
 				self+" + ' may delete only pods on its own Node, not ' + oldObject.metadata.namespace + '/' + oldObject.metadata.name"),
-			check("request.?options.?preconditions.?uid.orValue('') == oldObject.metadata.uid && request.?options.?gracePeriodSeconds.orValue(-1) != 0",
-				self+" + ' may delete a pod only with its UID as a precondition and its own grace period, not at once'"),
+			check("request.?options.?preconditions.?uid.orValue('') == oldObject.metadata.uid && request.?options.?gracePeriodSeconds.orValue(-1) != 0 && "+
+				"request.?options.?gracePeriodSeconds.orValue(2147483647) >= oldObject.spec.?terminationGracePeriodSeconds.orValue(30)",
+				self+" + ' may delete a pod only with its UID as a precondition and its own grace period, not at once or sooner'"),
 		},
 	},
 		kuredPolicy(kuredKeys),
@@ -376,13 +385,19 @@ func quoted(ss []string) string {
 	return strings.Join(q, ", ")
 }
 
-// statusUnchanged: every field of a Node's status but its conditions as it
-// was (NodeStatus's fields in Kubernetes 1.37).
-var statusUnchanged = func() string {
-	var parts []string
-	for _, f := range []string{"capacity", "allocatable", "phase", "addresses", "daemonEndpoints", "nodeInfo", "images",
-		"volumesInUse", "volumesAttached", "config", "runtimeHandlers", "features", "declaredFeatures"} {
-		parts = append(parts, fmt.Sprintf("object.status.?%[1]s == oldObject.status.?%[1]s", f))
-	}
-	return strings.Join(parts, " && ")
-}()
+// changedBut is a CEL list of the top-level keys of field (spec, status,
+// metadata) that differ between oldObject and object, but those named:
+// a field Kubernetes adds later is covered without being named here.
+func changedBut(field string, except ...string) string {
+	return fmt.Sprintf(`(object.?%[1]s.orValue({}).filter(k, !(k in [%[2]s]) && (!(k in oldObject.?%[1]s.orValue({})) || oldObject.%[1]s[k] != object.%[1]s[k])) +
+ oldObject.?%[1]s.orValue({}).filter(k, !(k in [%[2]s]) && !(k in object.?%[1]s.orValue({}))))`, field, quoted(except))
+}
+
+// unchangedBut is a CEL condition: field is as it was but for those keys.
+func unchangedBut(field string, except ...string) string {
+	return "size(" + changedBut(field, except...) + ") == 0"
+}
+
+// serverMetadata are the metadata the API server writes on every update:
+// no request of a node changes them of its own accord.
+var serverMetadata = []string{"resourceVersion", "managedFields", "generation"}

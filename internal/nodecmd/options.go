@@ -32,7 +32,18 @@ type option struct {
 	field func(*config.Agent) any // a *string, *bool, *int or *time.Duration
 }
 
+// notFromEnv are the options not read from the environment: lists whose
+// items hold spaces, which an environment variable's value cannot keep
+// apart.
+var notFromEnv = map[string]bool{"alertmanager.endpoints": true, "prometheus.endpoints": true}
+
+func (o option) noEnv() bool { return notFromEnv[o.key] }
+
+// env is the option's environment variable, "" for none.
 func (o option) env() string {
+	if o.noEnv() {
+		return ""
+	}
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(o.flag, "-", "_"))
 }
 
@@ -71,6 +82,8 @@ var agentOptions = []option{
 	{"rollouts.enabled", "rollouts-enabled", "run the MaintenanceRollouts that select this node and are signed by a key of rollouts.trustedKeys, each as a managed job through the queue (the agent then keeps running, as with stay)", func(a *config.Agent) any { return &a.Rollouts.Enabled }},
 	{"rollouts.trustedKeys", "rollouts-trusted-keys", "file of the OpenSSH public keys (one per line, as in authorized_keys) whose signatures this host's agent accepts on rollouts", func(a *config.Agent) any { return &a.Rollouts.TrustedKeys }},
 	{"rebootRequired.command", "reboot-required-command", "a command (run with /bin/sh -c) whose exit 0 says this host needs a reboot and 1 that it does not, as Kured's --reboot-sentinel-command; empty: rebootSentinel exists, or needs-restarting -r (the RHEL family) says so. Asked when the node's MaintenancePolicy has triggers.rebootRequired, and after a managed job", func(a *config.Agent) any { return &a.RebootRequired.Command }},
+	{key: "alertmanager.endpoints", flag: "alertmanager-endpoints", usage: "the Alertmanagers a MaintenancePolicy may name (spec.alertmanager.url), each with the credentials this host sends it: \"URL\", \"URL bearer FILE\" (a token) or \"URL basic FILE\" (username:password), one per list item or flag; a policy naming another URL is refused by this host. Not read from the environment", field: func(a *config.Agent) any { return (*[]string)(&a.Alertmanager.Endpoints) }},
+	{key: "prometheus.endpoints", flag: "prometheus-endpoints", usage: "the Prometheus servers a MaintenancePolicy may name (spec.blockers.prometheus.url), as alertmanager.endpoints. Not read from the environment", field: func(a *config.Agent) any { return (*[]string)(&a.Prometheus.Endpoints) }},
 	{"notify.urls", "notify-urls", "shoutrrr URLs (slack://, teams://, smtp://, generic://...) the agent sends its notifications to: a list in the file, one URL per flag, separated by spaces in the environment. Keep this file readable by root only: the URLs hold tokens (and prefer it to the flag, which shows them in the process list)", func(a *config.Agent) any { return &a.Notify.URLs }},
 	{"notify.started", "notify-started", "Go template of the message sent when the node takes the lock and begins to drain; fields .Node .Reason .Message .Group .Policy .Time .Requested .Duration (the wait); empty: none", func(a *config.Agent) any { return &a.Notify.Started }},
 	{"notify.completed", "notify-completed", "Go template of the message sent when the maintenance is over and the node is back (.Duration: since the request); empty: none", func(a *config.Agent) any { return &a.Notify.Completed }},
@@ -92,6 +105,9 @@ func addConfigFlags(fs *pflag.FlagSet) *configFlags {
 	fs.StringVar(&cf.configFile, "config", config.DefaultFile, "configuration file (YAML); a missing default file is fine ("+envPrefix+"CONFIG)")
 	for _, o := range agentOptions {
 		usage := fmt.Sprintf("%s (%s, key %s)", o.usage, o.env(), o.key)
+		if o.noEnv() {
+			usage = fmt.Sprintf("%s (key %s)", o.usage, o.key)
+		}
 		switch p := o.field(&cf.values).(type) {
 		case *string:
 			fs.StringVar(p, o.flag, *p, usage)
@@ -155,7 +171,7 @@ func (cf *configFlags) resolve(env bool) (cfg config.Agent, problems []error, wa
 			copyValue(dst, o.field(&cf.values))
 			sources[o.key] = "--" + o.flag
 			continue
-		case env && envValue(o.env(), &raw):
+		case env && !o.noEnv() && envValue(o.env(), &raw):
 			source = o.env()
 		case file != nil && file.IsSet(o.key):
 			source = path + ": " + o.key
@@ -217,7 +233,9 @@ var otherEnv = []string{envPrefix + "CONFIG", envPrefix + "DEBUG"}
 func unknownEnv(environ []string) []string {
 	known := append([]string(nil), otherEnv...)
 	for _, o := range agentOptions {
-		known = append(known, o.env())
+		if !o.noEnv() {
+			known = append(known, o.env())
+		}
 	}
 	var out []string
 	for _, kv := range environ {

@@ -83,7 +83,7 @@ func TestValidate(t *testing.T) {
 		{pol("p", 0, nil, func(s *Spec) { s.Blockers.Prometheus = &Prometheus{URL: "prometheus:9090"} }), "spec.blockers.prometheus.url"},
 		{pol("r", 0, nil, func(s *Spec) { s.Blockers.Prometheus = &Prometheus{URL: "http://p", AlertFilterRegexp: "("} }), "alertFilterRegexp"},
 		{pol("am", 0, nil, func(s *Spec) {
-			s.Alertmanager = &Alertmanager{URL: "http://am:9093", Credentials: &AlertmanagerCredentials{Type: "Basic", SecretKey: "am"},
+			s.Alertmanager = &Alertmanager{URL: "http://am:9093",
 				Silence: &Silence{Matchers: []string{`instance=~"{{ regexQuote .Node }}(:.*)?"`, `node="{{ .Node }}"`}}}
 			s.Blockers.Alertmanager = &AlertmanagerBlocker{Matchers: []string{`severity="critical"`}}
 			s.Drain = Drain{Escalate: []DrainEscalation{{Action: EscalateDeletePods, NamespaceSelector: &metav1.LabelSelector{}}}, Quarantine: &Quarantine{MaxNodes: 2}}
@@ -91,8 +91,8 @@ func TestValidate(t *testing.T) {
 		{pol("am1", 0, nil, func(s *Spec) { s.Blockers.Alertmanager = &AlertmanagerBlocker{} }), "spec.blockers.alertmanager: needs spec.alertmanager.url"},
 		{pol("am2", 0, nil, func(s *Spec) { s.Alertmanager = &Alertmanager{URL: "am:9093"} }), "spec.alertmanager.url"},
 		{pol("am3", 0, nil, func(s *Spec) {
-			s.Alertmanager = &Alertmanager{URL: "http://am", Credentials: &AlertmanagerCredentials{SecretKey: "a", File: "/b"}}
-		}), "name exactly one of secretKey"},
+			s.Alertmanager = &Alertmanager{URL: "http://am", Credentials: []byte(`{"type":"Basic","file":"/etc/shadow"}`)}
+		}), "spec.alertmanager.credentials: credentials are host configuration"},
 		{pol("am4", 0, nil, func(s *Spec) {
 			s.Alertmanager = &Alertmanager{URL: "http://am", Silence: &Silence{Matchers: []string{`node=~".*"`}}}
 		}), "every one matches an empty label"},

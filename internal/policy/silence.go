@@ -92,18 +92,10 @@ func validateAlertmanager(s Spec) (string, error) {
 	if u, err := url.Parse(am.URL); err != nil || u.User != nil {
 		// The URL is in logs, Events and the record: credentials in it
 		// would be shown to all.
-		return "spec.alertmanager.url", fmt.Errorf("is not a URL without credentials: put them in spec.alertmanager.credentials")
+		return "spec.alertmanager.url", fmt.Errorf("is not a URL without credentials: each host lists the URL with its credentials file in alertmanager.endpoints of its configuration")
 	}
-	if c := am.Credentials; c != nil {
-		if c.Type != "" && c.Type != "Bearer" && c.Type != "Basic" {
-			return "spec.alertmanager.credentials.type", fmt.Errorf("%q is not Bearer or Basic", c.Type)
-		}
-		if (c.SecretKey == "") == (c.File == "") {
-			return "spec.alertmanager.credentials", fmt.Errorf("name exactly one of secretKey (a key of Secret %s in Kustodian's namespace) and file (a file on each host)", AlertmanagerSecret)
-		}
-		if c.File != "" && !strings.HasPrefix(c.File, "/") {
-			return "spec.alertmanager.credentials.file", fmt.Errorf("%q is not an absolute path", c.File)
-		}
+	if len(am.Credentials) > 0 {
+		return "spec.alertmanager.credentials", fmt.Errorf("credentials are host configuration: list %s with its credentials file in alertmanager.endpoints of each host's /etc/kustodian/config.yaml, and remove them from the policy", am.URL)
 	}
 	if si := am.Silence; si != nil {
 		if err := si.checkMatchers(); err != nil {

@@ -151,28 +151,19 @@ type AlertmanagerBlocker struct {
 	AlertFilterMatchOnly bool     `json:"alertFilterMatchOnly,omitempty"`
 }
 
-// Alertmanager is one Alertmanager, its credentials, and the silence the
-// agents keep in it over a node in maintenance.
+// Alertmanager is one Alertmanager and the silence the agents keep in it
+// over a node in maintenance. Its URL must be one each host lists in its
+// configuration (alertmanager.endpoints), which also says what credentials
+// the host sends it: a policy chooses among the hosts' Alertmanagers, it
+// never names a file or a new destination.
 type Alertmanager struct {
-	URL         string                   `json:"url"`
-	Credentials *AlertmanagerCredentials `json:"credentials,omitempty"`
-	Silence     *Silence                 `json:"silence,omitempty"`
+	URL     string   `json:"url"`
+	Silence *Silence `json:"silence,omitempty"`
+	// Credentials were once read from here; a policy stored before that
+	// changed still has them, and Validate refuses it saying where they
+	// went.
+	Credentials json.RawMessage `json:"credentials,omitempty"`
 }
-
-// AlertmanagerCredentials say where an agent finds what it sends
-// Alertmanager: a bearer token, or with type Basic "username:password".
-type AlertmanagerCredentials struct {
-	Type string `json:"type,omitempty"` // Bearer (default) or Basic
-	// SecretKey is a key of the Secret AlertmanagerSecret in Kustodian's
-	// namespace (the one Secret the agents may read).
-	SecretKey string `json:"secretKey,omitempty"`
-	// File is a file on each host, readable by root.
-	File string `json:"file,omitempty"`
-}
-
-// AlertmanagerSecret is the Secret, in Kustodian's namespace, that holds
-// Alertmanager credentials (AlertmanagerCredentials.SecretKey).
-const AlertmanagerSecret = "kustodian-alertmanager"
 
 // Silence is the silence over a node in maintenance, from its cordon until
 // it is back (or its maintenance failed).
@@ -207,7 +198,8 @@ func (s *Silence) SilenceDuration() time.Duration {
 }
 
 // Prometheus blocks on firing alerts (Kured's semantics) or on a non-empty
-// instant query result.
+// instant query result. Its URL must be one each host lists in its
+// configuration (prometheus.endpoints).
 type Prometheus struct {
 	URL                  string `json:"url"`
 	AlertFilterRegexp    string `json:"alertFilterRegexp,omitempty"`

@@ -92,6 +92,10 @@ func TestNodeStatusIsHeldToTheMaintenanceConditions(t *testing.T) {
 		_, err := asA.CoreV1().Nodes().Patch(e.Ctx, node, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, "status")
 		return err
 	}
+	// An admin's hold on A, which A must not lift.
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, nodes[0], types.MergePatchType, []byte(`{"metadata":{"annotations":{"kustodian.io/hold":"backup"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	ours := `{"status":{"conditions":[{"type":"MaintenancePlanned","status":"True","reason":"Waiting","message":"test"}]}}`
 	if err := patch(nodes[0], ours); err != nil {
 		t.Fatalf("node A setting its own maintenance condition: %v", err)
@@ -99,11 +103,22 @@ func TestNodeStatusIsHeldToTheMaintenanceConditions(t *testing.T) {
 	for what, tc := range map[string]struct{ node, body, want string }{
 		"another node's condition": {nodes[1], ours, "may change only the status of its own Node"},
 		"the kubelet's Ready":      {nodes[0], `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"x","message":"x"}]}}`, "may set only the conditions"},
-		"its capacity":             {nodes[0], `{"status":{"capacity":{"pods":"1"}}}`, "may change only the maintenance conditions"},
+		"its capacity":             {nodes[0], `{"status":{"capacity":{"pods":"1"}}}`, "may change only the maintenance conditions in the status of its Node, not capacity"},
+		// A status write keeps the metadata it is sent: none of it may
+		// change through this door (seen open: each of these was accepted).
+		"a label NodeRestriction protects": {nodes[0], `{"metadata":{"labels":{"node-restriction.kubernetes.io/pci":"true"}}}`, "may not change the metadata of its Node through its status, not labels"},
+		"an admin's hold removed":          {nodes[0], `{"metadata":{"annotations":{"kustodian.io/hold":null}}}`, "through its status, not annotations"},
+		"its own priority":                 {nodes[0], `{"metadata":{"annotations":{"kustodian.io/priority":"2147483647"}}}`, "through its status, not annotations"},
+		"a finalizer":                      {nodes[0], `{"metadata":{"finalizers":["example.com/keep"]}}`, "through its status, not finalizers"},
+		"an owner":                         {nodes[0], `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"` + nodes[1] + `","uid":"` + string(nodeObject(e, nodes[1]).UID) + `"}]}}`, "through its status, not ownerReferences"},
+		"its state label through status":   {nodes[0], `{"metadata":{"labels":{"kustodian.io/state":"Draining"}}}`, "through its status, not labels"},
 	} {
 		err := patch(tc.node, tc.body)
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("node A, %s: %v, want refused saying %q", what, err, tc.want)
 		}
+	}
+	if n := nodeObject(e, nodes[0]); n.Annotations["kustodian.io/hold"] != "backup" || len(n.Finalizers) != 0 || n.Labels["node-restriction.kubernetes.io/pci"] != "" {
+		t.Errorf("node A's metadata changed through its status: %v %v %v", n.Labels, n.Annotations, n.Finalizers)
 	}
 }

@@ -66,7 +66,7 @@ func TestPolicyPrometheus(t *testing.T) {
 	if err := e.ApplyPolicy(fmt.Sprintf(`{metadata: {name: alerts}, spec: {blockers: {prometheus: {url: %q, alertFilterRegexp: "^Watchdog$"}}}}`, srv.URL)); err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, e, nodes[0], "--gates-poll", "1s")
+	a := newAgent(t, e, nodes[0], "--gates-poll", "1s", "--prometheus-endpoints", srv.URL)
 	a.request("kernel")
 	a.start()
 	waitRecord(e, a.node, "to be held by the alert", inStateSaying(lock.Waiting, "waiting: alert KubePodCrashLooping firing"))
@@ -74,7 +74,7 @@ func TestPolicyPrometheus(t *testing.T) {
 
 	// Unreachable: the stub's address once it is closed.
 	srv.Close()
-	b := newAgent(t, e, nodes[1], "--gates-poll", "1s")
+	b := newAgent(t, e, nodes[1], "--gates-poll", "1s", "--prometheus-endpoints", srv.URL)
 	b.request("kernel")
 	b.start()
 	waitRecord(e, b.node, "to be held by an unreachable Prometheus", inStateSaying(lock.Waiting, "Prometheus cannot be asked, so it blocks: "+srv.URL+"/api/v1/alerts unreachable"))

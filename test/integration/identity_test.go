@@ -330,7 +330,9 @@ func TestNodeScopedPolicy(t *testing.T) {
 	_, err = nodeA.CoreV1().Nodes().Patch(e.Ctx, b, types.StrategicMergePatchType, cordon, metav1.PatchOptions{})
 	denied(t, "cordon node B", err, "node "+a+" may change only its own Node, not "+b)
 	denied(t, "taint itself", patchA(`{"spec":{"taints":[{"key":"x","value":"y","effect":"NoSchedule"}]}}`),
-		"may change only spec.unschedulable of its Node, not its taints")
+		"may change only spec.unschedulable of its Node, not taints")
+	denied(t, "put a finalizer on itself", patchA(`{"metadata":{"finalizers":["example.com/keep"]}}`),
+		"may change only labels and annotations of its Node's metadata, not finalizers")
 	denied(t, "label itself outside kustodian.io/", patchA(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`),
 		"may change only the labels kustodian.io/state, kustodian.io/rollouts, kustodian.io/kubelet-evictions of its Node, not node-role.kubernetes.io/control-plane")
 	denied(t, "drop a label of its own", patchA(`{"metadata":{"labels":{"`+cluster.LabelTestEnv+`":null}}}`),

@@ -40,7 +40,6 @@ spec:
   autoscaler: {protect: true}
   alertmanager:
     url: http://alertmanager.monitoring:9093
-    credentials: {type: Basic, secretKey: alertmanager}
     silence: {matchers: ['instance=~"{{ regexQuote .Node }}(:.*)?"'], duration: 45m, link: "https://runbooks.example.com"}
   drain:
     escalate: [{action: deletePods, namespaceSelector: {matchLabels: {tier: batch}}}]
@@ -74,7 +73,7 @@ spec:
 		{"a duration that overflows", `{metadata: {name: b18}, spec: {spacing: "3000000h"}}`, "spec.spacing"},
 		{"0%", `{metadata: {name: b19}, spec: {health: {maxUnavailable: "0%"}}}`, "spec.health.maxUnavailable"},
 		{"silence without matchers", `{metadata: {name: b20}, spec: {alertmanager: {url: "http://am:9093", silence: {}}}}`, "spec.alertmanager.silence.matchers"},
-		{"credentials twice", `{metadata: {name: b21}, spec: {alertmanager: {url: "http://am:9093", credentials: {secretKey: a, file: /b}}}}`, "name exactly one of secretKey and file"},
+		{"credentials", `{metadata: {name: b21}, spec: {alertmanager: {url: "http://am:9093", credentials: {file: /etc/shadow}}}}`, "credentials are host configuration"},
 		{"an escalation of another kind", `{metadata: {name: b22}, spec: {drain: {escalate: [{action: evictHarder, namespaceSelector: {}}]}}}`, "spec.drain.escalate[0].action"},
 		{"quarantine of no node", `{metadata: {name: b23}, spec: {drain: {quarantine: {maxNodes: 0}}}}`, "spec.drain.quarantine.maxNodes"},
 	} {
