@@ -1,6 +1,7 @@
 // Command gendocs writes the man pages of kustodian and kustodian-ctl from
 // their cobra command trees, the packages' default configuration file, and
-// the cluster side as a kustomize base (deploy/kustomize): `make docs`. All
+// the cluster side as a kustomize base (deploy/kustomize), and the table of
+// every write a node may make into docs/security.md: `make docs`. All
 // are checked in, and tests fail when they differ from what the code
 // generates.
 package main
@@ -13,6 +14,7 @@ import (
 	"github.com/kustodian/kustodian/internal/manifests"
 	"github.com/kustodian/kustodian/internal/manpages"
 	"github.com/kustodian/kustodian/internal/nodecmd"
+	"github.com/kustodian/kustodian/test/rights"
 )
 
 func main() {
@@ -37,11 +39,41 @@ func main() {
 			err = os.WriteFile(filepath.Join(kustomizeDir, name), b, 0o644)
 		}
 	}
+	if err == nil {
+		err = renderRights()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs: "+err.Error())
 		os.Exit(1)
 	}
 }
+
+// renderRights puts the table of every write a node may make into
+// docs/security.md.
+func renderRights() error {
+	b, err := os.ReadFile(rightsFile)
+	if err != nil {
+		return err
+	}
+	table, err := rights.ReadTable(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", rightsFile, err)
+	}
+	doc, err := os.ReadFile(securityDoc)
+	if err != nil {
+		return err
+	}
+	out, err := rights.Splice(string(doc), rights.Render(table))
+	if err != nil {
+		return fmt.Errorf("%s: %w", securityDoc, err)
+	}
+	return os.WriteFile(securityDoc, []byte(out), 0o644)
+}
+
+const (
+	rightsFile  = "docs/security-rights.yaml"
+	securityDoc = "docs/security.md"
+)
 
 // kustomizeDir is where the kustomize base goes, from the repository's top.
 const kustomizeDir = "deploy/kustomize"

@@ -1,0 +1,481 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	authv1 "k8s.io/api/authorization/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/rollout"
+	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
+	"github.com/kustodian/kustodian/test/rights"
+)
+
+// rightsFile is the table of every write a node may make.
+const rightsFile = "../../docs/security-rights.yaml"
+
+func readRights(t *testing.T) rights.Table {
+	t.Helper()
+	b, err := os.ReadFile(rightsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rights.ReadTable(b)
+	if err != nil {
+		t.Fatalf("%s: %v", rightsFile, err)
+	}
+	return rt
+}
+
+// untried reports whether the table says path is not tried.
+func untried(rt rights.Table, path string) bool {
+	for p := range rt.Untried {
+		if p == path || strings.HasSuffix(p, "*") && strings.HasPrefix(path, strings.TrimSuffix(p, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeVerbs are the verbs that change something.
+var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate", "approve", "sign", "*"}
+
+// grantedWrites asks the API server what the client may write in each
+// namespace (cluster-wide rules come back in every one): "resource verb".
+func grantedWrites(t *testing.T, ctx context.Context, c kubernetes.Interface, namespaces ...string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, ns := range namespaces {
+		r, err := c.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authv1.SelfSubjectRulesReview{Spec: authv1.SelfSubjectRulesReviewSpec{Namespace: ns}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("SelfSubjectRulesReview in %s: %v", ns, err)
+		}
+		if r.Status.Incomplete {
+			t.Fatalf("SelfSubjectRulesReview in %s is incomplete: %s", ns, r.Status.EvaluationError)
+		}
+		for _, rule := range r.Status.ResourceRules {
+			for _, v := range rule.Verbs {
+				if !slices.Contains(writeVerbs, v) {
+					continue
+				}
+				for _, res := range rule.Resources {
+					out[res+" "+v] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// target is one object a row tries: how to reach it and what it is.
+type target struct {
+	gvr       schema.GroupVersionResource
+	gvk       schema.GroupVersionKind
+	obj       *unstructured.Unstructured // live (update, patch) or to create
+	values    map[string]any             // rights.Options.Values
+	keys      map[string][]string        // rights.Options.Keys
+	listKeys  map[string]string
+	wholeCall func(ctx context.Context) error // delete, eviction, create judged whole
+	// later makes obj when it is first needed: A's record, once the
+	// creates (which need it absent) are done.
+	later func() *unstructured.Unstructured
+}
+
+// Every write a node's credentials may make is a row of
+// docs/security-rights.yaml, and nothing else: the rights the API server
+// gives node A's token are exactly the rows' (resource, verb), and for
+// every row, a change of every field path of its object (from the API
+// server's OpenAPI schema, by server-side dry run) is accepted exactly
+// where the row says. A field or subresource Kubernetes adds later is
+// tried, or fails the test by name.
+func TestEveryWriteANodeCanMake(t *testing.T) {
+	e := cluster.New(t)
+	nodes := e.Nodes(2)
+	a, b := nodes[0], nodes[1]
+	e.KuredDaemonSet(e.Namespace, "")
+	nodecreds.Install(e, e.Namespace)
+	table := readRights(t)
+	rc, err := clientcmd.BuildConfigFromFlags("", nodecreds.Kubeconfig(e, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asA := kubernetes.NewForConfigOrDie(rc)
+	dynA := dynamic.NewForConfigOrDie(rc)
+	dyn := dynamicClient(t, e)
+
+	// 1. The rights, as the API server has them.
+	granted := grantedWrites(t, e.Ctx, asA, e.Namespace, metav1.NamespaceDefault, "kube-system", "kustodian-rights-elsewhere")
+	listed := map[string]bool{}
+	for _, r := range table.Rights {
+		listed[r.Resource+" "+r.Verb] = true
+	}
+	for k := range granted {
+		if !listed[k] {
+			t.Errorf("node %s may %s (RBAC), and no row of %s says so: add rows for it (own and others' objects) and the objects to try below", a, k, rightsFile)
+		}
+	}
+	for k := range listed {
+		if !granted[k] {
+			t.Errorf("%s lists %q, which node %s may not do (RBAC): remove the row", rightsFile, k, a)
+		}
+	}
+
+	// 2. The objects each row names.
+	targets := rightsTargets(t, e, dyn, a, b)
+	schemas := openAPISchemas(t, e)
+	dry := []string{metav1.DryRunAll}
+	tried, accepted := 0, 0
+	rows := slices.Clone(table.Rights)
+	slices.SortStableFunc(rows, func(x, y rights.Row) int { return boolOrder(x.Verb != "create") - boolOrder(y.Verb != "create") })
+	for _, row := range rows {
+		if row.Verb == "create" && strings.HasPrefix(row.Resource, "pods/") {
+			row.Verb = "evict"
+		}
+		name := row.Resource + " " + row.Verb + " (" + row.Object + ")"
+		tg, ok := targets[row.Object]
+		if !ok {
+			t.Errorf("%s: the test has no object %q to try; add it to rightsTargets", name, row.Object)
+			continue
+		}
+		if tg.obj == nil && tg.later != nil {
+			tg.obj = tg.later()
+			targets[row.Object] = tg
+		}
+		var sub []string
+		if _, s, ok := strings.Cut(row.Resource, "/"); ok && s != "eviction" {
+			sub = []string{s}
+		}
+		if tg.wholeCall != nil || row.Verb == "delete" {
+			call := tg.wholeCall
+			if row.Verb == "delete" {
+				call = func(ctx context.Context) error {
+					uid := tg.obj.GetUID()
+					return dynA.Resource(tg.gvr).Namespace(tg.obj.GetNamespace()).Delete(ctx, tg.obj.GetName(),
+						metav1.DeleteOptions{DryRun: dry, Preconditions: &metav1.Preconditions{UID: &uid}})
+				}
+			}
+			err := call(e.Ctx)
+			allowed := slices.Contains(row.Changes, rights.Whole)
+			tried++
+			switch {
+			case err == nil && !allowed:
+				t.Errorf("%s: allowed; the table says refused", name)
+			case err == nil:
+				accepted++
+			case allowed:
+				t.Errorf("%s: %v; the table says allowed", name, err)
+			case !apierrors.IsForbidden(err):
+				t.Errorf("%s: %v, want forbidden", name, err)
+			}
+			continue
+		}
+		root, err := schemas.ForKind(tg.gvk.Group, tg.gvk.Version, tg.gvk.Kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := map[string][]string{}
+		for k, v := range tg.keys {
+			keys[k] = v
+		}
+		for _, c := range row.Changes {
+			if base, key, ok := strings.Cut(c, "["); ok && !strings.HasSuffix(c, "[*]") {
+				keys[base] = append(keys[base], strings.TrimSuffix(key, "]"))
+			}
+		}
+		probes := schemas.Probes(root, tg.obj.Object, rights.Options{Now: time.Now(), Keys: keys, ListKeys: tg.listKeys, Values: tg.values})
+		var took, invalid []string
+		for _, p := range probes {
+			if untried(table, p.Path) {
+				continue
+			}
+			tried++
+			got, err := tryProbe(e.Ctx, dynA, dyn, row.Verb, sub, tg, p)
+			switch {
+			case err == nil && p.Took(got):
+				took = append(took, p.Path)
+			case err == nil, apierrors.IsForbidden(err):
+				// Refused, or without effect (a field the server sets).
+			case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+				invalid = append(invalid, p.Path)
+			default:
+				t.Errorf("%s: %s: %v", name, p.Path, err)
+			}
+		}
+		accepted += len(took)
+		slices.Sort(took)
+		took = slices.Compact(took)
+		for _, p := range took {
+			if !slices.ContainsFunc(row.Changes, func(c string) bool { return rights.Matches(strings.ReplaceAll(c, "<self>", a), p) }) {
+				t.Errorf("%s: node %s changed %s; the table does not allow it", name, a, p)
+			}
+		}
+		for _, c := range row.Changes {
+			c = strings.ReplaceAll(c, "<self>", a)
+			if !slices.ContainsFunc(took, func(p string) bool { return rights.Matches(c, p) }) {
+				t.Errorf("%s: the table allows %s, and node %s could not change it (invalid values tried: %q)", name, c, a, invalid)
+			}
+		}
+		t.Logf("%s: %d field paths tried, %d changed: %s; refused as invalid values: %d", name, len(probes), len(took), strings.Join(took, ", "), len(invalid))
+	}
+	t.Logf("in all: %d writes tried, %d accepted", tried, accepted)
+}
+
+func boolOrder(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// tryProbe makes one change with node A's client, as a server-side dry run.
+func tryProbe(ctx context.Context, c, admin dynamic.Interface, verb string, sub []string, tg target, p rights.Probe) (map[string]any, error) {
+	changed := tg.obj.DeepCopy()
+	p.Apply(changed.Object)
+	r := c.Resource(tg.gvr).Namespace(tg.obj.GetNamespace())
+	dry := []string{metav1.DryRunAll}
+	var got *unstructured.Unstructured
+	var err error
+	switch verb {
+	case "patch":
+		// The patch is made from the object as it is now: a merge patch
+		// sends whole lists, and the kubelet's conditions move on.
+		fresh, gerr := admin.Resource(tg.gvr).Namespace(tg.obj.GetNamespace()).Get(ctx, tg.obj.GetName(), metav1.GetOptions{}, sub...)
+		if gerr != nil {
+			return nil, gerr
+		}
+		changed = fresh.DeepCopy()
+		p.Apply(changed.Object)
+		var before, after []byte
+		if before, err = json.Marshal(fresh.Object); err == nil {
+			if after, err = json.Marshal(changed.Object); err == nil {
+				var patch []byte
+				if patch, err = jsonpatch.CreateMergePatch(before, after); err == nil {
+					got, err = r.Patch(ctx, tg.obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{DryRun: dry}, sub...)
+				}
+			}
+		}
+	case "update":
+		// Controllers write the objects meanwhile (a DaemonSet's status):
+		// a conflict is tried again on the object as it is now, never
+		// taken for a refusal.
+		for try := 0; ; try++ {
+			got, err = r.Update(ctx, changed, metav1.UpdateOptions{DryRun: dry}, sub...)
+			if !apierrors.IsConflict(err) || try == 5 {
+				break
+			}
+			fresh, gerr := admin.Resource(tg.gvr).Namespace(tg.obj.GetNamespace()).Get(ctx, tg.obj.GetName(), metav1.GetOptions{})
+			if gerr != nil {
+				return nil, gerr
+			}
+			changed = fresh
+			p.Apply(changed.Object)
+		}
+	case "create":
+		got, err = r.Create(ctx, changed, metav1.CreateOptions{DryRun: dry}, sub...)
+	default:
+		return nil, fmt.Errorf("verb %s has no probe", verb)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return got.Object, nil
+}
+
+// openAPISchemas are the component schemas of every group the rows use.
+func openAPISchemas(t *testing.T, e *cluster.Env) rights.Schemas {
+	t.Helper()
+	paths, err := e.Client.Discovery().OpenAPIV3().Paths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := rights.Schemas{}
+	for _, gv := range []string{"api/v1", "apis/coordination.k8s.io/v1", "apis/apps/v1", "apis/" + rollout.Group + "/" + rollout.Version} {
+		p, ok := paths[gv]
+		if !ok {
+			t.Fatalf("the API server serves no OpenAPI v3 document for %s", gv)
+		}
+		doc, err := p.Schema("application/json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := rights.Load(doc)
+		if err != nil {
+			t.Fatalf("%s: %v", gv, err)
+		}
+		for k, v := range s {
+			all[k] = v
+		}
+	}
+	return all
+}
+
+func toUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func getU(t *testing.T, e *cluster.Env, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := dyn.Resource(gvr).Namespace(ns).Get(e.Ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("%s %s/%s: %v", gvr.Resource, ns, name, err)
+	}
+	return u
+}
+
+// rightsTargets makes the objects the rows name, as an admin.
+func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b string) map[string]target {
+	t.Helper()
+	ns := e.Namespace
+	gvrNode := corev1.SchemeGroupVersion.WithResource("nodes")
+	gvkNode := corev1.SchemeGroupVersion.WithKind("Node")
+	gvrLease := coordv1.SchemeGroupVersion.WithResource("leases")
+	gvkLease := coordv1.SchemeGroupVersion.WithKind("Lease")
+	nodeA, nodeB := nodeObject(e, a), nodeObject(e, b)
+	owner := func(n *corev1.Node) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+	}
+	leases := e.Client.CoordinationV1().Leases(ns)
+	mkLease := func(l *coordv1.Lease) *unstructured.Unstructured {
+		if _, err := leases.Create(e.Ctx, l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return getU(t, e, dyn, gvrLease, ns, l.Name)
+	}
+	self, other := a, b
+	now := metav1.NewMicroTime(time.Now())
+	recordA := func() *unstructured.Unstructured {
+		return mkLease(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(a), Labels: map[string]string{lock.LabelManagedBy: "kustodian"}},
+			Spec: coordv1.LeaseSpec{HolderIdentity: &self, RenewTime: &now}})
+	}
+	recordB := func() *unstructured.Unstructured {
+		return mkLease(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(b)}, Spec: coordv1.LeaseSpec{HolderIdentity: &other, RenewTime: &now}})
+	}
+	lockA := mkLease(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.GroupRef{Policy: "rights", Group: "a"}.LockName(0), OwnerReferences: owner(nodeA)},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &self}})
+	lockB := mkLease(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.GroupRef{Policy: "rights", Group: "b"}.LockName(0), OwnerReferences: owner(nodeB)},
+		Spec: coordv1.LeaseSpec{HolderIdentity: &other}})
+	// Records to create, as the agents do (each its own, holding itself).
+	newRecord := func(node string) *unstructured.Unstructured {
+		holder := node
+		u := toUnstructured(t, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(node) + "-new", Namespace: ns,
+			Labels: map[string]string{lock.LabelManagedBy: "kustodian"}}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder}})
+		u.SetName(lock.RecordName(node))
+		u.SetAPIVersion("coordination.k8s.io/v1")
+		u.SetKind("Lease")
+		return u
+	}
+
+	// Pods on A and on B, for deletes and evictions.
+	pods := map[string]*corev1.Pod{}
+	for _, n := range []string{a, b} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rights-" + n, Namespace: ns}, Spec: corev1.PodSpec{NodeName: n,
+			Containers: []corev1.Container{{Name: "c", Image: "probe"}}}}
+		created, err := e.Client.CoreV1().Pods(ns).Create(e.Ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[n] = created
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", nodecreds.Kubeconfig(e, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asA := kubernetes.NewForConfigOrDie(rc)
+	evict := func(n string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			return asA.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pods[n].Name, Namespace: ns},
+				DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}})
+		}
+	}
+	event := func(n *corev1.Node) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := asA.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "rights-"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID}, Reason: "Probe", Message: "probe", Type: corev1.EventTypeNormal,
+				Source: corev1.EventSource{Component: "kustodian"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+	}
+	// A rollout, with an entry of A and one of B.
+	script := writeScript(t, "true\n")
+	out, err := nodecreds.CtlFor(e).Run(e.Ctx, "rollout", "create", "rights", "--script", script, "--stage", "all", "--dry-run=client", "-o", "json")
+	if err != nil {
+		t.Fatalf("rollout create --dry-run: %v\n%s", err, out)
+	}
+	applyJSON(t, e, dyn, out)
+	ro := getU(t, e, dyn, rollout.GVR, ns, "rights")
+	entries := []any{
+		map[string]any{"name": a, "revision": "r1", "stage": int64(0), "state": rollout.Running},
+		map[string]any{"name": b, "revision": "r1", "stage": int64(0), "state": rollout.Running},
+	}
+	if err := unstructured.SetNestedSlice(ro.Object, entries, "status", "nodes"); err != nil {
+		t.Fatal(err)
+	}
+	ro, err = dyn.Resource(rollout.GVR).Namespace(ns).UpdateStatus(e.Ctx, ro, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	review := func(ctx context.Context) error {
+		_, err := asA.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authv1.ResourceAttributes{Verb: "get", Resource: "nodes"}}}, metav1.CreateOptions{})
+		return err
+	}
+	kuredEntry := `{"nodeID":"kustodian:` + a + `","metadata":{"unschedulable":false},"created":"2026-11-22T00:00:00Z","TTL":0}`
+	gvrDS := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
+	return map[string]target{
+		"own Node":                   {gvr: gvrNode, gvk: gvkNode, obj: toNodeU(t, nodeA)},
+		"another Node":               {gvr: gvrNode, gvk: gvkNode, obj: toNodeU(t, nodeB)},
+		"pod on own Node":            {gvr: corev1.SchemeGroupVersion.WithResource("pods"), obj: toUnstructured(t, pods[a]), wholeCall: evict(a)},
+		"pod on another Node":        {gvr: corev1.SchemeGroupVersion.WithResource("pods"), obj: toUnstructured(t, pods[b]), wholeCall: evict(b)},
+		"Event about own Node":       {wholeCall: event(nodeA)},
+		"a question about itself":    {wholeCall: review},
+		"Event about another Node":   {wholeCall: event(nodeB)},
+		"own record":                 {gvr: gvrLease, gvk: gvkLease, later: recordA},
+		"new own record":             {gvr: gvrLease, gvk: gvkLease, obj: newRecord(a)},
+		"new record of another node": {gvr: gvrLease, gvk: gvkLease, obj: newRecord(b)},
+		"another record":             {gvr: gvrLease, gvk: gvkLease, later: recordB},
+		"lock held by self": {gvr: gvrLease, gvk: gvkLease, obj: lockA,
+			values: map[string]any{"spec.holderIdentity": ""}},
+		"lock held by another node": {gvr: gvrLease, gvk: gvkLease, obj: lockB,
+			values: map[string]any{"spec.holderIdentity": a}},
+		"Kured's DaemonSet": {gvr: gvrDS, gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}, obj: getU(t, e, dyn, gvrDS, ns, "kured"),
+			values: map[string]any{"metadata.annotations[" + kured.LockAnnotation + "]": kuredEntry, "metadata.annotations[kured.dev/kured-node-lock]": kuredEntry}},
+		"a MaintenanceRollout": {gvr: rollout.GVR, gvk: schema.GroupVersionKind{Group: rollout.Group, Version: rollout.Version, Kind: "MaintenanceRollout"},
+			obj: ro, listKeys: map[string]string{"status.nodes": "name"}},
+	}
+}
+
+// toNodeU is a Node as its status subresource and main resource see it.
+func toNodeU(t *testing.T, n *corev1.Node) *unstructured.Unstructured {
+	u := toUnstructured(t, n)
+	u.SetAPIVersion("v1")
+	u.SetKind("Node")
+	return u
+}
