@@ -240,6 +240,8 @@ func policies(kuredKeys []string) []policy {
 				"'queue ' + request.name + ' may have neither a holder nor owners'"),
 			check("!variables.isQueue || object.metadata.?annotations[?'"+lock.AnnotationQueueBy+"'].orValue('') == variables.node",
 				"'queue ' + request.name + ': "+lock.AnnotationQueueBy+" must name its writer, ' + variables.node"),
+			check("!variables.isQueue || request.operation != 'UPDATE' || "+unchangedBut("spec", "renewTime"),
+				self+" + ' may change only spec.renewTime of queue ' + request.name + ', not ' + "+changedBut("spec", "renewTime")+".join(', ')"),
 			check("!variables.isQueue || variables.labelsKept",
 				self+" + ' may not change the labels of queue ' + request.name"),
 			check("!variables.isQueue || request.operation != 'UPDATE' || size("+changedKeys("annotations", oneOf([]string{lock.AnnotationQueue, lock.AnnotationQueueBy}))+") == 0",
