@@ -12,7 +12,6 @@ import (
 
 	"github.com/kustodian/kustodian/internal/alertmanager"
 	"github.com/kustodian/kustodian/internal/config"
-	"github.com/kustodian/kustodian/internal/gates"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
@@ -304,19 +303,15 @@ func (a *Agent) alertmanagerClient(am *policy.Alertmanager) (*alertmanager.Clien
 	if err != nil {
 		return nil, fmt.Errorf("spec.alertmanager.url: %w", err)
 	}
-	return &alertmanager.Client{URL: am.URL, HTTP: a.prom, Basic: auth.Basic, Credentials: auth.Credentials}, nil
+	return &alertmanager.Client{URL: am.URL, HTTP: a.prom, Auth: auth}, nil
 }
 
 // remoteAuth finds url among the host's endpoints (the configuration key
 // key) and reads the credentials the host sends it.
-func remoteAuth(endpoints config.Endpoints, key, url string) (gates.Auth, error) {
+func remoteAuth(endpoints config.Endpoints, key, url string) (config.Auth, error) {
 	e, err := endpoints.Lookup(key, url)
 	if err != nil {
-		return gates.Auth{}, err
+		return config.Auth{}, err
 	}
-	c, err := e.Credentials()
-	if err != nil {
-		return gates.Auth{}, err
-	}
-	return gates.Auth{Basic: e.Type == "basic", Credentials: c}, nil
+	return e.Auth()
 }

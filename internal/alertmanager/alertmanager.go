@@ -15,16 +15,16 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/kustodian/kustodian/internal/config"
 )
 
 // Client asks one Alertmanager.
 type Client struct {
 	URL  string // e.g. http://alertmanager.monitoring:9093
 	HTTP *http.Client
-	// Credentials are sent with every request: a bearer token, or
-	// "username:password" with Basic. They never appear in an error.
-	Credentials string
-	Basic       bool
+	// Auth is sent with every request (the host's credentials for URL).
+	Auth config.Auth
 }
 
 // Matcher is one of Alertmanager's label matchers.
@@ -152,14 +152,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, into 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Credentials != "" {
-		if c.Basic {
-			user, pass, _ := strings.Cut(c.Credentials, ":")
-			req.SetBasicAuth(user, pass)
-		} else {
-			req.Header.Set("Authorization", "Bearer "+c.Credentials)
-		}
-	}
+	c.Auth.Apply(req)
 	client := c.HTTP
 	if client == nil {
 		client = http.DefaultClient

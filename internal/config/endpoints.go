@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -98,6 +99,33 @@ func (es Endpoints) Lookup(key, rawURL string) (Endpoint, error) {
 		}
 	}
 	return Endpoint{}, fmt.Errorf("%s is %w: the host's %s (%s) does not list it; add it there, with its credentials file if it needs one", rawURL, ErrNotAllowed, key, DefaultFile)
+}
+
+// Auth is what a request to a server the host lists carries: nothing, a
+// bearer token, or with Basic "username:password". It never appears in an
+// error or a log line.
+type Auth struct {
+	Basic       bool
+	Credentials string
+}
+
+// Apply sets the request's Authorization header.
+func (a Auth) Apply(req *http.Request) {
+	switch {
+	case a.Credentials == "":
+	case a.Basic:
+		user, pass, _ := strings.Cut(a.Credentials, ":")
+		req.SetBasicAuth(user, pass)
+	default:
+		req.Header.Set("Authorization", "Bearer "+a.Credentials)
+	}
+}
+
+// Auth reads the endpoint's credentials file, read afresh each time (a
+// rotated token is used at once).
+func (e Endpoint) Auth() (Auth, error) {
+	c, err := e.Credentials()
+	return Auth{Basic: e.Type == "basic", Credentials: c}, err
 }
 
 // Credentials reads the endpoint's credentials file: "" without one. The

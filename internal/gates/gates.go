@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/alertmanager"
+	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/hostcmd"
 	"github.com/kustodian/kustodian/internal/lock"
@@ -138,7 +139,7 @@ func replicas(r *int32) int32 {
 // results; otherwise which alerts fire (and are pending, unless firingOnly),
 // filtered by alertFilterRegexp as Kured filters them. Any failure to get an
 // answer is reported in Err: it blocks.
-func Prometheus(ctx context.Context, client *http.Client, auth Auth, p *policy.Prometheus) *decide.PrometheusResult {
+func Prometheus(ctx context.Context, client *http.Client, auth config.Auth, p *policy.Prometheus) *decide.PrometheusResult {
 	if p.Query != "" {
 		return query(ctx, client, auth, p)
 	}
@@ -169,7 +170,7 @@ func Prometheus(ctx context.Context, client *http.Client, auth Auth, p *policy.P
 	return &decide.PrometheusResult{Blocking: names}
 }
 
-func query(ctx context.Context, client *http.Client, auth Auth, p *policy.Prometheus) *decide.PrometheusResult {
+func query(ctx context.Context, client *http.Client, auth config.Auth, p *policy.Prometheus) *decide.PrometheusResult {
 	var body struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -195,31 +196,12 @@ func query(ctx context.Context, client *http.Client, auth Auth, p *policy.Promet
 	return &decide.PrometheusResult{}
 }
 
-// Auth is what a request to a server carries: nothing, a bearer token,
-// or with Basic username:password. It comes from the host's configuration
-// (prometheus.endpoints), never from the cluster.
-type Auth struct {
-	Basic       bool
-	Credentials string
-}
-
-func (a Auth) apply(req *http.Request) {
-	switch {
-	case a.Credentials == "":
-	case a.Basic:
-		user, pass, _ := strings.Cut(a.Credentials, ":")
-		req.SetBasicAuth(user, pass)
-	default:
-		req.Header.Set("Authorization", "Bearer "+a.Credentials)
-	}
-}
-
-func get(ctx context.Context, client *http.Client, auth Auth, u string, into any) error {
+func get(ctx context.Context, client *http.Client, auth config.Auth, u string, into any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
-	auth.apply(req)
+	auth.Apply(req)
 	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/policy"
 )
 
@@ -48,7 +49,7 @@ func TestPrometheusAlerts(t *testing.T) {
 		{"nothing matches", policy.Prometheus{AlertFilterRegexp: "^Nope", AlertFilterMatchOnly: true}, ""},
 	} {
 		tc.p.URL = url + "/"
-		r := Prometheus(context.Background(), http.DefaultClient, Auth{}, &tc.p)
+		r := Prometheus(context.Background(), http.DefaultClient, config.Auth{}, &tc.p)
 		if r.Err != "" || strings.Join(r.Blocking, ",") != tc.want {
 			t.Errorf("%s: got %+v, want %q", tc.name, r, tc.want)
 		}
@@ -57,29 +58,29 @@ func TestPrometheusAlerts(t *testing.T) {
 
 func TestPrometheusQueryAndFailures(t *testing.T) {
 	vector := serve(t, "/api/v1/query", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}`)
-	if r := Prometheus(context.Background(), http.DefaultClient, Auth{}, &policy.Prometheus{URL: vector, Query: "up == 0"}); r.Err != "" || len(r.Blocking) != 1 {
+	if r := Prometheus(context.Background(), http.DefaultClient, config.Auth{}, &policy.Prometheus{URL: vector, Query: "up == 0"}); r.Err != "" || len(r.Blocking) != 1 {
 		t.Errorf("a non-empty vector: %+v", r)
 	}
 	empty := serve(t, "/api/v1/query", `{"status":"success","data":{"resultType":"vector","result":[]}}`)
-	if r := Prometheus(context.Background(), http.DefaultClient, Auth{}, &policy.Prometheus{URL: empty, Query: "up == 0"}); r.Err != "" || len(r.Blocking) != 0 {
+	if r := Prometheus(context.Background(), http.DefaultClient, config.Auth{}, &policy.Prometheus{URL: empty, Query: "up == 0"}); r.Err != "" || len(r.Blocking) != 0 {
 		t.Errorf("an empty vector: %+v", r)
 	}
 	scalar := serve(t, "/api/v1/query", `{"status":"success","data":{"resultType":"scalar","result":[1,"1"]}}`)
-	if r := Prometheus(context.Background(), http.DefaultClient, Auth{}, &policy.Prometheus{URL: scalar, Query: "up == 0"}); !strings.Contains(r.Err, "not a vector") {
+	if r := Prometheus(context.Background(), http.DefaultClient, config.Auth{}, &policy.Prometheus{URL: scalar, Query: "up == 0"}); !strings.Contains(r.Err, "not a vector") {
 		t.Errorf("a scalar: %+v", r)
 	}
 	bad := serve(t, "/api/v1/alerts", `<html>proxy error</html>`)
-	if r := Prometheus(context.Background(), http.DefaultClient, Auth{}, &policy.Prometheus{URL: bad}); !strings.Contains(r.Err, "not Prometheus' JSON") {
+	if r := Prometheus(context.Background(), http.DefaultClient, config.Auth{}, &policy.Prometheus{URL: bad}); !strings.Contains(r.Err, "not Prometheus' JSON") {
 		t.Errorf("HTML: %+v", r)
 	}
 	failed := serve(t, "/api/v1/alerts", `{"status":"error","error":"overloaded"}`)
-	if r := Prometheus(context.Background(), http.DefaultClient, Auth{}, &policy.Prometheus{URL: failed}); !strings.Contains(r.Err, "overloaded") {
+	if r := Prometheus(context.Background(), http.DefaultClient, config.Auth{}, &policy.Prometheus{URL: failed}); !strings.Contains(r.Err, "overloaded") {
 		t.Errorf("an error answer: %+v", r)
 	}
 	srv := httptest.NewServer(http.NotFoundHandler())
 	gone := srv.URL
 	srv.Close()
-	if r := Prometheus(context.Background(), http.DefaultClient, Auth{}, &policy.Prometheus{URL: gone}); !strings.Contains(r.Err, "unreachable") {
+	if r := Prometheus(context.Background(), http.DefaultClient, config.Auth{}, &policy.Prometheus{URL: gone}); !strings.Contains(r.Err, "unreachable") {
 		t.Errorf("unreachable: %+v", r)
 	}
 }
@@ -108,7 +109,7 @@ func TestPrometheusSendsTheHostsCredentials(t *testing.T) {
 		w.Write([]byte(`{"status":"success","data":{"alerts":[]}}`))
 	}))
 	t.Cleanup(srv.Close)
-	for _, auth := range []Auth{{}, {Credentials: "tok"}, {Basic: true, Credentials: "u:p"}} {
+	for _, auth := range []config.Auth{{}, {Credentials: "tok"}, {Basic: true, Credentials: "u:p"}} {
 		if r := Prometheus(context.Background(), srv.Client(), auth, &policy.Prometheus{URL: srv.URL}); r.Err != "" {
 			t.Fatal(r.Err)
 		}

@@ -26,6 +26,17 @@ type Row struct {
 	Changes  []string `json:"changes"`
 }
 
+// NotTried reports whether the table lists path among the paths no probe
+// changes (an entry ending in * stands for every path it begins).
+func (t Table) NotTried(path string) bool {
+	for p := range t.Untried {
+		if p == path || strings.HasSuffix(p, "*") && strings.HasPrefix(path, strings.TrimSuffix(p, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
 // Whole is a row's change for a write judged as a whole (an eviction, a
 // delete, a question).
 const Whole = "(all)"
