@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,6 +92,9 @@ func (a *Agent) markNode(ctx context.Context, node *corev1.Node) error {
 		if err := a.labelNode(ctx, rollout.LabelRollouts, value); err != nil {
 			return err
 		}
+		if a.cfg.Rollouts.Enabled {
+			a.stagesSeen.rolloutsBegin(a.now()) // the rollouts there now came before this node could take them
+		}
 	}
 	if v := a.kubeletEvictions; v != "" && node.Labels[nodemarks.LabelKubeletEvictions] != v {
 		if err := a.labelNode(ctx, nodemarks.LabelKubeletEvictions, strconv.Quote(v)); err != nil {
@@ -111,12 +115,14 @@ func (a *Agent) labelNode(ctx context.Context, key, jsonValue string) error {
 }
 
 // cachedRollout is a rollout as the agent knows it: the newer of the
-// informer's copy and the one this agent last wrote; and when this agent
-// first saw each stage of its revision succeed (observeStages).
+// informer's copy and the one this agent last wrote; when this agent first
+// saw each stage of its revision succeed, and the nodes that had taken it
+// when this node could first take it (observeStages).
 type cachedRollout struct {
-	u    *unstructured.Unstructured
-	r    *rollout.MaintenanceRollout
-	seen rollout.Seen
+	u      *unstructured.Unstructured
+	r      *rollout.MaintenanceRollout
+	seen   rollout.Seen
+	before []string
 }
 
 // rollouts are the rollouts of the namespace, oldest first.
@@ -158,7 +164,16 @@ func (a *Agent) rolloutNodes() []rollout.NodeFacts {
 		if !ok {
 			continue
 		}
-		out = append(out, rollout.NodeFacts{Name: m.Name, Labels: m.Labels, Created: m.CreationTimestamp.Time})
+		facts := rollout.NodeFacts{Name: m.Name, Labels: m.Labels, Created: m.CreationTimestamp.Time}
+		if m.Name == a.node && a.cfg.Rollouts.Enabled && m.Labels[rollout.LabelRollouts] != "enabled" {
+			// markNode labelled it: the informer has not caught up yet.
+			facts.Labels = maps.Clone(m.Labels)
+			if facts.Labels == nil {
+				facts.Labels = map[string]string{}
+			}
+			facts.Labels[rollout.LabelRollouts] = "enabled"
+		}
+		out = append(out, facts)
 	}
 	return out
 }
@@ -193,16 +208,19 @@ func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollou
 		}
 		stage = e.Stage
 	default:
-		if e != nil && e.Revision == rev && e.State != rollout.Cancelled {
+		if e != nil && e.Revision == rev && e.State != rollout.Cancelled && e.State != rollout.Deferred {
 			return false, nil // refused here, or a job of this revision this host no longer has
 		}
-		v, err := rollout.Decide(r, a.node, nodes, a.now(), c.seen)
+		v, err := rollout.Decide(r, a.node, nodes, a.now(), c.seen, c.before)
 		if err != nil {
 			a.log.Warn("a MaintenanceRollout cannot be decided on; skipping it", "rollout", r.Name, "err", err)
 			return false, nil
 		}
 		if !v.WakeAt.IsZero() && (a.rolloutWakeAt.IsZero() || v.WakeAt.Before(a.rolloutWakeAt)) {
 			a.rolloutWakeAt = v.WakeAt
+		}
+		if v.Defer {
+			return false, a.deferRollout(ctx, c, v, nodes)
 		}
 		if !v.Take {
 			return false, nil
@@ -278,6 +296,18 @@ func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollou
 	}
 	a.poke()
 	return true, nil
+}
+
+// deferRollout writes this node's entry Deferred to the stage v says: the
+// places of the stages before it were taken before this node could ask,
+// and the nodes that hold them keep them.
+func (a *Agent) deferRollout(ctx context.Context, c cachedRollout, v rollout.Verdict, nodes []rollout.NodeFacts) error {
+	rev := rollout.Revision(c.r.Namespace, c.r.Name, c.r.Spec)
+	if e := c.r.Entry(a.node); e != nil && e.Revision == rev && e.State == rollout.Deferred && e.Stage == v.Stage {
+		return nil
+	}
+	a.log.Info("deferred to a later stage of a rollout", "rollout", c.r.Name, "revision", rev, "stage", v.Stage, "why", v.Why)
+	return a.writeEntry(ctx, c, rollout.NodeStatus{Name: a.node, Revision: rev, Stage: v.Stage, State: rollout.Deferred, Message: v.Why}, nodes)
 }
 
 // scriptCommand runs a script by its #! line, or with /bin/sh without one.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,23 +16,43 @@ import (
 	"github.com/kustodian/kustodian/internal/rollout"
 )
 
-// rolloutStagesFile, in the state directory, keeps when this agent first
-// saw each stage of a rollout's revision succeed.
+// rolloutStagesFile, in the state directory, keeps what this agent saw of
+// the rollouts: when it first saw each stage of a revision succeed, and
+// which nodes had taken a revision when this node could first take it.
 const rolloutStagesFile = "rollout-stages.json"
 
-// stagesSeen is when this agent first saw each stage of the rollouts'
-// revisions succeed: the soak of automatic promotion runs from then
-// (rollout.Seen), never from a time in the rollout, which the nodes write
-// (a compromised one writes finished: 2000-01-01). The agent exits when
-// idle and is started again, so what it saw is kept on the host; an agent
-// that was not running when a stage succeeded sees it when it starts, and
-// waits longer: conservative, as is an observation lost (the file set
-// aside), which is only made again later.
+// stagesSeen is what this agent saw of the rollouts' revisions, its own
+// observation, never a time or an order read from the rollout (the nodes
+// write their entries, and a compromised one writes finished: 2000-01-01,
+// or takes a place out of turn):
+//   - when it first saw each stage succeed: the soak of automatic
+//     promotion runs from then (rollout.Seen);
+//   - the nodes that had taken a revision when this node could first take
+//     it (rollout.Decide's before): places they hold in a count stage were
+//     taken before this node could ask, and it defers to them; a node that
+//     took a place later stands in for no one.
+//
+// The agent exits when idle and is started again, so what it saw is kept
+// on the host; an agent that was not running when a stage succeeded sees
+// it when it starts, and waits longer: conservative, as is an observation
+// lost (the file set aside), which is only made again later.
 type stagesSeen struct {
 	path   string
 	loaded bool
+	// since is when this node's host began to run rollouts, as this agent
+	// saw it: a rollout created after it found the node able to take it
+	// from the start, and no node had taken it before. Zero: not known yet
+	// (then: from now).
+	since  time.Time
+	dirty  bool                     // since changed and is not kept yet
 	revs   map[string]*seenRevision // by rollout UID and revision
 	warned string                   // the last failure to read or keep the file, said once
+}
+
+// seenFile is the file's content.
+type seenFile struct {
+	RolloutsSince time.Time       `json:"rolloutsSince"`
+	Revisions     []*seenRevision `json:"revisions"`
 }
 
 // seenRevision is what the agent saw of one rollout's revision.
@@ -39,38 +60,55 @@ type seenRevision struct {
 	Rollout  string       `json:"rollout"`
 	UID      string       `json:"uid"`
 	Revision string       `json:"revision"`
-	Stages   rollout.Seen `json:"stages"`
+	Stages   rollout.Seen `json:"stages,omitempty"`
+	// Before are the nodes that had taken the revision when this node
+	// could first take it; absent until then.
+	Before *[]string `json:"before,omitempty"`
+	// Unselected: the agent saw the revision while its node could not
+	// take it (the rollout did not select it then).
+	Unselected bool `json:"unselected,omitempty"`
 }
 
-// observeStages records the stages of the rollouts' revisions that this
-// agent sees succeed for the first time, and gives each rollout what was
-// seen of it (cachedRollout.seen), for its decisions and the summaries it
+// rolloutsBegin records that this node's host begins to run rollouts now
+// (the agent marked its Node): rollouts that exist already came before.
+func (s *stagesSeen) rolloutsBegin(now time.Time) {
+	s.since, s.dirty = now.UTC(), true
+}
+
+// observeStages records what this agent sees of the rollouts for the first
+// time (stagesSeen), and gives each rollout what was seen of it
+// (cachedRollout.seen and .before), for its decisions and the summaries it
 // writes. What cannot be kept on the host is said once and kept in memory
 // meanwhile: a soak that starts again after a restart is only longer.
 func (a *Agent) observeStages(rs []cachedRollout, nodes []rollout.NodeFacts) {
 	if a.stagesSeen.path == "" {
 		a.stagesSeen.path = filepath.Join(a.cfg.StateDir, rolloutStagesFile)
 	}
-	err := a.stagesSeen.observe(rs, nodes, a.now())
+	err := a.stagesSeen.observe(rs, nodes, a.node, a.now())
 	switch {
 	case err == nil:
 		a.stagesSeen.warned = ""
 	case err.Error() != a.stagesSeen.warned:
 		a.stagesSeen.warned = err.Error()
-		a.log.Warn("when the rollouts' stages succeeded is not kept on this host (a restarted agent soaks them again, from when it sees them)", "err", err)
+		a.log.Warn("what this agent saw of the rollouts is not kept on this host (a restarted agent soaks their stages again, from when it sees them)", "err", err)
 	}
 }
 
 // observe records, at now, each stage of rs's revisions that has
-// succeeded and was not seen to before; forgets the revisions no rollout
-// runs any more (a deleted rollout, a changed script); keeps the file when
-// something changed; and sets each rollout's seen.
-func (s *stagesSeen) observe(rs []cachedRollout, nodes []rollout.NodeFacts, now time.Time) error {
+// succeeded and was not seen to before, and the nodes that had taken each
+// revision when node self could first take it; forgets the revisions no
+// rollout runs any more (a deleted rollout, a changed script); keeps the
+// file when something changed; and sets each rollout's seen and before.
+func (s *stagesSeen) observe(rs []cachedRollout, nodes []rollout.NodeFacts, self string, now time.Time) error {
 	var errs []error
 	if !s.loaded {
 		errs = append(errs, s.load())
 	}
-	changed := false
+	changed := s.dirty
+	if s.since.IsZero() {
+		s.rolloutsBegin(now) // not known: from now, so that what exists came before
+		changed = true
+	}
 	live := map[string]bool{}
 	for i := range rs {
 		r := rs[i].r
@@ -82,19 +120,38 @@ func (s *stagesSeen) observe(rs []cachedRollout, nodes []rollout.NodeFacts, now 
 			continue // takeRollout says why it cannot decide
 		}
 		e := s.revs[key]
+		if e == nil {
+			e = &seenRevision{Rollout: r.Name, UID: string(r.UID), Revision: rev}
+			s.revs[key] = e
+			changed = true
+		}
 		for _, k := range done {
-			if e == nil {
-				e = &seenRevision{Rollout: r.Name, UID: string(r.UID), Revision: rev, Stages: rollout.Seen{}}
-				s.revs[key] = e
+			if e.Stages == nil {
+				e.Stages = rollout.Seen{}
 			}
 			if _, ok := e.Stages[k]; !ok {
 				e.Stages[k] = now.UTC()
 				changed = true
 			}
 		}
+		switch {
+		case e.Before != nil:
+		case rollout.Eligible(r, self, nodes):
+			before := []string{}
+			if e.Unselected || s.since.After(r.CreationTimestamp.Time) {
+				before, _ = rollout.Takers(r, nodes)
+			}
+			e.Before, changed = &before, true
+		case !e.Unselected:
+			e.Unselected, changed = true, true
+		}
 		rs[i].seen = rollout.Seen{}
-		if e != nil {
+		if e.Stages != nil {
 			rs[i].seen = e.Stages
+		}
+		rs[i].before = nil
+		if e.Before != nil {
+			rs[i].before = *e.Before
 		}
 	}
 	for key := range s.revs {
@@ -104,7 +161,9 @@ func (s *stagesSeen) observe(rs []cachedRollout, nodes []rollout.NodeFacts, now 
 		}
 	}
 	if changed {
-		errs = append(errs, s.save())
+		err := s.save()
+		s.dirty = err != nil
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -120,13 +179,21 @@ func (s *stagesSeen) load() error {
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", s.path, err)
 	}
-	var list []*seenRevision
-	if err := json.Unmarshal(b, &list); err != nil {
-		_ = os.Rename(s.path, s.path+".corrupt")
-		return fmt.Errorf("%s is corrupt (%v); kept as %s.corrupt, the stages that succeeded are seen again from now", s.path, err, s.path)
+	var f seenFile
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")) {
+		err = json.Unmarshal(b, &f.Revisions) // kept by an earlier agent: the stages alone
+	} else {
+		err = json.Unmarshal(b, &f)
 	}
-	for _, e := range list {
-		if e != nil && e.Stages != nil {
+	if err != nil {
+		_ = os.Rename(s.path, s.path+".corrupt")
+		return fmt.Errorf("%s is corrupt (%v); kept as %s.corrupt, what it kept is seen again from now", s.path, err, s.path)
+	}
+	if s.since.IsZero() {
+		s.since = f.RolloutsSince
+	}
+	for _, e := range f.Revisions {
+		if e != nil {
 			s.revs[e.UID+"/"+e.Revision] = e
 		}
 	}
@@ -142,7 +209,7 @@ func (s *stagesSeen) save() error {
 	slices.SortFunc(list, func(x, y *seenRevision) int {
 		return strings.Compare(x.Rollout+"/"+x.UID+"/"+x.Revision, y.Rollout+"/"+y.UID+"/"+y.Revision)
 	})
-	b, err := json.MarshalIndent(list, "", "  ")
+	b, err := json.MarshalIndent(seenFile{RolloutsSince: s.since, Revisions: list}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func canarySucceeded(t *testing.T, uid string) (cachedRollout, []rollout.NodeFac
 		nodes = append(nodes, rollout.NodeFacts{Name: n, Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
 	}
 	canary, other := "n1", "n2"
-	if v, err := rollout.Decide(r, "n2", nodes, time.Time{}, nil); err != nil {
+	if v, err := rollout.Decide(r, "n2", nodes, time.Time{}, nil, nil); err != nil {
 		t.Fatal(err)
 	} else if v.Take {
 		canary, other = "n2", "n1"
@@ -49,13 +50,13 @@ func TestStagesSeenAreKeptAcrossRuns(t *testing.T) {
 
 	first := &stagesSeen{path: path}
 	rs := []cachedRollout{c}
-	if err := first.observe(rs, nodes, t1); err != nil {
+	if err := first.observe(rs, nodes, waiting, t1); err != nil {
 		t.Fatal(err)
 	}
 	if got := rs[0].seen[0]; !got.Equal(t1) {
 		t.Fatalf("stage 0 seen at %v, want %v (when this agent saw it, not the entry's finish)", got, t1)
 	}
-	v, _ := rollout.Decide(c.r, waiting, nodes, t1.Add(5*time.Minute), rs[0].seen)
+	v, _ := rollout.Decide(c.r, waiting, nodes, t1.Add(5*time.Minute), rs[0].seen, rs[0].before)
 	if v.Take || !v.WakeAt.Equal(t1.Add(10*time.Minute)) {
 		t.Fatalf("5 minutes into the soak: take %v, wake at %v; want no, and %v", v.Take, v.WakeAt, t1.Add(10*time.Minute))
 	}
@@ -63,7 +64,7 @@ func TestStagesSeenAreKeptAcrossRuns(t *testing.T) {
 	// The agent exits and starts again: what it saw stands.
 	again := &stagesSeen{path: path}
 	rs = []cachedRollout{c}
-	if err := again.observe(rs, nodes, t1.Add(time.Hour)); err != nil {
+	if err := again.observe(rs, nodes, waiting, t1.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if got := rs[0].seen[0]; !got.Equal(t1) {
@@ -74,7 +75,7 @@ func TestStagesSeenAreKeptAcrossRuns(t *testing.T) {
 	// one that is gone is forgotten.
 	other, _, _ := canarySucceeded(t, "2")
 	rs = []cachedRollout{other}
-	if err := again.observe(rs, nodes, t1.Add(2*time.Hour)); err != nil {
+	if err := again.observe(rs, nodes, waiting, t1.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if got := rs[0].seen[0]; !got.Equal(t1.Add(2 * time.Hour)) {
@@ -93,7 +94,7 @@ func TestStagesSeenAreKeptAcrossRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs = []cachedRollout{other}
-	err = (&stagesSeen{path: path}).observe(rs, nodes, t1.Add(3*time.Hour))
+	err = (&stagesSeen{path: path}).observe(rs, nodes, waiting, t1.Add(3*time.Hour))
 	if err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Fatalf("a corrupt file: %v", err)
 	}
@@ -102,5 +103,99 @@ func TestStagesSeenAreKeptAcrossRuns(t *testing.T) {
 	}
 	if _, err := os.Stat(path + ".corrupt"); err != nil {
 		t.Fatalf("the corrupt file was not set aside: %v", err)
+	}
+}
+
+// before is what observe gives rollout c as the nodes that had taken it
+// when node self could first take it.
+func beforeOf(t *testing.T, s *stagesSeen, c cachedRollout, nodes []rollout.NodeFacts, self string, now time.Time) []string {
+	t.Helper()
+	rs := []cachedRollout{c}
+	if err := s.observe(rs, nodes, self, now); err != nil {
+		t.Fatal(err)
+	}
+	return rs[0].before
+}
+
+// The nodes that had taken a revision when this node could first take it
+// are this agent's observation: none when its host ran rollouts before
+// the rollout came (an entry there at its first look was written out of
+// turn), those it found when it came later (it defers to them), kept
+// across restarts and never changed by later entries.
+func TestBeforeIsWhatThisAgentFoundFirst(t *testing.T) {
+	t1 := time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC)
+	c, nodes, self := canarySucceeded(t, "1")
+	c.r.CreationTimestamp = metav1.NewTime(t1)
+	other := "n1"
+	if self == "n1" {
+		other = "n2"
+	}
+
+	// Rollouts ran here before the rollout came: the canary's entry at the
+	// first look stands in for no one.
+	early := &stagesSeen{path: filepath.Join(t.TempDir(), rolloutStagesFile)}
+	early.rolloutsBegin(t1.Add(-time.Hour))
+	if got := beforeOf(t, early, c, nodes, self, t1.Add(time.Minute)); got == nil || len(got) != 0 {
+		t.Fatalf("an agent there from the start found %v before it, want none", got)
+	}
+
+	// Rollouts began here after it came: what it found then came before.
+	path := filepath.Join(t.TempDir(), rolloutStagesFile)
+	late := &stagesSeen{path: path}
+	late.rolloutsBegin(t1.Add(time.Hour))
+	if got := beforeOf(t, late, c, nodes, self, t1.Add(time.Hour)); !slices.Equal(got, []string{other}) {
+		t.Fatalf("a late agent found %v before it, want [%s]", got, other)
+	}
+	// Kept across a restart, and unchanged by entries written since.
+	c.r.Status.Nodes = append(c.r.Status.Nodes, rollout.NodeStatus{Name: "n3", Revision: c.r.Status.Nodes[0].Revision, State: rollout.Running})
+	nodes = append(nodes, rollout.NodeFacts{Name: "n3", Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
+	if got := beforeOf(t, &stagesSeen{path: path}, c, nodes, self, t1.Add(2*time.Hour)); !slices.Equal(got, []string{other}) {
+		t.Fatalf("after a restart and another entry, %v before it, want [%s]", got, other)
+	}
+
+	// A host whose start is not known counts from now.
+	unknown := &stagesSeen{path: filepath.Join(t.TempDir(), rolloutStagesFile)}
+	if got := beforeOf(t, unknown, c, nodes, self, t1.Add(time.Hour)); len(got) != 2 {
+		t.Fatalf("an agent that does not know since when its host runs rollouts found %v before it, want both takers", got)
+	}
+
+	// Not selected at first, selected later: what it found when selected.
+	c2, nodes2, self2 := canarySucceeded(t, "2")
+	c2.r.CreationTimestamp = metav1.NewTime(t1)
+	c2.r.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}
+	for i := range nodes2 {
+		if nodes2[i].Name != self2 {
+			nodes2[i].Labels["pool"] = "a"
+		}
+	}
+	sel := &stagesSeen{path: filepath.Join(t.TempDir(), rolloutStagesFile)}
+	sel.rolloutsBegin(t1.Add(-time.Hour))
+	if got := beforeOf(t, sel, c2, nodes2, self2, t1.Add(time.Minute)); got != nil {
+		t.Fatalf("a node the rollout does not select found %v before it, want nothing recorded", got)
+	}
+	for i := range nodes2 {
+		nodes2[i].Labels["pool"] = "a"
+	}
+	if got := beforeOf(t, sel, c2, nodes2, self2, t1.Add(time.Hour)); len(got) != 1 {
+		t.Fatalf("selected later, it found %v before it, want the canary", got)
+	}
+}
+
+// A file kept by an earlier agent (a list of revisions) is read, not set
+// aside.
+func TestStagesSeenReadsTheEarlierFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), rolloutStagesFile)
+	c, nodes, self := canarySucceeded(t, "1")
+	rev := rollout.Revision(c.r.Namespace, c.r.Name, c.r.Spec)
+	old := `[{"rollout":"fix","uid":"uid-1","revision":"` + rev + `","stages":{"0":"2026-11-26T02:00:00Z"}}]`
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rs := []cachedRollout{c}
+	if err := (&stagesSeen{path: path}).observe(rs, nodes, self, time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rs[0].seen[0]; !got.Equal(time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC)) {
+		t.Fatalf("stage 0 seen at %v, want the time the earlier file kept", got)
 	}
 }

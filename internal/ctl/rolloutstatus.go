@@ -45,7 +45,7 @@ func newRolloutStatusCommand(o *options) *cobra.Command {
 		Short: "Show a rollout: its stage, counts and conditions, and every selected node's state",
 		Long: `status shows a MaintenanceRollout: its revision, the stage open now, how many of
 the selected nodes succeeded, and one row per node: its entry (Waiting, Running,
-RollingBack, Retrying, Succeeded, Failed, RolledBack, Refused, Cancelled) or, for a
+RollingBack, Retrying, Succeeded, Failed, RolledBack, Refused, Cancelled, Deferred) or, for a
 selected node that has not taken it, pending with the reason. The summary is made
 from the nodes' entries, as the agents make it. -o json|yaml prints the object;
 --watch prints a line at each change and a progress line until the rollout is
@@ -135,7 +135,7 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 		if seen[n.Name] {
 			continue
 		}
-		d, err := rollout.Decide(r, n.Name, nodes, now, est)
+		d, err := rollout.Decide(r, n.Name, nodes, now, est, nil)
 		if err != nil {
 			return v, err
 		}

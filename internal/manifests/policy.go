@@ -221,6 +221,12 @@ func policies(kuredKeys []string) []policy {
 				self+" + ' may change the labels, annotations and owners of Lease ' + request.name + ', not ' + "+changedBut("metadata", append([]string{"labels", "annotations", "ownerReferences"}, serverMetadata...)...)+".join(', ')"),
 			check("!variables.isLock || variables.labelsKept",
 				self+" + ' may not change the labels of lock ' + request.name"),
+			// A lock's group is its name's (two policies that make the same
+			// name are told apart by it): its holder may not move it to
+			// another group, which honest nodes would then refuse.
+			check("!variables.isLock || request.operation != 'UPDATE' || !('"+lock.LabelPolicy+"' in oldObject.metadata.?labels.orValue({})) || "+
+				"object.metadata.?annotations[?'"+lock.AnnotationGroup+"'].orValue('') == oldObject.metadata.?annotations[?'"+lock.AnnotationGroup+"'].orValue('')",
+				self+" + ' may not change the group (annotation "+lock.AnnotationGroup+") of lock ' + request.name"),
 			check("!variables.taking || object.metadata.?annotations.orValue({}) == oldObject.metadata.?annotations.orValue({})",
 				self+" + ' may take lock ' + request.name + ' only as it is, its annotations unchanged'"),
 			check("!variables.releasing || size("+changedKeys("annotations", "k == '"+lock.AnnotationReleasedAt+"'")+") == 0",

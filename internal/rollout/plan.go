@@ -161,16 +161,15 @@ func (v *view) target(s Stage) int {
 
 // reaches works out, stage by stage, the nodes each stage is for, with
 // the stages before it (stages are cumulative): every node for all; those
-// it selects for a selector; for a count, the nodes that took it already,
-// then the others in rank order, until it has its count in all (the nodes
-// of earlier stages, by selector too, count toward it). A place taken is
-// kept: nodes that become eligible later (an agent started after the
-// canary took its place) never make a second canary. A node whose entry is
-// of a later stage took that stage: the stages before it are not for it,
-// so its entry counts for no stage before the one it says (and the next
-// node in rank order takes its place there). A node the rollout selects can
-// still take a place out of rank with an entry of its own (docs/security.md
-// says what that gives it).
+// it selects for a selector; for a count, the nodes in rank order until it
+// has its count in all (the nodes of earlier stages, by selector too,
+// count toward it). A count stage's places go by rank alone, whoever wrote
+// an entry: a node the rollout selects cannot take the canary's place out
+// of turn with an entry of its own. A node whose entry is of a later stage
+// (it took that stage, or deferred to it: Deferred) is not a candidate for
+// the stages before it, and the next node in rank order takes its place
+// there; that is how a node whose agent came late leaves a place taken
+// before it could ask (Decide) to the node that took it.
 func (v *view) reaches() {
 	prev := map[string]bool{}
 	for k, s := range v.stages {
@@ -203,11 +202,6 @@ func (v *view) reaches() {
 		default:
 			t := v.target(s)
 			for _, n := range cands {
-				if _, took := v.entries[n.Name]; took && len(cur) < t {
-					cur[n.Name] = true
-				}
-			}
-			for _, n := range cands {
 				if len(cur) >= t {
 					break
 				}
@@ -219,11 +213,18 @@ func (v *view) reaches() {
 	}
 }
 
+// took reports whether node took the rollout's revision (an entry that is
+// no deferral).
+func (v *view) took(node string) bool {
+	e, ok := v.entries[node]
+	return ok && e.State != Deferred
+}
+
 // filled reports whether stage k has reached every node it is for: each
-// has an entry (of stage k or before, by reaches).
+// took the rollout (in stage k or before, by reaches).
 func (v *view) filled(k int) bool {
 	for n := range v.reach[k] {
-		if _, ok := v.entries[n]; !ok {
+		if !v.took(n) {
 			return false
 		}
 	}
@@ -241,8 +242,8 @@ func (v *view) succeeded(k int) (bool, time.Time) {
 	}
 	last := time.Time{}
 	for _, e := range v.entries {
-		if e.Stage > k {
-			continue
+		if e.Stage > k || e.State == Deferred {
+			continue // a deferred node of stage k took nothing: filled says whether it must
 		}
 		if e.State != Succeeded {
 			return false, time.Time{}
@@ -329,63 +330,4 @@ func (v *view) soak() time.Duration {
 		return v.r.Spec.Promotion.Soak.Duration
 	}
 	return 0
-}
-
-// Verdict is whether a node takes a rollout now.
-type Verdict struct {
-	// Take: run the rollout on this node now, as part of Stage.
-	Take  bool
-	Stage int
-	// Why says why not (or which stage it is in).
-	Why string
-	// WakeAt is when to decide again by the clock (a soak ends); zero:
-	// at the next change.
-	WakeAt time.Time
-}
-
-// Decide says whether node self takes rollout r now: the rollout is
-// neither paused, aborted nor stopped by a failure; the node is selected,
-// its host runs rollouts, it has not taken this revision; and the stage
-// open now reaches it. A count stage's places go to the nodes in rank
-// order (reaches), whoever else wrote an entry; the claim is written with
-// the rollout's resourceVersion, so that a node decides again on every
-// entry written meanwhile. seen is when the deciding agent first saw each
-// stage succeed (Seen): automatic promotion soaks from then.
-func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time, seen Seen) (Verdict, error) {
-	v, err := newView(r, nodes)
-	if err != nil {
-		return Verdict{}, err
-	}
-	if _, ok := v.entries[self]; ok {
-		return Verdict{Why: "this node took revision " + v.rev}, nil
-	}
-	if why := v.halted(); why != "" {
-		return Verdict{Why: why}, nil
-	}
-	if !slices.ContainsFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self }) {
-		if slices.ContainsFunc(v.selected, func(n NodeFacts) bool { return n.Name == self }) {
-			return Verdict{Why: "this node's host does not run rollouts (rollouts.enabled)"}, nil
-		}
-		return Verdict{Why: "the rollout does not select this node"}, nil
-	}
-	o, wake := v.open(now, seen)
-	for k := 0; k <= o; k++ {
-		if !v.reach[k][self] {
-			continue
-		}
-		why := fmt.Sprintf("stage %d reaches this node", k)
-		if s := v.stages[k]; s.Nodes != nil || s.Percent != nil {
-			why = fmt.Sprintf("stage %d has room for this node", k)
-		}
-		return Verdict{Take: true, Stage: k, Why: why}, nil
-	}
-	switch {
-	case o < len(v.stages)-1 && !wake.IsZero():
-		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when its soak ends, at about %s", o, wake.UTC().Format(time.RFC3339)), WakeAt: wake}, nil
-	case o < len(v.stages)-1 && r.Spec.Promotion.Mode == PromotionAuto:
-		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens once it succeeded and soaked", o)}, nil
-	case o < len(v.stages)-1:
-		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when promoted", o)}, nil
-	}
-	return Verdict{Why: "no stage reaches this node", WakeAt: wake}, nil
 }

@@ -47,7 +47,7 @@ func takersSeen(t *testing.T, r *MaintenanceRollout, nodes []NodeFacts, now time
 	t.Helper()
 	var out []string
 	for _, n := range nodes {
-		v, err := Decide(r, n.Name, nodes, now, seen)
+		v, err := Decide(r, n.Name, nodes, now, seen, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,12 +176,12 @@ func TestDecideSelectorAndNewNodes(t *testing.T) {
 	}
 	late := NodeFacts{Name: "n9", Created: t0.Add(time.Hour), Labels: map[string]string{LabelRollouts: "enabled", "zone": "a"}}
 	nodes = append(nodes, late)
-	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour), nil); !v.Take {
+	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour), nil, nil); !v.Take {
 		t.Fatalf("a node that joined later does not take it: %s", v.Why)
 	}
 	no := false
 	r.Spec.NewNodes = &no
-	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour), nil); v.Take {
+	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour), nil, nil); v.Take {
 		t.Fatal("a node that joined later takes it with newNodes: false")
 	}
 }
@@ -233,7 +233,7 @@ func TestAutoPromotionAfterTheSoak(t *testing.T) {
 			canary := takers(t, r, nodes, t0)[0]
 			took(r, canary, 0, Succeeded, c.finished)
 			for _, at := range []time.Time{t0.Add(5 * time.Minute), c.opens.Add(-time.Second)} {
-				v, _ := Decide(r, otherThan(nodes, canary), nodes, at, c.seen)
+				v, _ := Decide(r, otherThan(nodes, canary), nodes, at, c.seen, nil)
 				if v.Take || !v.WakeAt.Equal(c.opens) {
 					t.Fatalf("at %v, during the soak: take %v, wake at %v, want no and %v", at, v.Take, v.WakeAt, c.opens)
 				}
@@ -267,7 +267,7 @@ func TestSoakNotSeenAndEstimated(t *testing.T) {
 	canary := takers(t, r, nodes, t0)[0]
 	took(r, canary, 0, Succeeded, t0.Add(time.Minute))
 	now := t0.Add(time.Hour)
-	if v, _ := Decide(r, otherThan(nodes, canary), nodes, now, Seen{}); v.Take || !v.WakeAt.Equal(now.Add(10*time.Minute)) {
+	if v, _ := Decide(r, otherThan(nodes, canary), nodes, now, Seen{}, nil); v.Take || !v.WakeAt.Equal(now.Add(10*time.Minute)) {
 		t.Fatalf("not seen before: take %v, wake at %v, want no and the soak from now", v.Take, v.WakeAt)
 	}
 	stages, _ := SucceededStages(r, nodes)
@@ -292,7 +292,7 @@ func TestDecidePausedAndAborted(t *testing.T) {
 		if got := takers(t, r, nodes, t0); len(got) != 0 {
 			t.Errorf("%s: %v take it", name, got)
 		}
-		v, _ := Decide(r, "n1", nodes, t0, nil)
+		v, _ := Decide(r, "n1", nodes, t0, nil, nil)
 		if !strings.Contains(v.Why, name) {
 			t.Errorf("%s: says %q", name, v.Why)
 		}

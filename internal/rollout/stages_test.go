@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -128,6 +129,71 @@ func TestRankShiftsFillEveryStage(t *testing.T) {
 	}
 }
 
+// verdicts are what Decide tells each node now, every agent having seen
+// before as the nodes that had taken the rollout when it could first ask:
+// the nodes that take it, and those that defer, with the stage they defer
+// to.
+func verdicts(t *testing.T, r *MaintenanceRollout, nodes []NodeFacts, now time.Time, before []string) ([]string, map[string]int) {
+	t.Helper()
+	var take []string
+	deferTo := map[string]int{}
+	for _, n := range nodes {
+		v, err := Decide(r, n.Name, nodes, now, Seen{}, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case v.Take && v.Defer:
+			t.Fatalf("%s both takes and defers: %+v", n.Name, v)
+		case v.Take:
+			take = append(take, n.Name)
+		case v.Defer:
+			deferTo[n.Name] = v.Stage
+		}
+	}
+	return take, deferTo
+}
+
+// A node the rollout selects writes its own entry of the first stage,
+// succeeded long ago, before the canary could take the rollout: the
+// canary's place is still the canary's, the stage has not succeeded, and
+// no later stage opens on the forged word.
+func TestAForgedEntryStandsInForNoCanary(t *testing.T) {
+	nodes := fleet(5)
+	r := newRollout(func(s *Spec) { s.Promotion = Promotion{Mode: PromotionAuto} }) // no soak
+	order := ranked(r, nodes)
+	forger, canary := order[3], order[0]
+	took(r, forger, 0, Succeeded, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
+	// Every agent was there when the rollout came: none saw a taker then.
+	take, deferTo := verdicts(t, r, nodes, t0, []string{})
+	if !slices.Equal(take, []string{canary}) || len(deferTo) != 0 {
+		t.Fatalf("%v take it and %v defer, want the canary %s alone (the nodes in rank order: %v)", take, deferTo, canary, order)
+	}
+	st, err := Summarize(r, nodes, t0, Seen{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stage != 0 || st.Stages[0].State == StageSucceeded || hasCond(st, ConditionComplete, metav1.ConditionTrue) {
+		t.Fatalf("on the forged entry the summary says stage %d is open, stage 0 %s", st.Stage, st.Stages[0].State)
+	}
+	took(r, canary, 0, Running, time.Time{})
+	if take, _ := verdicts(t, r, nodes, t0, []string{}); len(take) != 0 {
+		t.Fatalf("%v take it while the canary runs", take)
+	}
+	took(r, canary, 0, Succeeded, t0)
+	take, _ = verdicts(t, r, nodes, t0, []string{})
+	if want := []string{order[1], order[2], order[4]}; !sameSet(take, want) {
+		t.Fatalf("%v take it once the canary succeeded, want %v", take, want)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
 // Agents start one by one: the canary takes its place among the nodes
 // whose hosts run rollouts so far, and a node whose agent starts later
 // and ranks before it does not make a second canary. (Seen: two canaries
@@ -148,8 +214,40 @@ func TestALateAgentMakesNoSecondCanary(t *testing.T) {
 		t.Fatalf("with one host running rollouts, %v take it", got)
 	}
 	took(r, order[4], 0, Running, time.Time{})
-	// Every agent has started now.
-	if got := takers(t, r, nodes, t0); len(got) != 0 {
-		t.Fatalf("%v take the canary's stage too (the nodes in rank order: %v)", got, order)
+	// Every agent has started now, and saw the canary's entry when it
+	// could first ask: those before the canary in rank order defer (here
+	// every other node: the canary ranks last).
+	before := []string{order[4]}
+	take, deferTo := verdicts(t, r, nodes, t0, before)
+	if len(take) != 0 {
+		t.Fatalf("%v take the canary's stage too (the nodes in rank order: %v)", take, order)
+	}
+	want := map[string]int{order[0]: 1, order[1]: 1, order[2]: 1, order[3]: 1}
+	if fmt.Sprint(deferTo) != fmt.Sprint(want) {
+		t.Fatalf("%v defer, want %v", deferTo, want)
+	}
+	// Until they have, the rank order gives the place to the first.
+	if st, _ := Summarize(r, nodes, t0, Seen{}); st.Stages[0].State == StageSucceeded {
+		t.Fatalf("stage 0 succeeded with its canary running")
+	}
+	for n := range want {
+		took(r, n, 1, Deferred, time.Time{})
+	}
+	take, deferTo = verdicts(t, r, nodes, t0, before)
+	if len(take) != 0 || len(deferTo) != 0 {
+		t.Fatalf("after the deferral %v take it and %v defer", take, deferTo)
+	}
+	took(r, order[4], 0, Succeeded, t0)
+	st, err := Summarize(r, nodes, t0, Seen{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stages[0].State != StageSucceeded || st.Stages[0].Took != 1 {
+		t.Fatalf("the canary succeeded, the stage is %+v", st.Stages[0])
+	}
+	r.Spec.Promoted = 1
+	take, _ = verdicts(t, r, nodes, t0, before)
+	if want := order[:4]; !sameSet(take, want) {
+		t.Fatalf("%v take stage 1, want %v (the deferred node among them)", take, want)
 	}
 }

@@ -114,7 +114,7 @@ func (v *view) stageStatus(open int) []StageStatus {
 		ss := StageStatus{Stage: k, Reaches: Describe(s), State: StagePending}
 		ss.Nodes = len(v.reach[k])
 		for _, e := range v.entries {
-			if e.Stage != k {
+			if e.Stage != k || e.State == Deferred {
 				continue
 			}
 			ss.Took++

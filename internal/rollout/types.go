@@ -166,6 +166,10 @@ const (
 	Retrying    = "Retrying"   // failed, rolled back, and to run again after a backoff
 	Refused     = "Refused"    // the signature, a digest or a source did not check out
 	Cancelled   = "Cancelled"  // queued when the rollout stopped, paused or was aborted
+	// Deferred: the node could take the rollout only after the places of
+	// its stage were taken by others; it waits for the stage its entry
+	// names (it has not taken the rollout).
+	Deferred = "Deferred"
 )
 
 // NodeStatus is one node's entry.

@@ -115,6 +115,10 @@ func TestSecurityLeasesAreBounded(t *testing.T) {
 	update := func(l *coordv1.Lease) (*coordv1.Lease, error) {
 		return leasesA.Update(e.Ctx, l, metav1.UpdateOptions{})
 	}
+	regrouped := held.DeepCopy()
+	regrouped.Annotations = map[string]string{lock.AnnotationGroup: "elsewhere"}
+	_, err = leasesA.Update(e.Ctx, regrouped, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	denied(t, "move a held lock to another group", err, "may not change the group (annotation "+lock.AnnotationGroup+") of lock "+lockName)
 	giveBack := held.DeepCopy()
 	empty := ""
 	giveBack.Spec.HolderIdentity, giveBack.OwnerReferences = &empty, nil

@@ -70,7 +70,8 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 	recordB := func() *unstructured.Unstructured {
 		return mkLease(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(b)}, Spec: coordv1.LeaseSpec{HolderIdentity: &other, RenewTime: &now}})
 	}
-	lockA := mkLease(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.GroupRef{Policy: "rights", Group: "a"}.LockName(0), OwnerReferences: owner(nodeA)},
+	lockA := mkLease(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.GroupRef{Policy: "rights", Group: "a"}.LockName(0), OwnerReferences: owner(nodeA),
+		Labels: map[string]string{lock.LabelPolicy: "rights"}, Annotations: map[string]string{lock.AnnotationGroup: "a"}},
 		Spec: coordv1.LeaseSpec{HolderIdentity: &self}})
 	lockB := mkLease(&coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.GroupRef{Policy: "rights", Group: "b"}.LockName(0), OwnerReferences: owner(nodeB)},
 		Spec: coordv1.LeaseSpec{HolderIdentity: &other}})

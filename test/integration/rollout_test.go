@@ -89,12 +89,14 @@ func getRollout(e *cluster.Env, dyn dynamic.Interface, name string) *rollout.Mai
 	return r
 }
 
-// entries are a rollout's entries by node, for its current revision.
+// entries are a rollout's entries by node, for its current revision, of
+// the nodes that took it: a deferral (a node whose agent came after the
+// canary took its place) is no take.
 func entries(r *rollout.MaintenanceRollout) map[string]rollout.NodeStatus {
 	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
 	out := map[string]rollout.NodeStatus{}
 	for _, e := range r.Status.Nodes {
-		if e.Revision == rev {
+		if e.Revision == rev && e.State != rollout.Deferred {
 			out[e.Name] = e
 		}
 	}

@@ -1,0 +1,143 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Verdict is whether a node takes a rollout now.
+type Verdict struct {
+	// Take: run the rollout on this node now, as part of Stage.
+	Take  bool
+	Stage int
+	// Defer: write this node's entry Deferred to Stage: the places it
+	// would have had in the stages before were taken before it could ask.
+	Defer bool
+	// Why says why not (or which stage it is in).
+	Why string
+	// WakeAt is when to decide again by the clock (a soak ends); zero:
+	// at the next change.
+	WakeAt time.Time
+}
+
+// Decide says whether node self takes rollout r now: the rollout is
+// neither paused, aborted nor stopped by a failure; the node is selected,
+// its host runs rollouts, it has not taken this revision; and the stage
+// open now reaches it. A count stage's places go to the nodes in rank
+// order (reaches), whoever else wrote an entry; the claim is written with
+// the rollout's resourceVersion, so that a node decides again on every
+// entry written meanwhile. seen is when the deciding agent first saw each
+// stage succeed (Seen): automatic promotion soaks from then.
+//
+// before are the nodes that had taken the revision when self could first
+// take it (its agent first saw the rollout with its host running rollouts),
+// as the deciding agent saw them; nil: every node that took it so far (a
+// reader with no observation of its own). A count stage whose places such
+// nodes filled is not self's: those nodes took their places before self
+// could ask, in turn as they saw it (an agent started late), and self
+// defers to the next stage (Defer) rather than make one node more run the
+// stage. A node that took a place out of turn while self could ask stands
+// in for no one: self takes the place rank order gives it.
+func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time, seen Seen, before []string) (Verdict, error) {
+	v, err := newView(r, nodes)
+	if err != nil {
+		return Verdict{}, err
+	}
+	if v.took(self) {
+		return Verdict{Why: "this node took revision " + v.rev}, nil
+	}
+	if why := v.halted(); why != "" {
+		return Verdict{Why: why}, nil
+	}
+	if !slices.ContainsFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self }) {
+		if slices.ContainsFunc(v.selected, func(n NodeFacts) bool { return n.Name == self }) {
+			return Verdict{Why: "this node's host does not run rollouts (rollouts.enabled)"}, nil
+		}
+		return Verdict{Why: "the rollout does not select this node"}, nil
+	}
+	o, wake := v.open(now, seen)
+	from := 0 // the first stage self is a candidate for (its deferral)
+	if e, ok := v.entries[self]; ok {
+		from = e.Stage
+	}
+	late := from
+	for k := from; k <= o; k++ {
+		if v.displaces(self, k, before) {
+			late = k + 1
+			continue
+		}
+		if !v.reach[k][self] {
+			continue
+		}
+		why := fmt.Sprintf("stage %d reaches this node", k)
+		if s := v.stages[k]; s.Nodes != nil || s.Percent != nil {
+			why = fmt.Sprintf("stage %d has room for this node", k)
+		}
+		return Verdict{Take: true, Stage: k, Why: why}, nil
+	}
+	if late > from {
+		why := fmt.Sprintf("the places of stage %d were taken before this node could ask; it waits for stage %d", late-1, late)
+		if late == len(v.stages) {
+			why = fmt.Sprintf("the places of stage %d, the last, were taken before this node could ask", late-1)
+		}
+		return Verdict{Defer: true, Stage: late, Why: why}, nil
+	}
+	switch {
+	case o < len(v.stages)-1 && !wake.IsZero():
+		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when its soak ends, at about %s", o, wake.UTC().Format(time.RFC3339)), WakeAt: wake}, nil
+	case o < len(v.stages)-1 && r.Spec.Promotion.Mode == PromotionAuto:
+		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens once it succeeded and soaked", o)}, nil
+	case o < len(v.stages)-1:
+		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when promoted", o)}, nil
+	}
+	return Verdict{Why: "no stage reaches this node", WakeAt: wake}, nil
+}
+
+// displaces reports whether self, taking count stage k now, would take
+// the place of a node that took it before self could ask: the nodes of
+// before (nil: every node that took the revision) fill the stage's places,
+// in stage k or one before it, and one of them ranks after self.
+func (v *view) displaces(self string, k int, before []string) bool {
+	t := v.target(v.stages[k])
+	if t < 0 {
+		return false // a selector or all: every node it reaches has a place
+	}
+	n, after := 0, false
+	for name, e := range v.entries {
+		if e.Stage > k || !v.took(name) || before != nil && !slices.Contains(before, name) {
+			continue
+		}
+		n++
+		after = after || rank(v.r, name) > rank(v.r, self)
+	}
+	return n >= t && after
+}
+
+// Takers are the nodes that have taken r's revision now (in any state, a
+// deferral not counted): what an agent records, when its node can first
+// take the revision, as Decide's before.
+func Takers(r *MaintenanceRollout, nodes []NodeFacts) ([]string, error) {
+	v, err := newView(r, nodes)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for name := range v.entries {
+		if v.took(name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Eligible reports whether r selects node self and its host runs
+// rollouts: from then, self can take it.
+func Eligible(r *MaintenanceRollout, self string, nodes []NodeFacts) bool {
+	v, err := newView(r, nodes)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self })
+}
