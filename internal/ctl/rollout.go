@@ -291,13 +291,15 @@ func newRolloutPromoteCommand(o *options) *cobra.Command {
 				return err
 			}
 			// The stage open now, made again from the entries as the agents
-			// make it: status.stage is any node's to write.
+			// make it (status.stage is any node's to write), with no soak
+			// taken as passed on the finish times the nodes wrote: promote
+			// opens the stage after the one soaking, never one beyond.
 			v, err := o.readRolloutView(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			stages := rollout.StagesOf(r.Spec)
-			next := max(r.Spec.Promoted, v.summary.Stage) + 1
+			next := max(r.Spec.Promoted, v.open) + 1
 			if cmd.Flags().Changed("to") {
 				next = to
 			}

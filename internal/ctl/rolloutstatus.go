@@ -35,6 +35,9 @@ type rolloutView struct {
 	// summary is made here from the entries, the spec and the nodes, as
 	// the agents make it.
 	summary rollout.Status
+	// open is the stage open now as far as this reader can be sure
+	// (rollout.OpenSurely): what promote opens the stage after.
+	open int
 }
 
 func newRolloutStatusCommand(o *options) *cobra.Command {
@@ -115,6 +118,9 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 		return v, err
 	}
 	v.summary = sum
+	if v.open, err = rollout.OpenSurely(r, nodes, now); err != nil {
+		return v, err
+	}
 	seen := map[string]bool{}
 	for _, e := range r.Status.Nodes {
 		if e.Revision != sum.Revision {

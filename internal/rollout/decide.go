@@ -141,3 +141,21 @@ func Eligible(r *MaintenanceRollout, self string, nodes []NodeFacts) bool {
 	}
 	return slices.ContainsFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self })
 }
+
+// OpenSurely is the stage open now as far as a reader with no observation
+// of its own (kustodian-ctl) can be sure: a stage that succeeded is taken
+// as seen to succeed just now, so that no soak counts as passed on the
+// entries' finish times, which the nodes write. The agents may be further
+// on, never behind it.
+func OpenSurely(r *MaintenanceRollout, nodes []NodeFacts, now time.Time) (int, error) {
+	v, err := newView(r, nodes)
+	if err != nil {
+		return 0, err
+	}
+	seen := Seen{}
+	for k := range v.stages {
+		seen[k] = now
+	}
+	o, _ := v.open(now, seen)
+	return o, nil
+}

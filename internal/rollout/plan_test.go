@@ -281,6 +281,30 @@ func TestSoakNotSeenAndEstimated(t *testing.T) {
 	}
 }
 
+// kustodian-ctl rollout promote opens the stage after the one open now as
+// far as it can be sure: a canary that wrote it finished long ago has its
+// stage still soaking, so promote opens stage 1, never stage 2.
+func TestOpenSurelyTakesNoSoakAsPassed(t *testing.T) {
+	nodes := fleet(4)
+	r := newRollout(func(s *Spec) {
+		s.Stages = []Stage{{Nodes: intp(1)}, {Nodes: intp(2)}, {All: true}}
+		s.Promotion = Promotion{Mode: PromotionAuto, Soak: &metav1.Duration{Duration: time.Hour}}
+	})
+	canary := takers(t, r, nodes, t0)[0]
+	took(r, canary, 0, Succeeded, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
+	est, _ := Estimate(r, nodes)
+	if st, _ := Summarize(r, nodes, t0, est); st.Stage != 1 {
+		t.Fatalf("the estimate from the finish times has stage %d open, want 1 (the soak passed by them)", st.Stage)
+	}
+	if o, err := OpenSurely(r, nodes, t0); err != nil || o != 0 {
+		t.Fatalf("surely open: %d, %v; want stage 0 (its soak not taken as passed)", o, err)
+	}
+	r.Spec.Promotion.Soak = nil
+	if o, _ := OpenSurely(r, nodes, t0); o != 1 {
+		t.Fatalf("without a soak, surely open: %d, want 1", o)
+	}
+}
+
 // Paused and aborted rollouts are taken by no node.
 func TestDecidePausedAndAborted(t *testing.T) {
 	nodes := fleet(2)
