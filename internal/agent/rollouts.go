@@ -84,7 +84,8 @@ func (a *Agent) markNode(ctx context.Context, node *corev1.Node) error {
 	if node == nil {
 		return nil
 	}
-	if has := node.Labels[rollout.LabelRollouts] == "enabled"; has != a.cfg.Rollouts.Enabled {
+	has := node.Labels[rollout.LabelRollouts] == "enabled"
+	if has != a.cfg.Rollouts.Enabled {
 		value := "null"
 		if a.cfg.Rollouts.Enabled {
 			value = `"enabled"`
@@ -92,9 +93,9 @@ func (a *Agent) markNode(ctx context.Context, node *corev1.Node) error {
 		if err := a.labelNode(ctx, rollout.LabelRollouts, value); err != nil {
 			return err
 		}
-		if a.cfg.Rollouts.Enabled {
-			a.stagesSeen.rolloutsBegin(a.now()) // the rollouts there now came before this node could take them
-		}
+	}
+	if a.cfg.Rollouts.Enabled {
+		a.seenRollouts().rolloutsRun(has, a.now())
 	}
 	if v := a.kubeletEvictions; v != "" && node.Labels[nodemarks.LabelKubeletEvictions] != v {
 		if err := a.labelNode(ctx, nodemarks.LabelKubeletEvictions, strconv.Quote(v)); err != nil {

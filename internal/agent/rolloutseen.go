@@ -37,21 +37,30 @@ const rolloutStagesFile = "rollout-stages.json"
 // it when it starts, and waits longer: conservative, as is an observation
 // lost (the file set aside), which is only made again later.
 type stagesSeen struct {
-	path   string
-	loaded bool
-	// since is when this node's host began to run rollouts, as this agent
-	// saw it: a rollout created after it found the node able to take it
-	// from the start, and no node had taken it before. Zero: not known yet
-	// (then: from now).
-	since  time.Time
-	dirty  bool                     // since changed and is not kept yet
-	revs   map[string]*seenRevision // by rollout UID and revision
-	warned string                   // the last failure to read or keep the file, said once
+	path    string
+	loaded  bool
+	loadErr error // a failure to read the file, said by the next observe
+	// since is when this node's Node began to say that its host runs
+	// rollouts (kustodian.io/rollouts), as this agent saw it: a rollout
+	// created after it found the node able to take it from the start, and
+	// no node had taken it before. The zero time: from before any rollout
+	// (the label was there when an agent that kept no time found it).
+	since      time.Time
+	sinceKnown bool
+	dirty      bool                     // since changed and is not kept yet
+	revs       map[string]*seenRevision // by rollout UID and revision
+	warned     string                   // the last failure to read or keep the file, said once
 }
+
+// rolloutSettle is how long after this node began to run rollouts the
+// nodes that take a rollout still count as having taken it before it
+// could: another agent may not have seen this node's label yet when it
+// claimed its place, in turn as it saw the nodes.
+const rolloutSettle = 30 * time.Second
 
 // seenFile is the file's content.
 type seenFile struct {
-	RolloutsSince time.Time       `json:"rolloutsSince"`
+	RolloutsSince *time.Time      `json:"rolloutsSince,omitempty"`
 	Revisions     []*seenRevision `json:"revisions"`
 }
 
@@ -69,10 +78,37 @@ type seenRevision struct {
 	Unselected bool `json:"unselected,omitempty"`
 }
 
-// rolloutsBegin records that this node's host begins to run rollouts now
-// (the agent marked its Node): rollouts that exist already came before.
-func (s *stagesSeen) rolloutsBegin(now time.Time) {
-	s.since, s.dirty = now.UTC(), true
+// rolloutsRun records what the agent found on its Node: has, whether the
+// Node said already that its host runs rollouts. Without it, the agent
+// labels the Node now, and the rollouts there now came before this node
+// could take them. With it and no time kept (the first run of this
+// version, a state directory lost), the node could take them all along.
+func (s *stagesSeen) rolloutsRun(has bool, now time.Time) {
+	if !s.loaded {
+		s.loadErr = s.load()
+	}
+	switch {
+	case !has:
+		s.since, s.sinceKnown, s.dirty = now.UTC(), true, true
+	case !s.sinceKnown:
+		s.since, s.sinceKnown, s.dirty = time.Time{}, true, true
+	}
+}
+
+// onTime reports whether this node could take revision rev of rollout r
+// from when it appeared: its host ran rollouts before r was made, or this
+// agent had seen an earlier revision of r while its node could take it (a
+// new script came after that).
+func (s *stagesSeen) onTime(r *rollout.MaintenanceRollout, rev string) bool {
+	if !s.since.After(r.CreationTimestamp.Time) {
+		return true
+	}
+	for _, e := range s.revs {
+		if e.UID == string(r.UID) && e.Revision != rev && e.Before != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // observeStages records what this agent sees of the rollouts for the first
@@ -81,10 +117,7 @@ func (s *stagesSeen) rolloutsBegin(now time.Time) {
 // writes. What cannot be kept on the host is said once and kept in memory
 // meanwhile: a soak that starts again after a restart is only longer.
 func (a *Agent) observeStages(rs []cachedRollout, nodes []rollout.NodeFacts) {
-	if a.stagesSeen.path == "" {
-		a.stagesSeen.path = filepath.Join(a.cfg.StateDir, rolloutStagesFile)
-	}
-	err := a.stagesSeen.observe(rs, nodes, a.node, a.now())
+	err := a.seenRollouts().observe(rs, nodes, a.node, a.now())
 	switch {
 	case err == nil:
 		a.stagesSeen.warned = ""
@@ -92,6 +125,15 @@ func (a *Agent) observeStages(rs []cachedRollout, nodes []rollout.NodeFacts) {
 		a.stagesSeen.warned = err.Error()
 		a.log.Warn("what this agent saw of the rollouts is not kept on this host (a restarted agent soaks their stages again, from when it sees them)", "err", err)
 	}
+}
+
+// seenRollouts is what this agent saw of the rollouts, kept in its state
+// directory.
+func (a *Agent) seenRollouts() *stagesSeen {
+	if a.stagesSeen.path == "" {
+		a.stagesSeen.path = filepath.Join(a.cfg.StateDir, rolloutStagesFile)
+	}
+	return &a.stagesSeen
 }
 
 // observe records, at now, each stage of rs's revisions that has
@@ -102,13 +144,13 @@ func (a *Agent) observeStages(rs []cachedRollout, nodes []rollout.NodeFacts) {
 func (s *stagesSeen) observe(rs []cachedRollout, nodes []rollout.NodeFacts, self string, now time.Time) error {
 	var errs []error
 	if !s.loaded {
-		errs = append(errs, s.load())
+		s.loadErr = s.load()
+	}
+	errs, s.loadErr = append(errs, s.loadErr), nil
+	if !s.sinceKnown {
+		s.rolloutsRun(false, now) // not known: from now, so that what exists came before
 	}
 	changed := s.dirty
-	if s.since.IsZero() {
-		s.rolloutsBegin(now) // not known: from now, so that what exists came before
-		changed = true
-	}
 	live := map[string]bool{}
 	for i := range rs {
 		r := rs[i].r
@@ -134,11 +176,21 @@ func (s *stagesSeen) observe(rs []cachedRollout, nodes []rollout.NodeFacts, self
 				changed = true
 			}
 		}
+		eligible := rollout.Eligible(r, self, nodes)
 		switch {
+		case e.Before != nil && eligible && !s.since.IsZero() && now.Before(s.since.Add(rolloutSettle)):
+			// Settling: a node that claims now may not have seen this
+			// node's label yet.
+			takers, _ := rollout.Takers(r, nodes)
+			for _, n := range takers {
+				if !slices.Contains(*e.Before, n) {
+					*e.Before, changed = append(*e.Before, n), true
+				}
+			}
 		case e.Before != nil:
-		case rollout.Eligible(r, self, nodes):
+		case eligible:
 			before := []string{}
-			if e.Unselected || s.since.After(r.CreationTimestamp.Time) {
+			if e.Unselected || !s.onTime(r, rev) {
 				before, _ = rollout.Takers(r, nodes)
 			}
 			e.Before, changed = &before, true
@@ -189,8 +241,8 @@ func (s *stagesSeen) load() error {
 		_ = os.Rename(s.path, s.path+".corrupt")
 		return fmt.Errorf("%s is corrupt (%v); kept as %s.corrupt, what it kept is seen again from now", s.path, err, s.path)
 	}
-	if s.since.IsZero() {
-		s.since = f.RolloutsSince
+	if !s.sinceKnown && f.RolloutsSince != nil {
+		s.since, s.sinceKnown = *f.RolloutsSince, true
 	}
 	for _, e := range f.Revisions {
 		if e != nil {
@@ -209,7 +261,12 @@ func (s *stagesSeen) save() error {
 	slices.SortFunc(list, func(x, y *seenRevision) int {
 		return strings.Compare(x.Rollout+"/"+x.UID+"/"+x.Revision, y.Rollout+"/"+y.UID+"/"+y.Revision)
 	})
-	b, err := json.MarshalIndent(seenFile{RolloutsSince: s.since, Revisions: list}, "", "  ")
+	f := seenFile{Revisions: list}
+	if s.sinceKnown {
+		since := s.since
+		f.RolloutsSince = &since
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func TestBeforeIsWhatThisAgentFoundFirst(t *testing.T) {
 	// Rollouts ran here before the rollout came: the canary's entry at the
 	// first look stands in for no one.
 	early := &stagesSeen{path: filepath.Join(t.TempDir(), rolloutStagesFile)}
-	early.rolloutsBegin(t1.Add(-time.Hour))
+	early.rolloutsRun(false, t1.Add(-time.Hour))
 	if got := beforeOf(t, early, c, nodes, self, t1.Add(time.Minute)); got == nil || len(got) != 0 {
 		t.Fatalf("an agent there from the start found %v before it, want none", got)
 	}
@@ -142,7 +142,7 @@ func TestBeforeIsWhatThisAgentFoundFirst(t *testing.T) {
 	// Rollouts began here after it came: what it found then came before.
 	path := filepath.Join(t.TempDir(), rolloutStagesFile)
 	late := &stagesSeen{path: path}
-	late.rolloutsBegin(t1.Add(time.Hour))
+	late.rolloutsRun(false, t1.Add(time.Hour))
 	if got := beforeOf(t, late, c, nodes, self, t1.Add(time.Hour)); !slices.Equal(got, []string{other}) {
 		t.Fatalf("a late agent found %v before it, want [%s]", got, other)
 	}
@@ -153,10 +153,46 @@ func TestBeforeIsWhatThisAgentFoundFirst(t *testing.T) {
 		t.Fatalf("after a restart and another entry, %v before it, want [%s]", got, other)
 	}
 
-	// A host whose start is not known counts from now.
-	unknown := &stagesSeen{path: filepath.Join(t.TempDir(), rolloutStagesFile)}
-	if got := beforeOf(t, unknown, c, nodes, self, t1.Add(time.Hour)); len(got) != 2 {
-		t.Fatalf("an agent that does not know since when its host runs rollouts found %v before it, want both takers", got)
+	// The Node said already that its host runs rollouts, and no time was
+	// kept (an agent before this version, a state directory lost): the
+	// node could take them all along.
+	labelled := &stagesSeen{path: filepath.Join(t.TempDir(), rolloutStagesFile)}
+	labelled.rolloutsRun(true, t1.Add(time.Hour))
+	if got := beforeOf(t, labelled, c, nodes, self, t1.Add(time.Hour)); got == nil || len(got) != 0 {
+		t.Fatalf("an agent whose Node was labelled already found %v before it, want none", got)
+	}
+
+	// A new script (another revision) of a rollout this agent saw while
+	// its node could take it came after this node could: on time.
+	c.r.Spec.Script = rollout.Source{Inline: "echo 2\n", SHA256: rollout.SHA256([]byte("echo 2\n"))}
+	rev2 := rollout.Revision(c.r.Namespace, c.r.Name, c.r.Spec)
+	c.r.Status.Nodes = []rollout.NodeStatus{{Name: other, Revision: rev2, State: rollout.Succeeded}}
+	if got := beforeOf(t, late, c, nodes, self, t1.Add(3*time.Hour)); got == nil || len(got) != 0 {
+		t.Fatalf("on a new revision of a rollout it saw, a late agent found %v before it, want none", got)
+	}
+
+	// Just labelled: for rolloutSettle, a node that claims may not have
+	// seen the label yet, and counts as before; after it, none does.
+	fresh := &stagesSeen{path: filepath.Join(t.TempDir(), rolloutStagesFile)}
+	fresh.rolloutsRun(false, t1.Add(-10*time.Second))
+	c3, nodes3, self3 := canarySucceeded(t, "3")
+	c3.r.CreationTimestamp = metav1.NewTime(t1)
+	took := c3.r.Status.Nodes
+	c3.r.Status.Nodes = nil
+	if got := beforeOf(t, fresh, c3, nodes3, self3, t1); len(got) != 0 {
+		t.Fatalf("before anyone took it: %v", got)
+	}
+	c3.r.Status.Nodes = took
+	if got := beforeOf(t, fresh, c3, nodes3, self3, t1.Add(time.Second)); len(got) != 1 {
+		t.Fatalf("a claim while settling: %v before it, want the claimer", got)
+	}
+	fresh2 := &stagesSeen{path: filepath.Join(t.TempDir(), rolloutStagesFile)}
+	fresh2.rolloutsRun(false, t1.Add(-10*time.Second))
+	c3.r.Status.Nodes = nil
+	beforeOf(t, fresh2, c3, nodes3, self3, t1)
+	c3.r.Status.Nodes = took
+	if got := beforeOf(t, fresh2, c3, nodes3, self3, t1.Add(-10*time.Second).Add(rolloutSettle)); len(got) != 0 {
+		t.Fatalf("a claim after settling: %v before it, want none", got)
 	}
 
 	// Not selected at first, selected later: what it found when selected.
@@ -169,7 +205,7 @@ func TestBeforeIsWhatThisAgentFoundFirst(t *testing.T) {
 		}
 	}
 	sel := &stagesSeen{path: filepath.Join(t.TempDir(), rolloutStagesFile)}
-	sel.rolloutsBegin(t1.Add(-time.Hour))
+	sel.rolloutsRun(false, t1.Add(-time.Hour))
 	if got := beforeOf(t, sel, c2, nodes2, self2, t1.Add(time.Minute)); got != nil {
 		t.Fatalf("a node the rollout does not select found %v before it, want nothing recorded", got)
 	}

@@ -306,6 +306,15 @@ func newRolloutPromoteCommand(o *options) *cobra.Command {
 			if next < 0 || next >= len(stages) {
 				return fmt.Errorf("rollout %s has stages 0 to %d; stage %d does not exist (it is at stage %d)", r.Name, len(stages)-1, next, v.summary.Stage)
 			}
+			if !cmd.Flags().Changed("to") && v.summary.Stage >= next && next < len(stages) {
+				// The agents time their soaks themselves: on the finish
+				// times, some may have opened stage next already.
+				after := ""
+				if next+1 < len(stages) {
+					after = fmt.Sprintf(" (--to %d opens the one after)", next+1)
+				}
+				fmt.Fprintf(o.streams.ErrOut, "note: by the nodes' finish times stage %d may be open already on the nodes whose soak ended; this opens it on every node%s\n", next, after)
+			}
 			if next <= r.Spec.Promoted {
 				fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s: stage %d is open already\n", r.Name, next)
 				return nil

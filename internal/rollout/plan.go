@@ -88,12 +88,13 @@ func newView(r *MaintenanceRollout, nodes []NodeFacts) (*view, error) {
 		eligible[n.Name] = true
 	}
 	for _, e := range r.Status.Nodes {
-		if e.Revision != v.rev || e.State == Cancelled {
-			continue
+		if e.Revision != v.rev || e.State == Cancelled || e.Stage < 0 {
+			continue // a negative stage: none (the CRD refuses it)
 		}
 		if !eligible[e.Name] {
 			continue
 		}
+		e.Stage = v.deferredTo(e)
 		v.entries[e.Name] = e
 		e := e
 		if stopState(e.State) && (v.stopped == nil || failedBefore(e, *v.stopped)) {
@@ -105,6 +106,18 @@ func newView(r *MaintenanceRollout, nodes []NodeFacts) (*view, error) {
 	}
 	v.reaches()
 	return v, nil
+}
+
+// deferredTo is the stage an entry is of. A deferral to a stage beyond
+// the last (the rollout's stages were shortened since it was written) is
+// to the last, when that stage is not a count: all, or a selector, reaches
+// the node; beyond a last count stage the node waits for none.
+func (v *view) deferredTo(e NodeStatus) int {
+	last := len(v.stages) - 1
+	if e.State != Deferred || e.Stage <= last || v.target(v.stages[last]) >= 0 {
+		return e.Stage
+	}
+	return last
 }
 
 func failedBefore(a, b NodeStatus) bool {

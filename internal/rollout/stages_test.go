@@ -251,3 +251,40 @@ func TestALateAgentMakesNoSecondCanary(t *testing.T) {
 		t.Fatalf("%v take stage 1, want %v (the deferred node among them)", take, want)
 	}
 }
+
+// An admin shortens the stages after nodes deferred to a later one: a
+// deferral beyond the last stage is to the last when that reaches every
+// node, so the deferred nodes still take the rollout; beyond a last count
+// stage they wait for none. A negative stage counts for nothing.
+func TestDeferralsBeyondTheLastStage(t *testing.T) {
+	nodes := fleet(4)
+	r := newRollout(func(s *Spec) {
+		s.Stages = []Stage{{Nodes: intp(1)}, {Nodes: intp(2)}, {All: true}}
+		s.Promoted = 2
+	})
+	order := ranked(r, nodes)
+	took(r, order[3], 0, Succeeded, t0)
+	took(r, order[0], 2, Deferred, time.Time{})
+	took(r, order[1], 2, Deferred, time.Time{})
+	r.Spec.Stages = []Stage{{Nodes: intp(1)}, {All: true}}
+	r.Spec.Promoted = 1
+	take, deferTo := verdicts(t, r, nodes, t0, []string{order[3]})
+	if want := []string{order[0], order[1], order[2]}; !sameSet(take, want) || len(deferTo) != 0 {
+		t.Fatalf("after the stages were shortened %v take it and %v defer, want %v to take it", take, deferTo, want)
+	}
+	if st, _ := Summarize(r, nodes, t0, Seen{}); hasCond(st, ConditionComplete, metav1.ConditionTrue) {
+		t.Fatalf("complete with deferred nodes that never took it: %+v", st.Stages)
+	}
+
+	r.Spec.Stages = []Stage{{Nodes: intp(1)}}
+	r.Spec.Promoted = 0
+	if take, deferTo := verdicts(t, r, nodes, t0, []string{order[3]}); len(take) != 0 || len(deferTo) != 1 {
+		t.Fatalf("one stage of one node: %v take it and %v defer (a new deferral beyond it: the one without an entry)", take, deferTo)
+	}
+
+	neg := newRollout(nil)
+	took(neg, ranked(neg, nodes)[1], -1, Succeeded, t0)
+	if take := takers(t, neg, nodes, t0); !slices.Equal(take, []string{ranked(neg, nodes)[0]}) {
+		t.Fatalf("with an entry of stage -1, %v take it, want the canary", take)
+	}
+}
