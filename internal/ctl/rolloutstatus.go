@@ -145,7 +145,7 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 		if err != nil {
 			return v, err
 		}
-		if strings.Contains(d.Why, "does not select this node") {
+		if d.Unselected {
 			continue
 		}
 		if d.Take {

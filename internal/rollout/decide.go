@@ -11,6 +11,9 @@ type Verdict struct {
 	// Take: run the rollout on this node now, as part of Stage.
 	Take  bool
 	Stage int
+	// Unselected: the rollout does not select this node (it is none of
+	// the rollout's, whatever else holds).
+	Unselected bool
 	// Defer: write this node's entry Deferred to Stage: the places it
 	// would have had in the stages before were taken before it could ask.
 	Defer bool
@@ -47,14 +50,14 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 	if v.took(self) {
 		return Verdict{Why: "this node took revision " + v.rev}, nil
 	}
-	if why := v.halted(); why != "" {
-		return Verdict{Why: why}, nil
-	}
 	if !slices.ContainsFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self }) {
 		if slices.ContainsFunc(v.selected, func(n NodeFacts) bool { return n.Name == self }) {
 			return Verdict{Why: "this node's host does not run rollouts (rollouts.enabled)"}, nil
 		}
-		return Verdict{Why: "the rollout does not select this node"}, nil
+		return Verdict{Unselected: true, Why: "the rollout does not select this node"}, nil
+	}
+	if why := v.halted(); why != "" {
+		return Verdict{Why: why}, nil
 	}
 	o, wake := v.open(now, seen)
 	from := 0 // the first stage self is a candidate for (its deferral)

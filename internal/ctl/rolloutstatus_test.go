@@ -1,0 +1,38 @@
+package ctl
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kustodian/kustodian/internal/rollout"
+)
+
+// A stopped rollout on some nodes lists those nodes, never one it does
+// not select. (Seen: once a rollout on role=web had stopped, its status
+// listed a node of another role as pending, "the rollout stopped".)
+func TestRolloutStatusListsOnlyTheNodesItSelects(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)
+	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "fix", UID: "uid-1", CreationTimestamp: metav1.NewTime(t0)},
+		Spec: rollout.Spec{Script: rollout.Source{Inline: "true\n", SHA256: rollout.SHA256([]byte("true\n"))},
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "web"}}}}
+	var nodes []rollout.NodeFacts
+	for _, n := range []struct{ name, role string }{{"web-1", "web"}, {"web-2", "web"}, {"db-1", "db"}} {
+		nodes = append(nodes, rollout.NodeFacts{Name: n.name, Created: t0.Add(-time.Hour),
+			Labels: map[string]string{"role": n.role, rollout.LabelRollouts: "enabled"}})
+	}
+	finished := metav1.NewTime(t0)
+	r.Status.Nodes = []rollout.NodeStatus{{Name: "web-1", Revision: rollout.Revision(r.Namespace, r.Name, r.Spec), State: rollout.RolledBack, Finished: &finished}}
+	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, row := range v.rows {
+		listed = append(listed, row.Node+" "+row.State)
+	}
+	if len(v.rows) != 2 || v.rows[0].Node != "web-1" || v.rows[1].Node != "web-2" {
+		t.Fatalf("rows %v, want web-1 (RolledBack) and web-2 (pending) only", listed)
+	}
+}
