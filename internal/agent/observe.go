@@ -177,7 +177,7 @@ func nodeFacts(n *corev1.Node) *decide.NodeFacts {
 	}
 	f := &decide.NodeFacts{Labels: n.Labels}
 	f.HoldReason, f.Held = n.Annotations[lock.AnnotationHold]
-	_, f.CordonedByUs = n.Annotations[lock.AnnotationCordoned]
+	f.CordonedByUs = lock.CordonMarked(n.Annotations)
 	return f
 }
 

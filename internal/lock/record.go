@@ -274,3 +274,11 @@ func (r Record) Live(now time.Time, staleAfter time.Duration) bool {
 	age := now.Sub(r.Heartbeat)
 	return age <= staleAfter && age >= -staleAfter
 }
+
+// CordonMarked reports whether a Node's annotations carry Kustodian's
+// cordon mark (AnnotationCordoned "true"): Kustodian cordoned it, and
+// uncordons it when its maintenance ends. The one rule for "cordoned by
+// us", wherever it is asked.
+func CordonMarked(annotations map[string]string) bool {
+	return annotations[AnnotationCordoned] == "true"
+}

@@ -38,11 +38,6 @@ const (
 	LabelKubeletEvictions = "kustodian.io/kubelet-evictions"
 )
 
-// CordonedByKustodian reports whether Kustodian's cordon is on the node.
-func CordonedByKustodian(n *corev1.Node) bool {
-	return n.Spec.Unschedulable && n.Annotations[AnnotationCordoned] == "true"
-}
-
 // Cordon makes the node unschedulable and marks that Kustodian did it, in one
 // patch, so that a crash can never leave a cordon whose author is unknown. A
 // node that is already unschedulable without the mark was cordoned by an
@@ -50,7 +45,7 @@ func CordonedByKustodian(n *corev1.Node) bool {
 // It returns whether an admin's cordon was found.
 func (d Marks) Cordon(ctx context.Context, n *corev1.Node) (byAdmin bool, err error) {
 	if n.Spec.Unschedulable {
-		return n.Annotations[AnnotationCordoned] != "true", nil
+		return !lock.CordonMarked(n.Annotations), nil
 	}
 	patch := map[string]any{
 		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: "true"}},
@@ -59,15 +54,17 @@ func (d Marks) Cordon(ctx context.Context, n *corev1.Node) (byAdmin bool, err er
 	return false, d.patch(ctx, n.Name, patch, "cordoning")
 }
 
-// Uncordon undoes Kustodian's cordon. An admin's cordon is left in place.
+// Uncordon undoes Kustodian's cordon. An admin's cordon is left in place;
+// a mark with another value than Kustodian writes goes, and the cordon it
+// stands beside stays.
 func (d Marks) Uncordon(ctx context.Context, n *corev1.Node) error {
-	if _, ours := n.Annotations[AnnotationCordoned]; !ours {
+	if _, marked := n.Annotations[AnnotationCordoned]; !marked {
 		return nil
 	}
 	patch := map[string]any{
 		"metadata": map[string]any{"annotations": map[string]any{AnnotationCordoned: nil}},
 	}
-	if n.Annotations[AnnotationCordoned] == "true" {
+	if lock.CordonMarked(n.Annotations) {
 		patch["spec"] = map[string]any{"unschedulable": false}
 	}
 	return d.patch(ctx, n.Name, patch, "uncordoning")

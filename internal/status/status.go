@@ -293,7 +293,7 @@ func cordonedBy(n *corev1.Node) string {
 	switch {
 	case !n.Spec.Unschedulable:
 		return ""
-	case n.Annotations[lock.AnnotationCordoned] == "true":
+	case lock.CordonMarked(n.Annotations):
 		return "kustodian"
 	default:
 		return "other"
