@@ -149,8 +149,15 @@ type WindowVerdict struct {
 	// opening, or the next opening. Zero when it never changes (no
 	// windows), or when no opening comes within a year.
 	Change time.Time
-	// Reason, when closed: "outside window: next opens Sat 02:00 Europe/Berlin".
+	// Reason, when closed: "outside window: next opens Sat 02:00
+	// Europe/Berlin"; Next, the part after "outside window: ".
 	Reason string
+	Next   string
+}
+
+// closed is the verdict of a closed schedule: next says when it opens.
+func closed(change time.Time, next string) WindowVerdict {
+	return WindowVerdict{Change: change, Reason: "outside window: " + next, Next: next}
 }
 
 // horizon is how far ahead the next opening is looked for.
@@ -184,9 +191,9 @@ func (s Schedule) At(t time.Time) WindowVerdict {
 		}
 	}
 	if next.IsZero() {
-		return WindowVerdict{Reason: "outside window: none opens within a year (excluded dates?)"}
+		return closed(time.Time{}, "none opens within a year (excluded dates?)")
 	}
-	return WindowVerdict{Change: next, Reason: "outside window: next opens " + describe(next, nextWin, t)}
+	return closed(next, "next opens "+describe(next, nextWin, t))
 }
 
 func describe(next time.Time, w window, now time.Time) string {

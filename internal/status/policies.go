@@ -3,7 +3,6 @@ package status
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -117,5 +116,5 @@ func windowSummary(policies []*policy.MaintenancePolicy, name string, specs map[
 	if v.Open {
 		return fmt.Sprintf("open until %s", v.Change.UTC().Format("Mon 15:04 UTC"))
 	}
-	return "closed: " + strings.TrimPrefix(v.Reason, "outside window: ")
+	return "closed: " + v.Next
 }
