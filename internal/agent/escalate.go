@@ -142,6 +142,12 @@ func (a *Agent) quarantineFull(ctx context.Context) (string, error) {
 	return "", nil
 }
 
+// quarantinedNode reports whether the node carries a policy's quarantine
+// mark.
+func quarantinedNode(node *corev1.Node) bool {
+	return node != nil && node.Annotations[nodemarks.AnnotationQuarantined] != ""
+}
+
 // quarantine gives a node whose drain timed out back to its queue's next
 // node and leaves it cordoned, marked with the policy's name, Failed for
 // this request (as after an admin's release: it is not queued again for

@@ -72,8 +72,8 @@ func (a *Agent) released(ctx context.Context, o decide.Observed, node *corev1.No
 		}
 	}
 	msg := "lock released by an admin; remove " + a.cfg.RequestFile + " once the node is repaired (a new request starts over)"
-	if r := a.myRecord(); r != nil && r.State == lock.Failed && !r.ByAdmin && r.Message != "" {
-		msg = r.Message // released by this agent itself: quarantined
+	if r := a.myRecord(); r != nil && r.State == lock.Failed && !r.ByAdmin && quarantinedNode(node) {
+		msg = r.Message // released by this agent itself: quarantined (its mark says so, across restarts)
 	}
 	return a.publish(ctx, lock.Failed, o, node, msg)
 }
