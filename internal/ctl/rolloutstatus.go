@@ -135,6 +135,21 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 		if n := len(e.LastLines); n > 0 && (e.State == rollout.Failed || e.State == rollout.RolledBack) && !strings.HasSuffix(row.Message, e.LastLines[n-1]) {
 			row.Message += " | " + e.LastLines[n-1]
 		}
+		if e.State == rollout.Deferred {
+			// A deferred node has not taken it: say why it waits now (the
+			// rollout stopped, its stage is not open), as for a pending one.
+			d, err := rollout.Decide(r, e.Name, nodes, now, est, nil)
+			if err != nil {
+				return v, err
+			}
+			switch {
+			case d.Unselected, d.Defer:
+			case d.Take:
+				row.Message = fmt.Sprintf("deferred to stage %d; %s; its agent takes it at its next step", e.Stage, d.Why)
+			default:
+				row.Message = fmt.Sprintf("deferred to stage %d; %s", e.Stage, d.Why)
+			}
+		}
 		v.rows = append(v.rows, row)
 	}
 	for _, n := range nodes {

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -34,5 +35,30 @@ func TestRolloutStatusListsOnlyTheNodesItSelects(t *testing.T) {
 	}
 	if len(v.rows) != 2 || v.rows[0].Node != "web-1" || v.rows[1].Node != "web-2" {
 		t.Fatalf("rows %v, want web-1 (RolledBack) and web-2 (pending) only", listed)
+	}
+}
+
+// A node that deferred to a later stage says why it waits now: here, the
+// rollout stopped.
+func TestRolloutStatusSaysWhyADeferredNodeWaits(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)
+	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "bad", UID: "uid-2", CreationTimestamp: metav1.NewTime(t0)},
+		Spec: rollout.Spec{Script: rollout.Source{Inline: "false\n", SHA256: rollout.SHA256([]byte("false\n"))}, Promoted: 1}}
+	var nodes []rollout.NodeFacts
+	for _, n := range []string{"n1", "n2"} {
+		nodes = append(nodes, rollout.NodeFacts{Name: n, Created: t0.Add(-time.Hour), Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
+	}
+	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
+	finished := metav1.NewTime(t0)
+	r.Status.Nodes = []rollout.NodeStatus{
+		{Name: "n1", Revision: rev, State: rollout.RolledBack, Finished: &finished},
+		{Name: "n2", Revision: rev, Stage: 1, State: rollout.Deferred, Message: "the places of stage 0 were taken before this node could ask; it waits for stage 1"},
+	}
+	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.rows) != 2 || v.rows[1].State != rollout.Deferred || !strings.Contains(v.rows[1].Message, "the rollout stopped: node n1 is RolledBack") {
+		t.Fatalf("rows %+v, want n2 Deferred saying the rollout stopped", v.rows)
 	}
 }
