@@ -4,8 +4,9 @@ import (
 	"sync"
 
 	coordv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kustodian/kustodian/internal/lock"
 )
 
 // leaseView reads the Leases the agent watches (the lock and queue Leases,
@@ -103,8 +104,8 @@ func (v *leaseView) SawDeleted(obj any) {
 // compare orders resource versions; versions it cannot compare count as
 // newer, so that the cache wins.
 func compare(a, b string) int {
-	cmp, err := resourceversion.CompareResourceVersion(a, b)
-	if err != nil {
+	cmp, ok := lock.VersionOrder(a, b)
+	if !ok {
 		return 1
 	}
 	return cmp

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/resourceversion"
-
 	"github.com/kustodian/kustodian/internal/lock"
 )
 
@@ -215,8 +213,8 @@ func touch(s Snapshot, d *Decision, q queueView, free []string) {
 
 // newer reports whether resource version a is newer than b.
 func newer(a, b string) bool {
-	cmp, err := resourceversion.CompareResourceVersion(a, b)
-	return err == nil && cmp > 0
+	cmp, ok := lock.VersionOrder(a, b)
+	return ok && cmp > 0
 }
 
 // leftOut reports whether the summary should name own and does not: own's

@@ -7,7 +7,6 @@ import (
 
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // The protocol's changes to its Leases, as pure functions: the API client
@@ -71,7 +70,7 @@ func SetDisrupted(l *coordv1.Lease, controllers []string) {
 // and returns false.
 func StoreSummary(l *coordv1.Lease, group GroupRef, s Summary, by string, now time.Time) (bool, error) {
 	if old, err := SummaryFromLease(l); err == nil {
-		if cmp, err := resourceversion.CompareResourceVersion(old.ListRV, s.ListRV); err == nil && cmp > 0 {
+		if cmp, ok := VersionOrder(old.ListRV, s.ListRV); ok && cmp > 0 {
 			return false, nil
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	coordv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/kustodian/kustodian/internal/policy"
 )
@@ -95,6 +94,6 @@ type lockHolder struct {
 // earlier compares resource versions as the API server orders them; an
 // unreadable one counts as earlier, so that the check errs on the safe side.
 func earlier(a, b string) bool {
-	cmp, err := resourceversion.CompareResourceVersion(a, b)
-	return err != nil || cmp < 0
+	cmp, ok := VersionOrder(a, b)
+	return !ok || cmp < 0
 }

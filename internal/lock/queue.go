@@ -3,8 +3,6 @@ package lock
 import (
 	"sort"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // Queue is the live Waiting records of a group in grant order: priority
@@ -24,7 +22,7 @@ func Queue(records []Record, group GroupRef, now time.Time, staleAfter time.Dura
 		if a.Priority != b.Priority {
 			return a.Priority > b.Priority
 		}
-		if cmp, err := resourceversion.CompareResourceVersion(a.QueueKey, b.QueueKey); err == nil && cmp != 0 {
+		if cmp, ok := VersionOrder(a.QueueKey, b.QueueKey); ok && cmp != 0 {
 			return cmp < 0
 		}
 		if !a.Requested.Equal(b.Requested) {

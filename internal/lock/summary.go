@@ -6,7 +6,6 @@ import (
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // The queue of a group is kept on the lock side, so that a waiting agent
@@ -80,8 +79,8 @@ func (a Place) Before(b Place) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
-	cmp, err := resourceversion.CompareResourceVersion(a.Key, b.Key)
-	return err == nil && cmp < 0
+	cmp, ok := VersionOrder(a.Key, b.Key)
+	return ok && cmp < 0
 }
 
 // Cut reports whether the summary names fewer nodes than were eligible.
@@ -111,7 +110,7 @@ func SummaryFromLease(l *coordv1.Lease) (Summary, error) {
 	if s.Total < len(s.Nodes) || s.Total < 0 {
 		return Summary{}, fmt.Errorf("queue Lease %s: %s names %d nodes of %d", l.Name, AnnotationQueue, len(s.Nodes), s.Total)
 	}
-	if _, err := resourceversion.CompareResourceVersion(s.ListRV, s.ListRV); err != nil {
+	if _, ok := VersionOrder(s.ListRV, s.ListRV); !ok {
 		return Summary{}, fmt.Errorf("queue Lease %s: %s: listRV %q is not a resource version", l.Name, AnnotationQueue, s.ListRV)
 	}
 	s.By = l.Annotations[AnnotationQueueBy]
