@@ -199,7 +199,7 @@ func New(o Options) *Agent {
 	a.evictor = o.Evictor
 	a.silences = newSilencer(a)
 	a.evictorConfig = o.EvictorKubeconfig
-	a.jobs = jobs.Store{Dir: jobsDir(o.Config.StateDir)}
+	a.jobs = jobs.StoreIn(o.Config.StateDir)
 	a.runner = newJobRunner(o.Config.StateDir)
 	a.rebootTrigger.check = o.Config.RebootCheck()
 	if o.Config.Kured.Enabled != "false" {

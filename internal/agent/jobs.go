@@ -141,7 +141,7 @@ type execRunner struct {
 var _ jobRunner = (*execRunner)(nil)
 
 func (r *execRunner) pidFile(j *jobs.Job) string {
-	return filepath.Join(jobsDir(r.stateDir), jobUnit(j)+".pid")
+	return filepath.Join(jobs.DirIn(r.stateDir), jobUnit(j)+".pid")
 }
 
 func (r *execRunner) Start(_ context.Context, j *jobs.Job) error {
@@ -346,4 +346,3 @@ func (a *Agent) actOnJob(ctx context.Context, step jobs.Step, f jobs.Facts) (str
 }
 
 // jobsDir is where the agent keeps managed jobs.
-func jobsDir(stateDir string) string { return filepath.Join(stateDir, "jobs") }

@@ -22,7 +22,7 @@ func TestExecRunnerFindsItsJobAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(dir, "state")
-	if err := os.MkdirAll(jobsDir(state), 0o700); err != nil {
+	if err := os.MkdirAll(jobs.DirIn(state), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	j := &jobs.Job{ID: "upgrade", Runs: 1}

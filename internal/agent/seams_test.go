@@ -186,7 +186,7 @@ func TestARefusedRebootIsAskedAgain(t *testing.T) {
 	ctx := context.Background()
 	cfg := config.Defaults()
 	cfg.StateDir = t.TempDir()
-	if err := os.MkdirAll(jobsDir(cfg.StateDir), 0o700); err != nil {
+	if err := os.MkdirAll(jobs.DirIn(cfg.StateDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC))

@@ -158,6 +158,13 @@ func ValidID(id string) error {
 // Store is the jobs directory of a host.
 type Store struct{ Dir string }
 
+// DirIn is where a host's jobs are kept in the agent's state directory.
+func DirIn(stateDir string) string { return filepath.Join(stateDir, "jobs") }
+
+// StoreIn is the jobs of the host whose state directory is stateDir: the
+// agent's and kustodian run's alike.
+func StoreIn(stateDir string) Store { return Store{Dir: DirIn(stateDir)} }
+
 func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
 func (s Store) currentPath() string   { return filepath.Join(s.Dir, "current") }
 

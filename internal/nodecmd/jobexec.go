@@ -31,7 +31,7 @@ func newJobExecCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		store := jobStore(cfg.StateDir)
+		store := jobs.StoreIn(cfg.StateDir)
 		j, err := store.Get(args[0])
 		if err != nil {
 			return err

@@ -25,8 +25,6 @@ import (
 // lastLines is how much of a job's output its record keeps.
 const lastLines = 10
 
-func jobStore(stateDir string) jobs.Store { return jobs.Store{Dir: filepath.Join(stateDir, "jobs")} }
-
 func newRunCommand() *cobra.Command {
 	var id, reboot string
 	var wait bool
@@ -72,7 +70,7 @@ Failed node, and with --timeout D, 75 when the job is still going after D.`,
 		if timeout < 0 || (timeout > 0 && !wait) {
 			return fmt.Errorf("--timeout %s: give a positive duration, with --wait", timeout)
 		}
-		store := jobStore(cfg.StateDir)
+		store := jobs.StoreIn(cfg.StateDir)
 		f := follower{store: store, request: cfg.RequestFile, out: cmd.OutOrStdout(), timeout: timeout,
 			pending: func(ctx context.Context) (string, string) {
 				var submitted time.Time
