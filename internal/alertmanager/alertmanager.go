@@ -10,13 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/httpx"
 )
 
 // Client asks one Alertmanager.
@@ -153,22 +153,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, into 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	c.Auth.Apply(req)
-	client := c.HTTP
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, b, err := httpx.Exchange(c.HTTP, req, where)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("%s unreachable: %v", where, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return fmt.Errorf("reading the answer of %s: %w", where, err)
+		return err
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg := strings.TrimSpace(string(b))

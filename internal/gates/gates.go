@@ -8,9 +8,7 @@ package gates
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -27,6 +25,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/hostcmd"
+	"github.com/kustodian/kustodian/internal/httpx"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
@@ -202,18 +201,9 @@ func get(ctx context.Context, client *http.Client, auth config.Auth, u string, i
 		return err
 	}
 	auth.Apply(req)
-	resp, err := client.Do(req)
+	resp, b, err := httpx.Exchange(client, req, u)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("%s unreachable: %v", u, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return fmt.Errorf("reading the answer of %s: %w", u, err)
+		return err
 	}
 	if err := json.Unmarshal(b, into); err != nil {
 		if resp.StatusCode != http.StatusOK {
