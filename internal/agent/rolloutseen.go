@@ -157,7 +157,7 @@ func (s *stagesSeen) observe(rs []cachedRollout, nodes []rollout.NodeFacts, self
 		rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
 		key := string(r.UID) + "/" + rev
 		live[key] = true
-		done, err := rollout.SucceededStages(r, nodes)
+		look, err := rollout.Observe(r, nodes, self)
 		if err != nil {
 			continue // takeRollout says why it cannot decide
 		}
@@ -167,7 +167,7 @@ func (s *stagesSeen) observe(rs []cachedRollout, nodes []rollout.NodeFacts, self
 			s.revs[key] = e
 			changed = true
 		}
-		for _, k := range done {
+		for _, k := range look.Succeeded {
 			if e.Stages == nil {
 				e.Stages = rollout.Seen{}
 			}
@@ -176,22 +176,20 @@ func (s *stagesSeen) observe(rs []cachedRollout, nodes []rollout.NodeFacts, self
 				changed = true
 			}
 		}
-		eligible := rollout.Eligible(r, self, nodes)
 		switch {
-		case e.Before != nil && eligible && !s.since.IsZero() && now.Before(s.since.Add(rolloutSettle)):
+		case e.Before != nil && look.Eligible && !s.since.IsZero() && now.Before(s.since.Add(rolloutSettle)):
 			// Settling: a node that claims now may not have seen this
 			// node's label yet.
-			takers, _ := rollout.Takers(r, nodes)
-			for _, n := range takers {
+			for _, n := range look.Takers {
 				if !slices.Contains(*e.Before, n) {
 					*e.Before, changed = append(*e.Before, n), true
 				}
 			}
 		case e.Before != nil:
-		case eligible:
+		case look.Eligible:
 			before := []string{}
 			if e.Unselected || !s.onTime(r, rev) {
-				before, _ = rollout.Takers(r, nodes)
+				before = look.Takers
 			}
 			e.Before, changed = &before, true
 		case !e.Unselected:

@@ -117,32 +117,37 @@ func (v *view) displaces(self string, k int, before []string) bool {
 	return n >= t && after
 }
 
-// Takers are the nodes that have taken r's revision now (in any state, a
-// deferral not counted): what an agent records, when its node can first
-// take the revision, as Decide's before.
-func Takers(r *MaintenanceRollout, nodes []NodeFacts) ([]string, error) {
-	v, err := newView(r, nodes)
-	if err != nil {
-		return nil, err
-	}
-	out := []string{}
-	for name := range v.entries {
-		if v.took(name) {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+// Observation is what an agent records of a rollout at one look (one
+// view of it): the stages that have succeeded now, in order (it records
+// the first time it sees each: Seen); whether its node can take it now
+// (selected, and its host runs rollouts); and the nodes that have taken
+// its revision (in any state, a deferral not counted), which it records
+// as Decide's before when its node can first take it.
+type Observation struct {
+	Succeeded []int
+	Eligible  bool
+	Takers    []string
 }
 
-// Eligible reports whether r selects node self and its host runs
-// rollouts: from then, self can take it.
-func Eligible(r *MaintenanceRollout, self string, nodes []NodeFacts) bool {
+// Observe is what node self's agent sees of r now.
+func Observe(r *MaintenanceRollout, nodes []NodeFacts, self string) (Observation, error) {
 	v, err := newView(r, nodes)
 	if err != nil {
-		return false
+		return Observation{}, err
 	}
-	return slices.ContainsFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self })
+	o := Observation{Takers: []string{}, Eligible: slices.ContainsFunc(v.eligible, func(n NodeFacts) bool { return n.Name == self })}
+	for k := range v.stages {
+		if ok, _ := v.succeeded(k); ok {
+			o.Succeeded = append(o.Succeeded, k)
+		}
+	}
+	for name := range v.entries {
+		if v.took(name) {
+			o.Takers = append(o.Takers, name)
+		}
+	}
+	slices.Sort(o.Takers)
+	return o, nil
 }
 
 // OpenSurely is the stage open now as far as a reader with no observation

@@ -276,22 +276,6 @@ func (v *view) succeeded(k int) (bool, time.Time) {
 // succeeded and is not in Seen soaks from now.
 type Seen map[int]time.Time
 
-// SucceededStages is the stages of r's revision that have succeeded now,
-// in order: an agent records the first time it sees each (Seen).
-func SucceededStages(r *MaintenanceRollout, nodes []NodeFacts) ([]int, error) {
-	v, err := newView(r, nodes)
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for k := range v.stages {
-		if ok, _ := v.succeeded(k); ok {
-			out = append(out, k)
-		}
-	}
-	return out, nil
-}
-
 // Estimate is Seen for a reader that saw nothing itself (kustodian-ctl):
 // each stage that succeeded, seen when its last node finished as the
 // entries say. The agents time their soaks from when each saw the stage

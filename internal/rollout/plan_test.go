@@ -270,8 +270,8 @@ func TestSoakNotSeenAndEstimated(t *testing.T) {
 	if v, _ := Decide(r, otherThan(nodes, canary), nodes, now, Seen{}, nil); v.Take || !v.WakeAt.Equal(now.Add(10*time.Minute)) {
 		t.Fatalf("not seen before: take %v, wake at %v, want no and the soak from now", v.Take, v.WakeAt)
 	}
-	stages, _ := SucceededStages(r, nodes)
-	if !slices.Equal(stages, []int{0}) {
+	look, _ := Observe(r, nodes, canary)
+	if stages := look.Succeeded; !slices.Equal(stages, []int{0}) {
 		t.Fatalf("succeeded stages %v, want [0]", stages)
 	}
 	est, _ := Estimate(r, nodes)
