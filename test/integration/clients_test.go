@@ -1,12 +1,16 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kustodian/kustodian/test/cluster"
 )
 
 // denied checks that err is the admission policy's refusal saying want.
@@ -28,4 +32,22 @@ func clientFor(t *testing.T, path string) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return kubernetes.NewForConfigOrDie(rc)
+}
+
+// inForce waits until the admission policy named refuses try (a dry run
+// it must refuse) with want: a policy install cannot probe (pods, rollouts)
+// takes effect when the API server has loaded it. Any other answer fails
+// the test.
+func inForce(e *cluster.Env, policy, want string, try func(ctx context.Context) error) {
+	e.T.Helper()
+	e.Eventually("the "+policy+" policy in force", cluster.DefaultTimeout, func(ctx context.Context) error {
+		err := try(ctx)
+		switch {
+		case err == nil:
+			return fmt.Errorf("a write the %s policy refuses was allowed", policy)
+		case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want):
+			e.T.Fatalf("a write the %s policy refuses: %v, want it refused with %q", policy, err, want)
+		}
+		return nil
+	})
 }
