@@ -1,26 +1,46 @@
 package alertmanager
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
 	"regexp"
-	"text/template"
 
 	"github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/internal/tmpl"
 )
 
-var silenceFuncs = template.FuncMap{"regexQuote": regexp.QuoteMeta}
+// silenceLang is the language of a silence's matchers and link: Go's
+// template syntax over the node's fields, evaluated by internal/tmpl (the
+// agent does not link text/template), with regexQuote.
+var silenceLang = tmpl.Lang[policy.SilenceFields]{
+	Kind: "silence template",
+	Noun: "silence",
+	Fields: map[string]func(policy.SilenceFields) any{
+		"Node":   func(f policy.SilenceFields) any { return f.Node },
+		"Policy": func(f policy.SilenceFields) any { return f.Policy },
+		"Group":  func(f policy.SilenceFields) any { return f.Group },
+	},
+	Funcs:  map[string]func([]any) (any, error){"regexQuote": regexQuote},
+	Sample: policy.SilenceFields{Node: "node-1", Policy: "default", Group: "default"},
+}
+
+func regexQuote(args []any) (any, error) {
+	if len(args) != 1 {
+		return nil, errors.New("takes 1 argument")
+	}
+	s, ok := args[0].(string)
+	if !ok {
+		return nil, errors.New("takes 1 text argument")
+	}
+	return regexp.QuoteMeta(s), nil
+}
 
 func render(name, text string, f policy.SilenceFields) (string, error) {
-	t, err := template.New(name).Option("missingkey=error").Funcs(silenceFuncs).Parse(text)
+	t, err := silenceLang.Parse(name, text)
 	if err != nil {
 		return "", err
 	}
-	var b bytes.Buffer
-	if err := t.Execute(&b, f); err != nil {
-		return "", err
-	}
-	return b.String(), nil
+	return t.Render(f)
 }
 
 // RenderMatchers renders the silence's matchers for a node. Alertmanager refuses

@@ -1,4 +1,4 @@
-package notify
+package tmpl
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func (t *Template) walk(b *bytes.Buffer, n parse.Node, dot any) error {
+func (t *Template[D]) walk(b *bytes.Buffer, n parse.Node, dot any) error {
 	switch n := n.(type) {
 	case *parse.ListNode:
 		if n == nil {
@@ -48,14 +48,14 @@ func (t *Template) walk(b *bytes.Buffer, n parse.Node, dot any) error {
 		}
 		return t.walk(b, n.ElseList, dot)
 	default:
-		return t.errorf(n, "%s is not supported in a notification template", n)
+		return t.errorf(n, "%s is not supported in a %s", n, t.lang.Kind)
 	}
 	return nil
 }
 
 // pipe evaluates a pipeline: each command's value is the last argument of
 // the next.
-func (t *Template) pipe(p *parse.PipeNode, dot any) (any, error) {
+func (t *Template[D]) pipe(p *parse.PipeNode, dot any) (any, error) {
 	var v any
 	for i, c := range p.Cmds {
 		var err error
@@ -66,7 +66,7 @@ func (t *Template) pipe(p *parse.PipeNode, dot any) (any, error) {
 	return v, nil
 }
 
-func (t *Template) command(c *parse.CommandNode, dot, prev any, piped bool) (any, error) {
+func (t *Template[D]) command(c *parse.CommandNode, dot, prev any, piped bool) (any, error) {
 	if id, ok := c.Args[0].(*parse.IdentifierNode); ok {
 		if (id.Ident == "and" || id.Ident == "or") && len(c.Args) > 1 {
 			// As text/template: stop at the first argument that decides.
@@ -96,7 +96,7 @@ func (t *Template) command(c *parse.CommandNode, dot, prev any, piped bool) (any
 		if piped {
 			args = append(args, prev)
 		}
-		v, err := call(id.Ident, args)
+		v, err := t.call(id.Ident, args)
 		if err != nil {
 			return nil, t.errorf(id, "%s: %v", id.Ident, err)
 		}
@@ -108,18 +108,18 @@ func (t *Template) command(c *parse.CommandNode, dot, prev any, piped bool) (any
 	return t.arg(c.Args[0], dot)
 }
 
-func (t *Template) arg(n parse.Node, dot any) (any, error) {
+func (t *Template[D]) arg(n parse.Node, dot any) (any, error) {
 	switch n := n.(type) {
 	case *parse.DotNode:
 		return dot, nil
 	case *parse.FieldNode:
-		d, ok := dot.(Data)
+		d, ok := dot.(D)
 		if !ok {
 			return nil, t.errorf(n, "can't evaluate field %s in a %T", n.Ident[0], dot)
 		}
-		f, ok := fields[n.Ident[0]]
+		f, ok := t.lang.Fields[n.Ident[0]]
 		if !ok || len(n.Ident) > 1 {
-			return nil, t.errorf(n, "can't evaluate field %s (a notification has %s)", n, fieldList())
+			return nil, t.errorf(n, "can't evaluate field %s (a %s has %s)", n, t.lang.Noun, t.lang.fieldList())
 		}
 		return f(d), nil
 	case *parse.StringNode:
@@ -143,7 +143,7 @@ func (t *Template) arg(n parse.Node, dot any) (any, error) {
 	case *parse.PipeNode:
 		return t.pipe(n, dot)
 	}
-	return nil, t.errorf(n, "%s is not supported in a notification template", n)
+	return nil, t.errorf(n, "%s is not supported in a %s", n, t.lang.Kind)
 }
 
 // truth is text/template's: the zero value of a basic kind is false.
@@ -178,7 +178,10 @@ func basic(v any) any {
 	return v
 }
 
-func call(name string, args []any) (any, error) {
+func (t *Template[D]) call(name string, args []any) (any, error) {
+	if f, ok := t.lang.Funcs[name]; ok {
+		return f(args)
+	}
 	switch name {
 	case "and", "or":
 		if len(args) == 0 {
@@ -231,17 +234,17 @@ func call(name string, args []any) (any, error) {
 		}
 		return bounded(fmt.Sprintf(f, args[1:]...))
 	}
-	return nil, errors.New("not a function of notification templates")
+	return nil, fmt.Errorf("not a function of a %s", t.lang.Kind)
 }
 
-// maxMessage bounds a message and every value a template makes: a
-// notification is a line or a few, and a template that grows without end
+// maxLen bounds a template's text and every value it makes: a message or
+// a matcher is a line or a few, and a template that grows without end
 // (printf of printf...) must not take the agent's memory.
-const maxMessage = 64 << 10
+const maxLen = 64 << 10
 
 func bounded(s string) (any, error) {
-	if len(s) > maxMessage {
-		return nil, fmt.Errorf("makes more than %d KiB", maxMessage>>10)
+	if len(s) > maxLen {
+		return nil, fmt.Errorf("makes more than %d KiB", maxLen>>10)
 	}
 	return s, nil
 }
