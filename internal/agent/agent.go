@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -83,19 +83,9 @@ type Agent struct {
 	policyCache  policyCache
 	podStore     cache.Store // the pods on this node
 
-	// The MaintenanceRollouts and the Nodes' metadata (nil unless
-	// rollouts.enabled and the CRD is installed); the rollouts this agent
-	// wrote, until the cache has them; when a rollout's next stage opens
-	// by itself; whether the last entry written met another's write.
-	rolloutStore     cache.Store
-	rolloutNodeStore cache.Store
-	rolloutWritten   map[string]*unstructured.Unstructured
-	refusedAt        map[string]time.Time // when this agent last refused each rollout
-	rolloutWakeAt    time.Time
-	rolloutConflict  bool
-	stagesSeen       stagesSeen // when this agent first saw each stage of a rollout succeed
-	jobs             jobs.Store
-	runner           jobRunner
+	rollouts *rollouter // beside the maintenance loop
+	jobs     jobs.Store
+	runner   jobRunner
 	// kured is Kured's lock (nil when kured.enabled is false), in the
 	// DaemonSet kuredDS names.
 	kured kuredLocker
@@ -181,12 +171,10 @@ func New(o Options) *Agent {
 		locks:  &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
 		wake:   make(chan struct{}, 1),
 		// A watch that fails makes the Run loop check the API server.
-		watchBroken:    make(chan struct{}, 1),
-		holders:        map[string]holderCheck{},
-		rolloutWritten: map[string]*unstructured.Unstructured{},
-		refusedAt:      map[string]time.Time{},
-		queueSeen:      map[string]time.Time{},
-		jitter:         jitterOf(o.NodeName),
+		watchBroken: make(chan struct{}, 1),
+		holders:     map[string]holderCheck{},
+		queueSeen:   map[string]time.Time{},
+		jitter:      jitterOf(o.NodeName),
 
 		tokenExpires:  o.TokenExpires,
 		hostWarning:   o.HostWarning,
@@ -201,6 +189,7 @@ func New(o Options) *Agent {
 	a.evictorConfig = o.EvictorKubeconfig
 	a.jobs = jobs.StoreIn(o.Config.StateDir)
 	a.runner = newJobRunner(o.Config.StateDir)
+	a.rollouts = newRollouter(a)
 	a.rebootTrigger.check = o.Config.RebootCheck()
 	if o.Config.Kured.Enabled != "false" {
 		a.kuredKeys = o.Config.Kured.LockAnnotations
@@ -293,7 +282,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		done, err := a.reconcile(ctx)
+		done, err := a.step(ctx)
 		if ctx.Err() != nil {
 			return a.stop()
 		}
@@ -370,20 +359,36 @@ func (a *Agent) stop() error {
 // heldLocks are the lock Leases that name this node, whatever their group.
 func (a *Agent) heldLocks() []string { return lock.HeldBy(a.leases.List(), a.node) }
 
-// reconcile takes the next step. done is true when the node is Idle and the
-// agent should exit.
-func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
-	d, s, err := a.decide(ctx)
+// step takes the next step: the maintenance loop's (reconcile), then the
+// rollouts' beside it. done is true when the node is Idle and the agent
+// should exit.
+func (a *Agent) step(ctx context.Context) (done bool, err error) {
+	done, state, node, err := a.reconcile(ctx)
 	if err != nil {
 		return false, err
 	}
+	if err := a.rollouts.step(ctx, state, node); err != nil {
+		return false, err
+	}
+	a.markEvictions(ctx, node)
+	return done, nil
+}
+
+// reconcile takes the maintenance loop's next step, and says the state it
+// left the node in, with its Node as last seen. done is true when the node
+// is Idle and the agent should exit.
+func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, node *corev1.Node, err error) {
+	d, s, err := a.decide(ctx)
+	if err != nil {
+		return false, "", nil, err
+	}
 	o, node := s.Observed(), s.node
-	state := d.State
+	state = d.State
 	if state != lock.Draining {
 		a.stopDrain()
 	}
 	if err := a.renewLocks(ctx, o.HeldLocks); err != nil {
-		return false, err
+		return false, "", nil, err
 	}
 	a.inhibitFor(ctx, state)
 	switch state {
@@ -407,10 +412,10 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, err error) {
 	case lock.Completing:
 		err = a.completing(ctx, o, node)
 	default:
-		return false, fmt.Errorf("unknown state %s", state)
+		return false, "", nil, fmt.Errorf("unknown state %s", state)
 	}
 	if err != nil {
-		return false, err
+		return false, "", nil, err
 	}
-	return done, a.stepRollouts(ctx, state, node)
+	return done, state, node, nil
 }

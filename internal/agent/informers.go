@@ -244,7 +244,7 @@ type caches struct {
 // useCaches makes the agent decide on c from now on.
 func (a *Agent) useCaches(c caches) {
 	a.kuredStore, a.podStore, a.policyStore = c.kured, c.pods, c.policies
-	a.rolloutStore, a.rolloutNodeStore = c.rollouts, c.rolloutNodes
+	a.rollouts.store, a.rollouts.nodeStore = c.rollouts, c.rolloutNodes
 	a.groupLeases = c.groupLeases
 	a.leases = newLeaseView(a.cfg.Namespace, c.groupLeases, c.ownRecord)
 	a.watching = a.now()

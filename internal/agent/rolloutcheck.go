@@ -28,11 +28,11 @@ func (r *refusal) Error() string { return r.why }
 // signature by a trusted key, and every script's and file's digest. It
 // returns the contents by name (the scripts as rollout.ScriptName and
 // rollout.RollbackName).
-func (a *Agent) checkRollout(ctx context.Context, r *rollout.MaintenanceRollout) (map[string][]byte, error) {
+func (ro *rollouter) checkRollout(ctx context.Context, r *rollout.MaintenanceRollout) (map[string][]byte, error) {
 	if err := rollout.Check(r.Name, r.Spec); err != nil {
 		return nil, &refusal{err.Error()}
 	}
-	keys, err := rollout.ReadTrustedKeys(a.cfg.Rollouts.TrustedKeys)
+	keys, err := rollout.ReadTrustedKeys(ro.cfg.TrustedKeys)
 	if err != nil {
 		return nil, &refusal{"this host's trusted keys: " + err.Error()}
 	}
@@ -41,7 +41,7 @@ func (a *Agent) checkRollout(ctx context.Context, r *rollout.MaintenanceRollout)
 	}
 	out := map[string][]byte{}
 	get := func(name, field string, src rollout.Source) error {
-		b, err := a.rolloutSource(ctx, r.Namespace, field, src)
+		b, err := ro.rolloutSource(ctx, r.Namespace, field, src)
 		if err != nil {
 			return err
 		}
@@ -68,11 +68,11 @@ func (a *Agent) checkRollout(ctx context.Context, r *rollout.MaintenanceRollout)
 }
 
 // rolloutSource reads a script's or file's bytes.
-func (a *Agent) rolloutSource(ctx context.Context, ns, field string, src rollout.Source) ([]byte, error) {
+func (ro *rollouter) rolloutSource(ctx context.Context, ns, field string, src rollout.Source) ([]byte, error) {
 	if src.ConfigMap == nil {
 		return []byte(src.Inline), nil
 	}
-	cm, err := a.kube.CoreV1().ConfigMaps(ns).Get(ctx, src.ConfigMap.Name, metav1.GetOptions{})
+	cm, err := ro.kube.CoreV1().ConfigMaps(ns).Get(ctx, src.ConfigMap.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("%s: ConfigMap %s/%s: %w", field, ns, src.ConfigMap.Name, errNotYet)
 	}
@@ -91,8 +91,8 @@ func (a *Agent) rolloutSource(ctx context.Context, ns, field string, src rollout
 // writeRolloutFiles puts a revision's scripts and files in a directory of
 // its own under the state directory, whole: written under a temporary name,
 // then renamed into place.
-func (a *Agent) writeRolloutFiles(name, rev string, files map[string][]byte) (string, error) {
-	base := filepath.Join(a.cfg.StateDir, "rollouts")
+func (ro *rollouter) writeRolloutFiles(name, rev string, files map[string][]byte) (string, error) {
+	base := filepath.Join(ro.stateDir, "rollouts")
 	dir := filepath.Join(base, name+"-"+rev)
 	tmp := dir + ".tmp"
 	if err := os.RemoveAll(tmp); err != nil {

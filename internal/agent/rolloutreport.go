@@ -71,53 +71,53 @@ func lastN(lines []string, n int) []string {
 
 // reportRollout writes this node's entry of r when its job's state says
 // something new, and withdraws a job still queued when r stopped.
-func (a *Agent) reportRollout(ctx context.Context, c cachedRollout, nodes []rollout.NodeFacts, state lock.State) error {
+func (ro *rollouter) reportRollout(ctx context.Context, c cachedRollout, nodes []rollout.NodeFacts, state lock.State) error {
 	r := c.r
 	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
-	j, err := a.jobs.Get(rolloutJobID(r.Name, rev))
+	j, err := ro.jobs.Get(rolloutJobID(r.Name, rev))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return permanent(err)
 	}
-	cur, err := a.jobs.Current()
+	cur, err := ro.jobs.Current()
 	if err != nil {
 		return permanent(err)
 	}
 	current := cur != nil && cur.ID == j.ID
-	want := entryOf(j, current, a.now())
+	want := entryOf(j, current, ro.now())
 	if why := rollout.Withdrawn(r, nodes); why != "" && want.State == rollout.Waiting && current && (state == lock.Waiting || state == lock.Idle) {
 		// Queued, not started: it goes, and the node leaves the queue.
-		if err := a.jobs.Discard(j.ID); err != nil {
+		if err := ro.jobs.Discard(j.ID); err != nil {
 			return permanent(err)
 		}
-		if err := a.files.RemoveRequest(); err != nil {
+		if err := ro.files.RemoveRequest(); err != nil {
 			return permanent(err)
 		}
-		a.log.Info("withdrew a queued rollout", "rollout", r.Name, "revision", rev, "why", why)
+		ro.log.Info("withdrew a queued rollout", "rollout", r.Name, "revision", rev, "why", why)
 		want.State, want.Message = rollout.Cancelled, "withdrawn before it started: "+why
-		a.poke()
+		ro.poke()
 	}
-	old := r.Entry(a.node)
-	want.Name, want.Revision = a.node, rev
+	old := r.Entry(ro.node)
+	want.Name, want.Revision = ro.node, rev
 	if old != nil && old.Revision == rev {
 		want.Stage, want.Started = old.Stage, old.Started
 		if old.State == want.State && old.Message == want.Message && old.Attempts == want.Attempts {
 			return nil
 		}
 	}
-	return a.writeEntry(ctx, c, want, nodes)
+	return ro.writeEntry(ctx, c, want, nodes)
 }
 
 // withdrawOrphan withdraws a rollout's job that has not started when its
 // rollout is gone (deleted) or runs another revision now (its script
 // changed): what an admin took back must not run later.
-func (a *Agent) withdrawOrphan(rs []cachedRollout, state lock.State) error {
+func (ro *rollouter) withdrawOrphan(rs []cachedRollout, state lock.State) error {
 	if state != lock.Waiting && state != lock.Idle {
 		return nil
 	}
-	cur, err := a.jobs.Current()
+	cur, err := ro.jobs.Current()
 	if err != nil {
 		return permanent(err)
 	}
@@ -134,14 +134,14 @@ func (a *Agent) withdrawOrphan(rs []cachedRollout, state lock.State) error {
 			why = "its rollout runs revision " + rev + " now"
 		}
 	}
-	if err := a.jobs.Discard(cur.ID); err != nil {
+	if err := ro.jobs.Discard(cur.ID); err != nil {
 		return permanent(err)
 	}
-	if err := a.files.RemoveRequest(); err != nil {
+	if err := ro.files.RemoveRequest(); err != nil {
 		return permanent(err)
 	}
-	a.log.Info("withdrew a queued rollout job", "job", cur.ID, "why", why)
-	a.poke()
+	ro.log.Info("withdrew a queued rollout job", "job", cur.ID, "why", why)
+	ro.poke()
 	return nil
 }
 
@@ -153,16 +153,16 @@ const recheckRefusals = 5 * time.Minute
 // checkAgain says whether a rollout this host refused is checked again:
 // its spec changed since (a new signature, say), or the refusal is older
 // than recheckRefusals.
-func (a *Agent) checkAgain(r *rollout.MaintenanceRollout, e *rollout.NodeStatus) bool {
+func (ro *rollouter) checkAgain(r *rollout.MaintenanceRollout, e *rollout.NodeStatus) bool {
 	if e.State != rollout.Refused {
 		return false
 	}
 	if e.ObservedGeneration != r.Generation {
 		return true
 	}
-	last, ok := a.refusedAt[r.Name]
+	last, ok := ro.refusedAt[r.Name]
 	if !ok && e.Finished != nil {
 		last = e.Finished.Time
 	}
-	return a.now().Sub(last) >= recheckRefusals
+	return ro.now().Sub(last) >= recheckRefusals
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,11 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/lock"
-	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/internal/rollout"
 )
 
@@ -39,78 +38,68 @@ func rolloutJobID(name, rev string) string { return "rollout-" + name + "-" + re
 // when its spec says none.
 const defaultRetryBackoff = time.Minute
 
-// stepRollouts takes the MaintenanceRollouts' part of a step: it marks the
-// Node as one whose host runs rollouts (or not), reports this node's
-// rollout jobs in their rollouts' status, withdraws a queued one whose
-// rollout stopped, and, when the node is Idle, takes the first rollout
-// that reaches it.
-func (a *Agent) stepRollouts(ctx context.Context, state lock.State, node *corev1.Node) error {
-	if err := a.markNode(ctx, node); err != nil {
+// step takes the MaintenanceRollouts' part of a step of the agent, whose
+// node is in state: it marks the Node as one whose host runs rollouts (or
+// not), reports this node's rollout jobs in their rollouts' status,
+// withdraws a queued one whose rollout stopped, and, when the node is
+// Idle, takes the first rollout that reaches it.
+func (ro *rollouter) step(ctx context.Context, state lock.State, node *corev1.Node) error {
+	if err := ro.markNode(ctx, node); err != nil {
 		return err
 	}
-	if !a.cfg.Rollouts.Enabled || a.rolloutStore == nil {
+	if !ro.cfg.Enabled || ro.store == nil {
 		return nil
 	}
-	rs := a.rollouts()
-	nodes := a.rolloutNodes()
-	a.observeStages(rs, nodes)
-	a.rolloutWakeAt = time.Time{}
+	rs := ro.list()
+	nodes := ro.nodeFacts()
+	ro.observeStages(rs, nodes)
+	ro.wakeAt = time.Time{}
 	for _, r := range rs {
-		if err := a.reportRollout(ctx, r, nodes, state); err != nil {
+		if err := ro.reportRollout(ctx, r, nodes, state); err != nil {
 			return err
 		}
 	}
-	if err := a.withdrawOrphan(rs, state); err != nil {
+	if err := ro.withdrawOrphan(rs, state); err != nil {
 		return err
 	}
 	if state != lock.Idle {
 		return nil
 	}
 	for _, r := range rs {
-		if took, err := a.takeRollout(ctx, r, nodes, node); err != nil || took {
+		if took, err := ro.takeRollout(ctx, r, nodes, node); err != nil || took {
 			return err
 		}
 	}
 	return nil
 }
 
-// markNode keeps the Node's labels as this agent has them:
-// kustodian.io/rollouts as the configuration says ("enabled", or absent),
-// and kustodian.io/kubelet-evictions as the agent found the kubelet's
-// kubeconfig at its start. The second only informs kustodian-ctl install:
-// an admission policy older than it (install not run again since an
-// upgrade) refuses it, which is said once and holds nothing back.
-func (a *Agent) markNode(ctx context.Context, node *corev1.Node) error {
+// markNode keeps the Node's label kustodian.io/rollouts as the
+// configuration says ("enabled", or absent).
+func (ro *rollouter) markNode(ctx context.Context, node *corev1.Node) error {
 	if node == nil {
 		return nil
 	}
 	has := node.Labels[rollout.LabelRollouts] == "enabled"
-	if has != a.cfg.Rollouts.Enabled {
+	if has != ro.cfg.Enabled {
 		value := "null"
-		if a.cfg.Rollouts.Enabled {
+		if ro.cfg.Enabled {
 			value = `"enabled"`
 		}
-		if err := a.labelNode(ctx, rollout.LabelRollouts, value); err != nil {
+		if err := labelNode(ctx, ro.kube, ro.node, rollout.LabelRollouts, value); err != nil {
 			return err
 		}
 	}
-	if a.cfg.Rollouts.Enabled {
-		a.seenRollouts().rolloutsRun(has, a.now())
-	}
-	if v := a.kubeletEvictions; v != "" && node.Labels[nodemarks.LabelKubeletEvictions] != v {
-		if err := a.labelNode(ctx, nodemarks.LabelKubeletEvictions, strconv.Quote(v)); err != nil {
-			a.log.Warn("cannot label the node for kustodian-ctl install --kubelet-evictions (run kustodian-ctl install again after an upgrade); going on without it", "err", err)
-			a.kubeletEvictions = ""
-		}
+	if ro.cfg.Enabled {
+		ro.seenRollouts().rolloutsRun(has, ro.now())
 	}
 	return nil
 }
 
-// labelNode sets (or, with null, removes) one label of this agent's Node.
-func (a *Agent) labelNode(ctx context.Context, key, jsonValue string) error {
+// labelNode sets (or, with null, removes) one label of the Node.
+func labelNode(ctx context.Context, kube kubernetes.Interface, node, key, jsonValue string) error {
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, jsonValue)
-	if _, err := a.kube.CoreV1().Nodes().Patch(ctx, a.node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kustodian"}); err != nil {
-		return fmt.Errorf("labelling node %s %s: %w", a.node, key, err)
+	if _, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kustodian"}); err != nil {
+		return fmt.Errorf("labelling node %s %s: %w", node, key, err)
 	}
 	return nil
 }
@@ -127,23 +116,23 @@ type cachedRollout struct {
 }
 
 // rollouts are the rollouts of the namespace, oldest first.
-func (a *Agent) rollouts() []cachedRollout {
+func (ro *rollouter) list() []cachedRollout {
 	var out []cachedRollout
-	for _, obj := range a.rolloutStore.List() {
+	for _, obj := range ro.store.List() {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			continue
 		}
-		if w, ok := a.rolloutWritten[u.GetName()]; ok {
+		if w, ok := ro.written[u.GetName()]; ok {
 			if compare(u.GetResourceVersion(), w.GetResourceVersion()) < 0 && u.GetUID() == w.GetUID() {
 				u = w // the cache has not caught up with this agent's write
 			} else {
-				delete(a.rolloutWritten, u.GetName())
+				delete(ro.written, u.GetName())
 			}
 		}
 		r, err := rollout.FromUnstructured(u)
 		if err != nil {
-			a.log.Warn("a MaintenanceRollout cannot be read; skipping it", "rollout", u.GetName(), "err", err)
+			ro.log.Warn("a MaintenanceRollout cannot be read; skipping it", "rollout", u.GetName(), "err", err)
 			continue
 		}
 		out = append(out, cachedRollout{u: u, r: r})
@@ -158,15 +147,15 @@ func (a *Agent) rollouts() []cachedRollout {
 }
 
 // rolloutNodes are the cluster's nodes as rollouts see them.
-func (a *Agent) rolloutNodes() []rollout.NodeFacts {
+func (ro *rollouter) nodeFacts() []rollout.NodeFacts {
 	var out []rollout.NodeFacts
-	for _, obj := range a.rolloutNodeStore.List() {
+	for _, obj := range ro.nodeStore.List() {
 		m, ok := obj.(*metav1.PartialObjectMetadata)
 		if !ok {
 			continue
 		}
 		facts := rollout.NodeFacts{Name: m.Name, Labels: m.Labels, Created: m.CreationTimestamp.Time}
-		if m.Name == a.node && a.cfg.Rollouts.Enabled && m.Labels[rollout.LabelRollouts] != "enabled" {
+		if m.Name == ro.node && ro.cfg.Enabled && m.Labels[rollout.LabelRollouts] != "enabled" {
 			// markNode labelled it: the informer has not caught up yet.
 			facts.Labels = maps.Clone(m.Labels)
 			if facts.Labels == nil {
@@ -185,20 +174,20 @@ func (a *Agent) rolloutNodes() []rollout.NodeFacts {
 // a stage), puts the scripts and files in a directory of their own, and
 // requests maintenance with the job that runs them. A claim whose job was
 // not made (the agent stopped between) is finished here.
-func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollout.NodeFacts, node *corev1.Node) (bool, error) {
+func (ro *rollouter) takeRollout(ctx context.Context, c cachedRollout, nodes []rollout.NodeFacts, node *corev1.Node) (bool, error) {
 	r := c.r
 	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
 	id := rolloutJobID(r.Name, rev)
-	if _, err := a.jobs.Get(id); err == nil {
+	if _, err := ro.jobs.Get(id); err == nil {
 		return false, nil // taken before: a revision runs once on a host
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return false, permanent(err)
 	}
-	e := r.Entry(a.node)
+	e := r.Entry(ro.node)
 	resume := e != nil && e.Revision == rev && e.State == rollout.Waiting
 	// A refusal checked again keeps the place the node had: its entry
 	// stands for it until the check passes and the claim replaces it.
-	recheck := e != nil && e.Revision == rev && a.checkAgain(r, e)
+	recheck := e != nil && e.Revision == rev && ro.checkAgain(r, e)
 	stage := 0
 	switch {
 	case resume:
@@ -212,57 +201,57 @@ func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollou
 		if e != nil && e.Revision == rev && e.State != rollout.Cancelled && e.State != rollout.Deferred {
 			return false, nil // refused here, or a job of this revision this host no longer has
 		}
-		v, err := rollout.Decide(r, a.node, nodes, a.now(), c.seen, c.before)
+		v, err := rollout.Decide(r, ro.node, nodes, ro.now(), c.seen, c.before)
 		if err != nil {
-			a.log.Warn("a MaintenanceRollout cannot be decided on; skipping it", "rollout", r.Name, "err", err)
+			ro.log.Warn("a MaintenanceRollout cannot be decided on; skipping it", "rollout", r.Name, "err", err)
 			return false, nil
 		}
-		if !v.WakeAt.IsZero() && (a.rolloutWakeAt.IsZero() || v.WakeAt.Before(a.rolloutWakeAt)) {
-			a.rolloutWakeAt = v.WakeAt
+		if !v.WakeAt.IsZero() && (ro.wakeAt.IsZero() || v.WakeAt.Before(ro.wakeAt)) {
+			ro.wakeAt = v.WakeAt
 		}
 		if v.Defer {
-			return false, a.deferRollout(ctx, c, v, nodes)
+			return false, ro.deferRollout(ctx, c, v, nodes)
 		}
 		if !v.Take {
 			return false, nil
 		}
 		stage = v.Stage
 	}
-	files, err := a.checkRollout(ctx, r)
+	files, err := ro.checkRollout(ctx, r)
 	var ref *refusal
 	switch {
 	case errors.Is(err, errNotYet):
-		a.log.Info("a rollout waits for its sources", "rollout", r.Name, "why", err)
+		ro.log.Info("a rollout waits for its sources", "rollout", r.Name, "why", err)
 		return false, nil
 	case errors.As(err, &ref):
-		a.refusedAt[r.Name] = a.now()
+		ro.refusedAt[r.Name] = ro.now()
 		if e != nil && e.Revision == rev && e.State == rollout.Refused && e.Message == rollout.Bounded(rollout.NodeStatus{Message: ref.why}).Message && e.ObservedGeneration == r.Generation {
 			return false, nil // checked again, refused again: said already
 		}
-		a.log.Warn("refused a rollout", "rollout", r.Name, "revision", rev, "why", ref.why)
+		ro.log.Warn("refused a rollout", "rollout", r.Name, "revision", rev, "why", ref.why)
 		if node != nil {
-			a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonRolloutRefused, fmt.Sprintf("refused rollout %s revision %s: %s", r.Name, rev, ref.why))
+			ro.event(ctx, node.UID, corev1.EventTypeWarning, ReasonRolloutRefused, fmt.Sprintf("refused rollout %s revision %s: %s", r.Name, rev, ref.why))
 		}
-		now := metav1.NewTime(a.now())
-		return false, a.writeEntry(ctx, c, rollout.NodeStatus{Name: a.node, Revision: rev, Stage: stage, State: rollout.Refused,
+		now := metav1.NewTime(ro.now())
+		return false, ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: stage, State: rollout.Refused,
 			Message: ref.why, Finished: &now, ObservedGeneration: r.Generation}, nodes)
 	case err != nil:
 		return false, err
 	}
 	if !resume {
-		now := metav1.NewTime(a.now())
-		err := a.writeEntry(ctx, c, rollout.NodeStatus{Name: a.node, Revision: rev, Stage: stage, State: rollout.Waiting,
+		now := metav1.NewTime(ro.now())
+		err := ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: stage, State: rollout.Waiting,
 			Message: "queued", Started: &now}, nodes)
-		if err != nil || a.rolloutConflict {
+		if err != nil || ro.conflict {
 			return false, err // another node wrote first: decide again on what it wrote
 		}
 	}
-	dir, err := a.writeRolloutFiles(r.Name, rev, files)
+	dir, err := ro.writeRolloutFiles(r.Name, rev, files)
 	if err != nil {
 		return false, permanent(err)
 	}
 	job := &jobs.Job{ID: id, Command: scriptCommand(dir, rollout.ScriptName, files[rollout.ScriptName]), Dir: dir,
-		Reboot: jobs.RebootNever, Created: a.now().UTC(), State: jobs.Pending,
+		Reboot: jobs.RebootNever, Created: ro.now().UTC(), State: jobs.Pending,
 		Rollout: &jobs.RolloutRef{Name: r.Name, UID: string(r.UID), Revision: rev}}
 	if r.Spec.Reboot == rollout.RebootAuto {
 		job.Reboot = jobs.RebootAuto
@@ -276,14 +265,14 @@ func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollou
 			job.Backoff = b.Duration
 		}
 	}
-	if err := a.jobs.Create(job); err != nil {
+	if err := ro.jobs.Create(job); err != nil {
 		if errors.Is(err, jobs.ErrBusy) {
 			return false, nil // a job of `kustodian run` goes first
 		}
 		return false, permanent(err)
 	}
-	if _, err := a.files.CreateRequest(fmt.Sprintf("rollout %s revision %s\n", r.Name, rev)); err != nil {
-		if derr := a.jobs.Discard(id); derr != nil {
+	if _, err := ro.files.CreateRequest(fmt.Sprintf("rollout %s revision %s\n", r.Name, rev)); err != nil {
+		if derr := ro.jobs.Discard(id); derr != nil {
 			return false, permanent(fmt.Errorf("%w (and job %s could not be removed: %v)", err, id, derr))
 		}
 		if errors.Is(err, hostfiles.ErrRequested) {
@@ -291,24 +280,24 @@ func (a *Agent) takeRollout(ctx context.Context, c cachedRollout, nodes []rollou
 		}
 		return false, permanent(err)
 	}
-	a.log.Info("took a rollout", "rollout", r.Name, "revision", rev, "stage", stage, "job", id)
+	ro.log.Info("took a rollout", "rollout", r.Name, "revision", rev, "stage", stage, "job", id)
 	if node != nil {
-		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRolloutTaken, fmt.Sprintf("took rollout %s revision %s (stage %d) as job %s", r.Name, rev, stage, id))
+		ro.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRolloutTaken, fmt.Sprintf("took rollout %s revision %s (stage %d) as job %s", r.Name, rev, stage, id))
 	}
-	a.poke()
+	ro.poke()
 	return true, nil
 }
 
 // deferRollout writes this node's entry Deferred to the stage v says: the
 // places of the stages before it were taken before this node could ask,
 // and the nodes that hold them keep them.
-func (a *Agent) deferRollout(ctx context.Context, c cachedRollout, v rollout.Verdict, nodes []rollout.NodeFacts) error {
+func (ro *rollouter) deferRollout(ctx context.Context, c cachedRollout, v rollout.Verdict, nodes []rollout.NodeFacts) error {
 	rev := rollout.Revision(c.r.Namespace, c.r.Name, c.r.Spec)
-	if e := c.r.Entry(a.node); e != nil && e.Revision == rev && e.State == rollout.Deferred && e.Stage == v.Stage {
+	if e := c.r.Entry(ro.node); e != nil && e.Revision == rev && e.State == rollout.Deferred && e.Stage == v.Stage {
 		return nil
 	}
-	a.log.Info("deferred to a later stage of a rollout", "rollout", c.r.Name, "revision", rev, "stage", v.Stage, "why", v.Why)
-	return a.writeEntry(ctx, c, rollout.NodeStatus{Name: a.node, Revision: rev, Stage: v.Stage, State: rollout.Deferred, Message: v.Why}, nodes)
+	ro.log.Info("deferred to a later stage of a rollout", "rollout", c.r.Name, "revision", rev, "stage", v.Stage, "why", v.Why)
+	return ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: v.Stage, State: rollout.Deferred, Message: v.Why}, nodes)
 }
 
 // scriptCommand runs a script by its #! line, or with /bin/sh without one.
@@ -323,10 +312,10 @@ func scriptCommand(dir, name string, content []byte) []string {
 // writeEntry writes this node's entry of a rollout, with the summary made
 // again. A conflict (another node wrote since this agent read the rollout)
 // is no error: rolloutConflict says so, and the next step decides again.
-func (a *Agent) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts) error {
-	a.rolloutConflict = false
+func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts) error {
+	ro.conflict = false
 	e = rollout.Bounded(e)
-	st, err := rollout.WithEntrySeen(c.r, e, nodes, a.now(), c.seen)
+	st, err := rollout.WithEntrySeen(c.r, e, nodes, ro.now(), c.seen)
 	if err != nil {
 		return err
 	}
@@ -334,17 +323,17 @@ func (a *Agent) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeS
 	if err != nil {
 		return err
 	}
-	written, err := a.dyn.Resource(rollout.GVR).Namespace(c.u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kustodian-agent"})
+	written, err := ro.dyn.Resource(rollout.GVR).Namespace(c.u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kustodian-agent"})
 	switch {
 	case apierrors.IsConflict(err):
-		a.rolloutConflict = true
-		a.poke()
+		ro.conflict = true
+		ro.poke()
 		return nil
 	case apierrors.IsNotFound(err):
 		return nil // deleted meanwhile
 	case err != nil:
 		return fmt.Errorf("writing this node's entry of MaintenanceRollout %s: %w", c.u.GetName(), err)
 	}
-	a.rolloutWritten[written.GetName()] = written
+	ro.written[written.GetName()] = written
 	return nil
 }

@@ -116,24 +116,24 @@ func (s *stagesSeen) onTime(r *rollout.MaintenanceRollout, rev string) bool {
 // (cachedRollout.seen and .before), for its decisions and the summaries it
 // writes. What cannot be kept on the host is said once and kept in memory
 // meanwhile: a soak that starts again after a restart is only longer.
-func (a *Agent) observeStages(rs []cachedRollout, nodes []rollout.NodeFacts) {
-	err := a.seenRollouts().observe(rs, nodes, a.node, a.now())
+func (ro *rollouter) observeStages(rs []cachedRollout, nodes []rollout.NodeFacts) {
+	err := ro.seenRollouts().observe(rs, nodes, ro.node, ro.now())
 	switch {
 	case err == nil:
-		a.stagesSeen.warned = ""
-	case err.Error() != a.stagesSeen.warned:
-		a.stagesSeen.warned = err.Error()
-		a.log.Warn("what this agent saw of the rollouts is not kept on this host (a restarted agent soaks their stages again, from when it sees them)", "err", err)
+		ro.seen.warned = ""
+	case err.Error() != ro.seen.warned:
+		ro.seen.warned = err.Error()
+		ro.log.Warn("what this agent saw of the rollouts is not kept on this host (a restarted agent soaks their stages again, from when it sees them)", "err", err)
 	}
 }
 
 // seenRollouts is what this agent saw of the rollouts, kept in its state
 // directory.
-func (a *Agent) seenRollouts() *stagesSeen {
-	if a.stagesSeen.path == "" {
-		a.stagesSeen.path = filepath.Join(a.cfg.StateDir, rolloutStagesFile)
+func (ro *rollouter) seenRollouts() *stagesSeen {
+	if ro.seen.path == "" {
+		ro.seen.path = filepath.Join(ro.stateDir, rolloutStagesFile)
 	}
-	return &a.stagesSeen
+	return &ro.seen
 }
 
 // observe records, at now, each stage of rs's revisions that has

@@ -330,7 +330,7 @@ func (h *host) step() {
 	}
 	h.retryAt = time.Time{}
 	w.steps++
-	done, err := a.reconcile(h.ctx)
+	done, err := a.step(h.ctx)
 	w.fileEpoch++
 	if simVerbose {
 		w.tracef("%s: step: %s %q err=%v", h.name, a.decision.State, a.decision.Message, err)

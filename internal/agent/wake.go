@@ -53,7 +53,7 @@ func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struc
 // job's retry, a rollout's soak).
 func (a *Agent) untilWake() time.Duration {
 	wake := a.decision.WakeAt
-	for _, w := range []time.Time{a.jobWakeAt, a.rolloutWakeAt} {
+	for _, w := range []time.Time{a.jobWakeAt, a.rollouts.wakeAt} {
 		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
 			wake = w
 		}
