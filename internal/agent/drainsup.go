@@ -140,8 +140,13 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 		return a.giveBack(ctx, node)
 	case decide.DrainRequeue:
 		a.clearDrain(run)
-		// Not Failed, but a maintenance that did not happen: said as one.
-		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceFailed, step.Why)
+		rec := a.myRecord()
+		if rec != nil {
+			failed := *rec
+			failed.Message = step.Why
+			rec = &failed
+		}
+		a.applyEffects(ctx, uidOf(node), rec, step.Effects)
 		a.log.Warn(step.Why)
 		if err := a.giveBack(ctx, node); err != nil {
 			return err
@@ -206,7 +211,7 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 		return permanent(err)
 	}
 	o.InProgress = true
-	a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonDrained, "node cordoned and drained")
+	a.applyEffects(ctx, uidOf(node), nil, step.Effects)
 	return a.inMaintenance(ctx, o, node)
 }
 

@@ -1,53 +1,76 @@
 package agent
 
 import (
-	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
-
-	"github.com/kustodian/kustodian/internal/lock"
 )
 
-// Each transition sets off its Events, notifications and history entries,
-// and only those: a repaired failure is no success, a heartbeat is no
-// transition.
-func TestEffectsOf(t *testing.T) {
-	r := lock.Record{Reason: "kernel 6.1", Message: "job apt (run 1): failed, exit 100"}
-	repaired := r
-	repaired.AfterFailure = true
-	for _, tc := range []struct {
-		from, to lock.State
-		r        lock.Record
-		want     string
-	}{
-		{lock.Idle, lock.Waiting, r, `[event MaintenanceRequested "maintenance requested: kernel 6.1"]`},
-		{"", lock.Waiting, r, `[event MaintenanceRequested "maintenance requested: kernel 6.1"]`},
-		{lock.Failed, lock.Waiting, r, `[]`},
-		{lock.Waiting, lock.Draining, r, `[event LockAcquired "acquired the maintenance lock; cordoning and draining" notify started]`},
-		{lock.Rebooting, lock.Draining, r, `[event LockAcquired "acquired the maintenance lock; cordoning and draining"]`},
-		{lock.Draining, lock.InMaintenance, r, `[event MaintenanceStarted "the maintenance script may proceed"]`},
-		{lock.InMaintenance, lock.Rebooting, r, `[event Rebooting "the host is rebooting; the lock stays held"]`},
-		{lock.InMaintenance, lock.Completing, r, `[history succeeded]`},
-		{lock.Failed, lock.Completing, r, `[]`},
-		{lock.InMaintenance, lock.Failed, r, `[warning MaintenanceFailed "" notify failed history failed]`},
-		{lock.Completing, lock.Idle, r, `[event MaintenanceCompleted "maintenance completed; node is back in the cluster" notify completed]`},
-		{lock.Completing, lock.Idle, repaired, `[]`},
-		{lock.Waiting, lock.Idle, r, `[]`},
-	} {
-		var got []string
-		for _, e := range effectsOf(tc.from, tc.to, tc.r) {
-			switch {
-			case e.event != "" && e.warning:
-				got = append(got, fmt.Sprintf("warning %s %q", e.event, e.message))
-			case e.event != "":
-				got = append(got, fmt.Sprintf("event %s %q", e.event, e.message))
-			case e.notify != "":
-				got = append(got, "notify "+string(e.notify))
-			case e.history != "":
-				got = append(got, "history "+e.history)
+// The maintenance loop says what it did only through what its decisions
+// give (decide.Effect), carried out by applyEffects: no file of the agent
+// sends an Event, a notification or a history entry of its own. The
+// reconcilers beside the loop (rollouts, silences) have their own door,
+// an Event on this node's Node, and nothing else.
+func TestEffectsHaveOneDoor(t *testing.T) {
+	allowed := map[string][]string{
+		"event":    {"effects.go a", "events.go a", "rollouts.go ro", "silence.go s"},
+		"tell":     {"effects.go a"},
+		"remember": {"effects.go a"},
+		"Events":   {"events.go *"}, // the API's Events
+		"Notify":   {"events.go *"}, // the notifications' sender
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		parsed, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(parsed, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
 			}
-		}
-		if s := fmt.Sprint(got); s != tc.want {
-			t.Errorf("%s → %s (after failure %v): %s, want %s", tc.from, tc.to, tc.r.AfterFailure, s, tc.want)
-		}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			doors, watched := allowed[sel.Sel.Name]
+			if !watched {
+				return true
+			}
+			calls++
+			recv := "*"
+			if id, ok := sel.X.(*ast.Ident); ok {
+				recv = id.Name
+			}
+			for _, d := range doors {
+				file, r, _ := strings.Cut(d, " ")
+				if file == f && (r == "*" || r == recv) {
+					return true
+				}
+			}
+			t.Errorf("%s: %s.%s(...): Events, notifications and history entries go through applyEffects (a decide.Effect), not from here", fset.Position(call.Pos()), recv, sel.Sel.Name)
+			return true
+		})
+	}
+	var names []string
+	for n := range allowed {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if calls < len(names) {
+		t.Fatalf("found %d calls of %v in the agent's files; the check would prove nothing", calls, names)
 	}
 }

@@ -18,15 +18,10 @@ import (
 	"github.com/kustodian/kustodian/internal/policy"
 )
 
-// Event reasons of a drain's escalation (a policy's spec.drain).
-const (
-	// ReasonPodDeletedPastPDB is on the pod and on the node: the pod was
-	// deleted, its PodDisruptionBudget bypassed, as the policy allows.
-	ReasonPodDeletedPastPDB = "PodDeletedPastPDB"
-	// ReasonQuarantined: the drain timed out, the node stays cordoned and
-	// its lock went to the next node.
-	ReasonQuarantined = "Quarantined"
-)
+// ReasonPodDeletedPastPDB is on the pod and on the node: the pod was
+// deleted, its PodDisruptionBudget bypassed, as a policy's spec.drain
+// allows.
+const ReasonPodDeletedPastPDB = "PodDeletedPastPDB"
 
 // escalationState is what the agent keeps of a drain's escalation; the
 // drain's goroutine reads it under Agent.mu.
@@ -84,8 +79,9 @@ func (a *Agent) deletedPastPDB(ctx context.Context, namespace, name, why string)
 	a.mu.Unlock()
 	msg := fmt.Sprintf("deleted pod %s/%s on node %s past its PodDisruptionBudget after drain.timeout, as MaintenancePolicy %s's spec.drain.escalate allows (%s)",
 		namespace, name, a.node, a.decisionPolicy(), why)
-	a.podEvent(ctx, namespace, name, msg)
-	a.event(ctx, uid, corev1.EventTypeWarning, ReasonPodDeletedPastPDB, msg)
+	a.applyEffects(ctx, uid, nil, []decide.Effect{
+		{Event: ReasonPodDeletedPastPDB, Warning: true, Message: msg, Pod: namespace + "/" + name},
+		{Event: ReasonPodDeletedPastPDB, Warning: true, Message: msg}})
 }
 
 // decisionPolicy is the name of the node's policy, read under the lock
@@ -94,21 +90,6 @@ func (a *Agent) decisionPolicy() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.escalatePolicy
-}
-
-// podEvent records a Warning Event on a pod (in its namespace).
-func (a *Agent) podEvent(ctx context.Context, namespace, name, message string) {
-	now := metav1.NewTime(a.now())
-	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", name, a.now().UnixNano()), Namespace: namespace},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name},
-		Reason:         ReasonPodDeletedPastPDB, Message: message, Type: corev1.EventTypeWarning,
-		Source:         corev1.EventSource{Component: Component, Host: a.node},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-	}
-	if _, err := a.kube.CoreV1().Events(namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		a.log.Warn("could not record event", "reason", ReasonPodDeletedPastPDB, "pod", namespace+"/"+name, "err", err)
-	}
 }
 
 // quarantineFull counts, on a fresh read of the Nodes, the other nodes of
@@ -168,7 +149,7 @@ func (a *Agent) quarantine(ctx context.Context, step decide.DrainStep, o decide.
 	if err := a.publish(ctx, lock.Failed, o, node, msg); err != nil {
 		return err
 	}
-	a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonQuarantined, msg)
+	a.applyEffects(ctx, uidOf(node), nil, decide.Said(decide.ReasonQuarantined, true, msg))
 	return a.releaseAll(ctx, node)
 }
 

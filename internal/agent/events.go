@@ -16,34 +16,24 @@ import (
 	"github.com/kustodian/kustodian/internal/notify"
 )
 
-// Event reasons (docs/agent.md, "Cluster objects").
-const (
-	ReasonMaintenanceRequested = "MaintenanceRequested"
-	ReasonLockAcquired         = "LockAcquired"
-	ReasonDrained              = "Drained"
-	ReasonMaintenanceStarted   = "MaintenanceStarted"
-	ReasonRebooting            = "Rebooting"
-	ReasonMaintenanceCompleted = "MaintenanceCompleted"
-	ReasonMaintenanceFailed    = "MaintenanceFailed"
-	ReasonLockReleased         = "LockReleased"
-)
-
 // Component is the Events' reporting component.
 const Component = "kustodian"
 
-// event records an Event on the node. The API server accepts Events about a
-// cluster-scoped object such as a Node only in the namespace "default"
-// (where the kubelet writes its own); `kubectl describe node` shows them.
-// It is written synchronously, so an Event sent before a reboot is not lost
-// in a buffer. Failing to write one is logged, not fatal.
-func (a *Agent) event(ctx context.Context, uid types.UID, eventType, reason, message string) {
+// event records an Event about obj: a Node's in the namespace "default"
+// (the API server accepts Events about a cluster-scoped object such as a
+// Node only there, where the kubelet writes its own; `kubectl describe
+// node` shows them), a pod's in its namespace. It is written
+// synchronously, so an Event sent before a reboot is not lost in a buffer.
+// Failing to write one is logged, not fatal.
+func (a *Agent) event(ctx context.Context, obj corev1.ObjectReference, eventType, reason, message string) {
 	now := metav1.NewTime(a.now())
+	ns := obj.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      fmt.Sprintf("%s.%x", a.node, a.now().UnixNano()),
-			Namespace: metav1.NamespaceDefault,
-		},
-		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: a.node, UID: uid},
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", obj.Name, a.now().UnixNano()), Namespace: ns},
+		InvolvedObject: obj,
 		Reason:         reason,
 		Message:        message,
 		Type:           eventType,
@@ -54,9 +44,21 @@ func (a *Agent) event(ctx context.Context, uid types.UID, eventType, reason, mes
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := a.kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		a.log.Warn("could not record event", "reason", reason, "err", err)
+	if _, err := a.kube.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		a.log.Warn("could not record event", "reason", reason, "object", obj.Kind+" "+obj.Namespace+"/"+obj.Name, "err", err)
 	}
+}
+
+// nodeEvent records an Event on this node's Node (uid): the door the
+// reconcilers beside the maintenance loop (rollouts, silences) say what
+// they did by.
+func (a *Agent) nodeEvent(ctx context.Context, uid types.UID, eventType, reason, message string) {
+	a.event(ctx, nodeRef(a.node, uid), eventType, reason, message)
+}
+
+// nodeRef is the reference of an Event about a Node.
+func nodeRef(name string, uid types.UID) corev1.ObjectReference {
+	return corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: name, UID: uid}
 }
 
 // tell sends the notification of an event the node lived, about record r
@@ -79,7 +81,7 @@ func (a *Agent) tell(ev notify.Event, r lock.Record, message string) {
 // stale cache. Its times come from the metrics kept in the state
 // directory, which outlive agent restarts. A failure is logged: the
 // history is a convenience, and the maintenance goes on.
-func (a *Agent) remember(ctx context.Context, node *corev1.Node, r lock.Record, result string) {
+func (a *Agent) remember(ctx context.Context, r lock.Record, result string) {
 	e := history.Entry{Requested: r.Requested, Ended: a.now(), Result: result, Reason: r.Reason, Policy: r.Policy, Group: r.Group}
 	if result == history.Failed {
 		e.Message = r.Message
@@ -94,7 +96,7 @@ func (a *Agent) remember(ctx context.Context, node *corev1.Node, r lock.Record, 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		fresh, err := a.kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		fresh, err := a.kube.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -107,7 +109,7 @@ func (a *Agent) remember(ctx context.Context, node *corev1.Node, r lock.Record, 
 		if err != nil {
 			return err
 		}
-		_, err = a.kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component})
+		_, err = a.kube.CoreV1().Nodes().Patch(ctx, a.node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component})
 		return err
 	})
 	if err != nil {

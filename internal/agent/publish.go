@@ -91,7 +91,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	// notifications, the history, the metrics) happens now, whatever
 	// becomes of the label, which the next step writes again.
 	if from != state {
-		a.applyEffects(ctx, node, r, effectsOf(from, state, r))
+		a.applyEffects(ctx, uidOf(node), &r, decide.Transition(from, state, r))
 	}
 	a.transitionMetrics(orIdle(from), state, r, o, now)
 	if from != state {

@@ -111,7 +111,7 @@ func (a *Agent) requestReboot(ctx context.Context, o decide.Observed, node *core
 	}
 	a.log.Info("the host needs a reboot: maintenance requested", "reason", reason, "policy", p.Name, "job", id)
 	if node != nil {
-		a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRebootRequested, fmt.Sprintf("asked for a reboot (policy %s, triggers.rebootRequired): %s", p.Name, why))
+		a.applyEffects(ctx, node.UID, nil, decide.Said(ReasonRebootRequested, false, fmt.Sprintf("asked for a reboot (policy %s, triggers.rebootRequired): %s", p.Name, why)))
 	}
 	a.poke()
 	return true, nil

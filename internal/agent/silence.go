@@ -3,12 +3,14 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/kustodian/kustodian/internal/alertmanager"
 	"github.com/kustodian/kustodian/internal/config"
@@ -49,8 +51,14 @@ type silenceWant struct {
 // started again (after a reboot) extends or expires the silence the one
 // before made.
 type silencer struct {
-	a    *Agent
-	kick chan struct{}
+	node   string
+	log    *slog.Logger
+	now    func() time.Time
+	clock  clock.WithTicker
+	client func(*policy.Alertmanager) (*alertmanager.Client, error)
+	// event records an Event on this node's Node.
+	event func(ctx context.Context, uid types.UID, eventType, reason, message string)
+	kick  chan struct{}
 
 	mu     sync.Mutex
 	want   silenceWant
@@ -60,15 +68,16 @@ type silencer struct {
 }
 
 func newSilencer(a *Agent) *silencer {
-	return &silencer{a: a, kick: make(chan struct{}, 1)}
+	return &silencer{node: a.node, log: a.log, now: a.now, clock: a.clock, client: a.alertmanagerClient, event: a.nodeEvent,
+		kick: make(chan struct{}, 1)}
 }
 
 // creator is the silence's createdBy.
-func (s *silencer) creator() string { return "kustodian:" + s.a.node }
+func (s *silencer) creator() string { return "kustodian:" + s.node }
 
 // set tells the silencer what the node's state asks for.
 func (s *silencer) set(state lock.State, r lock.Record, node *corev1.Node, am *policy.Alertmanager) {
-	w := silenceWant{on: silenced(state), reason: r.Reason, fields: policy.SilenceFields{Node: s.a.node, Policy: r.Policy, Group: r.Group}}
+	w := silenceWant{on: silenced(state), reason: r.Reason, fields: policy.SilenceFields{Node: s.node, Policy: r.Policy, Group: r.Group}}
 	if am != nil && am.Silence != nil {
 		w.am = am
 	}
@@ -114,7 +123,7 @@ func (s *silencer) start(agentCtx context.Context) (stop func()) {
 // (expiring it when the node is back; leaving it, bounded, when not).
 func (s *silencer) run(ctx context.Context, done chan<- struct{}, grace func() time.Duration) {
 	defer close(done)
-	timer := s.a.clock.NewTimer(time.Hour)
+	timer := s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	backoff := RetryBackoff(time.Second)
 	for {
@@ -162,8 +171,8 @@ func (s *silencer) sync(ctx context.Context) (time.Duration, error) {
 		s.report = "failed: " + err.Error()
 		if s.failed != err.Error() {
 			s.failed = err.Error()
-			s.a.log.Warn("silence failed; retrying, the maintenance goes on", "alertmanager", am.URL, "err", err)
-			s.a.event(ctx, w.uid, corev1.EventTypeWarning, ReasonSilenceFailed, msg)
+			s.log.Warn("silence failed; retrying, the maintenance goes on", "alertmanager", am.URL, "err", err)
+			s.event(ctx, w.uid, corev1.EventTypeWarning, ReasonSilenceFailed, msg)
 		}
 		return 0, err
 	}
@@ -179,7 +188,7 @@ func (s *silencer) sync(ctx context.Context) (time.Duration, error) {
 
 // apply creates, extends or expires the node's silence.
 func (s *silencer) apply(ctx context.Context, w silenceWant, am *policy.Alertmanager) error {
-	client, err := s.a.alertmanagerClient(am)
+	client, err := s.client(am)
 	if err != nil {
 		return err
 	}
@@ -198,8 +207,8 @@ func (s *silencer) apply(ctx context.Context, w silenceWant, am *policy.Alertman
 			if err := client.Expire(ctx, si.ID); err != nil {
 				return err
 			}
-			s.a.log.Info("silence expired", "alertmanager", am.URL, "id", si.ID)
-			s.a.event(ctx, w.uid, corev1.EventTypeNormal, ReasonSilenceExpired, fmt.Sprintf("silence %s in %s expired: the node's alerts are back", si.ID, am.URL))
+			s.log.Info("silence expired", "alertmanager", am.URL, "id", si.ID)
+			s.event(ctx, w.uid, corev1.EventTypeNormal, ReasonSilenceExpired, fmt.Sprintf("silence %s in %s expired: the node's alerts are back", si.ID, am.URL))
 		}
 		s.setReport("")
 		return nil
@@ -208,7 +217,7 @@ func (s *silencer) apply(ctx context.Context, w silenceWant, am *policy.Alertman
 	if err != nil {
 		return err
 	}
-	now := s.a.now()
+	now := s.now()
 	dur := am.Silence.SilenceDuration()
 	if len(mine) > 0 {
 		cur := mine[0]
@@ -229,8 +238,8 @@ func (s *silencer) apply(ctx context.Context, w silenceWant, am *policy.Alertman
 	}
 	s.setReport(fmt.Sprintf("%s until %s", id, want.EndsAt.UTC().Format(time.RFC3339)))
 	if len(mine) == 0 {
-		s.a.log.Info("alerts silenced", "alertmanager", am.URL, "id", id, "until", want.EndsAt)
-		s.a.event(ctx, w.uid, corev1.EventTypeNormal, ReasonAlertsSilenced, fmt.Sprintf("silence %s in %s over %s until %s, extended while the maintenance lasts",
+		s.log.Info("alerts silenced", "alertmanager", am.URL, "id", id, "until", want.EndsAt)
+		s.event(ctx, w.uid, corev1.EventTypeNormal, ReasonAlertsSilenced, fmt.Sprintf("silence %s in %s over %s until %s, extended while the maintenance lasts",
 			id, am.URL, matcherList(want.Matchers), want.EndsAt.UTC().Format(time.RFC3339)))
 	}
 	return nil
@@ -257,7 +266,7 @@ func (s *silencer) silence(w silenceWant, am *policy.Alertmanager) (alertmanager
 	if link != "" {
 		comment += "; " + link
 	}
-	now := s.a.now()
+	now := s.now()
 	out := alertmanager.Silence{StartsAt: now, EndsAt: now.Add(am.Silence.SilenceDuration()), CreatedBy: s.creator(), Comment: comment}
 	for _, m := range ms {
 		out.Matchers = append(out.Matchers, alertmanager.Matcher{Name: m.Name, Value: m.Value, IsRegex: m.IsRegex, IsEqual: m.IsEqual})

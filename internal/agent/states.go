@@ -43,7 +43,7 @@ func (a *Agent) cleanUp(ctx context.Context, node *corev1.Node) error {
 		}
 		a.leases.Deleted(l.Name, l.ResourceVersion)
 		succeeded = prev.State == lock.Completing && !prev.AfterFailure
-		a.applyEffects(ctx, node, prev, effectsOf(prev.State, lock.Idle, prev))
+		a.applyEffects(ctx, uidOf(node), &prev, decide.Transition(prev.State, lock.Idle, prev))
 	}
 	// A request withdrawn while this node was named in a queue: the
 	// summary is made again without it, so that its turn passes at once.
@@ -177,7 +177,7 @@ func (a *Agent) releaseAll(ctx context.Context, node *corev1.Node) error {
 	}
 	for _, name := range held {
 		if node != nil {
-			a.event(ctx, node.UID, corev1.EventTypeNormal, ReasonLockReleased, "released lock "+name)
+			a.applyEffects(ctx, uidOf(node), nil, decide.Said(decide.ReasonLockReleased, false, "released lock "+name))
 		}
 		a.log.Info("lock released", "lock", name)
 	}

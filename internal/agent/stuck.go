@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
+	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/metrics"
 )
@@ -43,7 +42,7 @@ func (a *Agent) stepFailed(ctx context.Context, err error) {
 	msg := fmt.Sprintf("stuck: %d steps in a row failed since %s; the last: %v", count, since.UTC().Format(time.RFC3339), err)
 	a.log.Error("the agent is stuck: its steps keep failing; it goes on retrying", "failures", count, "since", since, "err", err)
 	if node := a.cachedNode(); node != nil {
-		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceStuck, msg)
+		a.applyEffects(ctx, node.UID, nil, decide.Said(ReasonMaintenanceStuck, true, msg))
 	}
 	a.failing.reported = a.sayStuck(ctx, msg) == nil
 }

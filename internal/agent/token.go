@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kustodian/kustodian/internal/decide"
 )
 
 // ReasonTokenExpiring is the Event of a node whose kubeconfig's token
@@ -43,5 +45,5 @@ func (a *Agent) warnToken(ctx context.Context, node *corev1.Node) {
 	}
 	a.tokenWarned = true
 	a.log.Warn(w)
-	a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonTokenExpiring, w)
+	a.applyEffects(ctx, node.UID, nil, decide.Said(ReasonTokenExpiring, true, w))
 }

@@ -7,12 +7,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
-	"github.com/kustodian/kustodian/internal/notify"
 )
-
-// ReasonMaintenanceBlocked: a node waited past its policy's
-// health.blockedAfter with a gate closed.
-const ReasonMaintenanceBlocked = "MaintenanceBlocked"
 
 // waiting acts on a Waiting decision: it publishes the node's place and the
 // gate that holds it, and takes a lock when the decision says which to try.
@@ -24,12 +19,7 @@ func (a *Agent) waiting(ctx context.Context, d decide.Decision, o decide.Observe
 			return err
 		}
 	}
-	if d.ReportBlocked && node != nil {
-		a.event(ctx, node.UID, corev1.EventTypeWarning, ReasonMaintenanceBlocked, d.Message)
-		if r := a.myRecord(); r != nil {
-			a.tell(notify.Blocked, *r, d.Message)
-		}
-	}
+	a.applyEffects(ctx, uidOf(node), a.myRecord(), d.Effects)
 	if len(d.Try) == 0 {
 		if err := a.publish(ctx, lock.Waiting, o, node, d.Message); err != nil {
 			return err

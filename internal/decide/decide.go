@@ -216,8 +216,11 @@ type Decision struct {
 	// behind the first names of a queue too long for its summary.
 	BehindCut bool
 	Try       []string
-	// ReportBlocked: emit MaintenanceBlocked (health.blockedAfter passed).
+	// ReportBlocked: health.blockedAfter passed, and it was not said yet
+	// (Effects say it).
 	ReportBlocked bool
+	// Effects: what the step makes known.
+	Effects []Effect
 	// WakeAt: decide again then at the latest (a window edge, spacing's end,
 	// the next poll); zero when only events matter.
 	WakeAt time.Time

@@ -77,6 +77,9 @@ type DrainStep struct {
 	Why     string
 	// Publish: write the record (Draining, Message) before acting.
 	Publish bool
+	// Effects: what the step makes known (besides what its record's
+	// change of state makes known).
+	Effects []Effect
 }
 
 // CheckOverbooking says whether the overbooking check must be made (a
@@ -118,13 +121,15 @@ func DrainNext(f DrainFacts) DrainStep {
 		}
 		return DrainStep{Do: DrainWait, Publish: true, Message: "cordoned; " + progress}
 	case f.Drain.Err == nil:
-		return DrainStep{Do: DrainDrained}
+		return DrainStep{Do: DrainDrained, Effects: Said(ReasonDrained, false, "node cordoned and drained")}
 	case f.Drain.TimedOut && f.Quarantine && f.QuarantineFull == "":
 		return DrainStep{Do: DrainQuarantine, Why: "drain failed: " + f.Drain.Err.Error() + "; the node is quarantined: it stays cordoned, its lock goes to the next node"}
 	case f.Drain.TimedOut && f.Quarantine:
 		return DrainStep{Do: DrainHold, Why: fmt.Sprintf("drain failed: %v; not quarantined: %s, so the lock and the cordon are held and the rollout stops here (release a quarantined node, or this one)", f.Drain.Err, f.QuarantineFull)}
 	case f.Drain.TimedOut && f.ReleaseOnTimeout:
-		return DrainStep{Do: DrainRequeue, Why: "drain failed: " + f.Drain.Err.Error() + "; the node is given back and queues again"}
+		why := "drain failed: " + f.Drain.Err.Error() + "; the node is given back and queues again"
+		// Not Failed, but a maintenance that did not happen: said as one.
+		return DrainStep{Do: DrainRequeue, Why: why, Effects: Failure(why)}
 	}
 	return DrainStep{Do: DrainHold, Why: fmt.Sprintf("drain failed: %v; the lock and the cordon are held (fix the cause, then restart the agent to drain again, or release the lock)", f.Drain.Err)}
 }

@@ -108,6 +108,9 @@ func reportBlocked(s Snapshot, d *Decision, spec policy.Spec) {
 	}
 	d.Message += fmt.Sprintf(" (blocked since %s)", r.Since.UTC().Format("2006-01-02 15:04 UTC"))
 	d.ReportBlocked = !r.BlockedReported
+	if d.ReportBlocked {
+		d.Effects = Blocked(d.Message)
+	}
 }
 
 // kuredHolds says why Kured's lock keeps this node from taking its turn:
