@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,8 +29,6 @@ import (
 	"github.com/kustodian/kustodian/internal/kured/kuredapi"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/lock/lockapi"
-	"github.com/kustodian/kustodian/internal/login1"
-	"github.com/kustodian/kustodian/internal/metrics"
 	"github.com/kustodian/kustodian/internal/notify"
 	"github.com/kustodian/kustodian/internal/rollout"
 	"github.com/kustodian/kustodian/internal/systemd"
@@ -39,110 +36,44 @@ import (
 
 // Agent runs the maintenance protocol for one node.
 type Agent struct {
-	cfg     config.Agent
-	node    string
-	owner   *lock.NodeRef
-	kube    kubernetes.Interface
-	dyn     dynamic.Interface
-	meta    metadata.Interface
-	log     *slog.Logger
-	notify  systemd.Notifier
-	now     func() time.Time
-	clock   clock.WithTicker
-	files   hostfiles.Files
-	locks   lockStore
-	drainer nodeDrainer
-	// evictor is the client the drain evicts with when it is not kube
-	// (drain.kubeletKubeconfig); nil otherwise.
-	evictor kubernetes.Interface
+	cfg    config.Agent
+	node   string
+	owner  *lock.NodeRef
+	log    *slog.Logger
+	notify systemd.Notifier
+	now    func() time.Time
+	clock  clock.WithTicker
 
-	login1 *login1.Manager
-	// reboot reboots the host (login1; nil without it). rebootAsked is the
-	// job run (its unit) it last took a reboot request for.
-	reboot      rebooter
-	rebootAsked string
-	// conditionsWritten is the state and message of the Node conditions
-	// last written (until the cache shows them); conditionsRefused: the
-	// installation gives no right to write them (said once).
-	conditionsWritten string
-	conditionsRefused bool
-	// jobWakeAt is when the current job's next step is due by the clock
-	// (a retry); zero: at the next change.
-	jobWakeAt time.Time
-	// block keeps a reboot from cutting a drain or a completion in half,
-	// for anyone who honours inhibitors; delay gives the agent the time
-	// to record Rebooting when a shutdown begins.
-	block, delay *login1.Lock
+	// The API server's clients, and the host's request files.
+	kube  kubernetes.Interface
+	dyn   dynamic.Interface
+	meta  metadata.Interface
+	files hostfiles.Files
 
-	leases       *leaseView
-	groupLeases  cache.Store // the lock and queue Leases
-	controlStore cache.Store
-	nodeStore    cache.Store
-	kuredStore   cache.Store // nil when kured.enabled is false
-	policyStore  cache.Store // nil when the MaintenancePolicy CRD is not installed
-	policyCache  policyCache
-	podStore     cache.Store // the pods on this node
-
-	rollouts *rollouter // beside the maintenance loop
-	jobs     jobs.Store
-	runner   jobRunner
-	// kured is Kured's lock (nil when kured.enabled is false), in the
-	// DaemonSet kuredDS names.
-	kured kuredLocker
-	// kuredKeys are the annotations Kured's lock is honoured under
-	// (kured.lockAnnotations).
-	kuredKeys []string
-	kuredDS   cache.ObjectName
+	locks   lockSide   // the lock protocol's objects, and this agent's view of them
+	caches  informed   // the informers' stores
+	queue   queueView  // this agent's view of its group's queue
+	drain   drainSide  // the drain: its seam, the run, its escalation
+	evict   evictSide  // whom the drain evicts as
+	host    hostSide   // logind: reboots, inhibitor locks, the shutdown
+	jobs    jobsSide   // managed jobs
+	kured   kuredSide  // Kured's lock, when kured.enabled
+	gates   gateSide   // the last answers of the gates a decision asked for
+	metrics metricSide // the metrics in the state directory
+	// reported is what the agent last said outside its record: systemd's
+	// status line, the Node's conditions, the token's expiry.
+	reported reportedSide
+	signals  signals
 
 	// decision is the last decision; its policy and group are the node's.
 	decision decide.Decision
-	// cluster and command are the last results of the gates a decision
-	// asked for, with when they were got: decide says when to ask again.
-	cluster *decide.ClusterFacts
-	command *decide.CommandResult
-	prom    *http.Client
-
-	wake chan struct{}
-	// watchBroken: an informer's watch failed (watchError), or a request
-	// could not reach the API server (ConnWatch).
-	watchBroken chan struct{}
-
-	mu    sync.Mutex // guards drain
-	drain *drainRun
-
-	lastRenew     time.Time // of the held locks, when they have a TTL
-	failedRequest string    // the request whose drain failed (drain.onTimeout=hold)
-	shuttingDown  bool      // the host is going down: take no more steps
-	failure       string
-	status        string
-	holders       map[string]holderCheck
-	tokenExpires  time.Time
-	hostWarning   string // Options.HostWarning
-	// kubeletEvictions is what checkEvictor found, for the Node's label:
-	// "ready", "unready", or "" (not known: the label is left).
-	kubeletEvictions string
-	tokenWarned      bool   // the TokenExpiring Event is recorded
-	evictorConfig    string // the kubelet kubeconfig the drain evicts with, or ""
-
-	// The queue: when the agent began to watch it, when it saw each queue
-	// Lease change, and its own view of its group's queue (one LIST, when
-	// it joined or made the summary).
-	watching  time.Time
-	queueMu   sync.Mutex // guards queueSeen: informer handlers write it
-	queueSeen map[string]time.Time
-	mine      *lock.Summary
-	mineGroup lock.GroupRef
-	jitter    float64 // decide.Params.Jitter
-
-	stopInformers context.CancelFunc // ends the informers of the last start
-
-	metrics    *metrics.Store // nil when the state directory cannot hold them
-	metricsKey string         // what the metrics last said (transitionMetrics)
-	metricsErr string         // the last failure to write them, said once
+	// failed is the request whose drain failed, and why
+	// (drain.onTimeout=hold).
+	failed struct{ request, why string }
 
 	notifications *notify.Sender // nil: none
 	silences      *silencer      // the node's silence in Alertmanager
-	escalationState
+	rollouts      *rollouter     // beside the maintenance loop
 
 	failing failing // the run of failed steps it is in
 	rebootTrigger
@@ -162,46 +93,41 @@ func New(o Options) *Agent {
 		kube:   o.Kube,
 		dyn:    o.Dynamic,
 		meta:   o.Metadata,
-		prom:   &http.Client{Timeout: 10 * time.Second},
 		log:    o.Log.With("node", o.NodeName),
 		notify: o.Notifier,
 		now:    now,
 		clock:  clk,
 		files:  o.Config.Files(),
-		locks:  &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now},
-		wake:   make(chan struct{}, 1),
+		locks:  lockSide{store: &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now}, holders: map[string]holderCheck{}},
+		gates:  gateSide{http: &http.Client{Timeout: 10 * time.Second}},
 		// A watch that fails makes the Run loop check the API server.
-		watchBroken: make(chan struct{}, 1),
-		holders:     map[string]holderCheck{},
-		queueSeen:   map[string]time.Time{},
-		jitter:      jitterOf(o.NodeName),
-
-		tokenExpires:  o.TokenExpires,
-		hostWarning:   o.HostWarning,
+		signals:       signals{wake: make(chan struct{}, 1), watchBroken: make(chan struct{}, 1)},
 		notifications: o.Notifications,
 	}
+	a.queue.seen, a.queue.jitter = map[string]time.Time{}, jitterOf(o.NodeName)
+	a.reported.tokenExpires, a.reported.hostWarning = o.TokenExpires, o.HostWarning
 	if o.ConnWatch != nil {
-		a.watchBroken = o.ConnWatch.failed
+		a.signals.watchBroken = o.ConnWatch.failed
 	}
-	a.drainer = &drain.Drainer{Client: o.Kube, Pods: o.Evictor, Settings: o.Config.Drain, Log: a.log, Escalation: a.escalation()}
-	a.evictor = o.Evictor
+	a.drain.seam = &drain.Drainer{Client: o.Kube, Pods: o.Evictor, Settings: o.Config.Drain, Log: a.log, Escalation: a.escalation()}
+	a.evict.client = o.Evictor
 	a.silences = newSilencer(a)
-	a.evictorConfig = o.EvictorKubeconfig
-	a.jobs = jobs.StoreIn(o.Config.StateDir)
-	a.runner = newJobRunner(o.Config.StateDir)
+	a.evict.config = o.EvictorKubeconfig
+	a.jobs.store = jobs.StoreIn(o.Config.StateDir)
+	a.jobs.runner = newJobRunner(o.Config.StateDir)
 	a.rollouts = newRollouter(a)
 	a.rebootTrigger.check = o.Config.RebootCheck()
 	if o.Config.Kured.Enabled != "false" {
-		a.kuredKeys = o.Config.Kured.LockAnnotations
-		a.kured = &kuredapi.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Keys: a.kuredKeys, Now: now}
-		a.kuredDS = cache.NewObjectName(o.Config.Kured.Namespace, o.Config.Kured.DaemonSet)
+		a.kured.keys = o.Config.Kured.LockAnnotations
+		a.kured.locker = &kuredapi.Locker{Client: o.Kube, Namespace: o.Config.Kured.Namespace, Name: o.Config.Kured.DaemonSet, Keys: a.kured.keys, Now: now}
+		a.kured.ds = cache.NewObjectName(o.Config.Kured.Namespace, o.Config.Kured.DaemonSet)
 	}
 	a.openMetrics()
 	if o.Login1 != nil {
-		a.login1 = o.Login1
-		a.reboot = o.Login1
-		a.block = o.Login1.NewLock("shutdown", "kustodian", "draining or giving back the node to Kubernetes", "block")
-		a.delay = o.Login1.NewLock("shutdown", "kustodian", "recording the reboot in the cluster", "delay")
+		a.host.login1 = o.Login1
+		a.host.reboot = o.Login1
+		a.host.block = o.Login1.NewLock("shutdown", "kustodian", "draining or giving back the node to Kubernetes", "block")
+		a.host.delay = o.Login1.NewLock("shutdown", "kustodian", "recording the reboot in the cluster", "delay")
 	}
 	return a
 }
@@ -240,7 +166,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return permanent(err)
 	}
 	shutdown := a.watchShutdown(ctx)
-	jobChanges := watchJobs(ctx, a.jobs.Dir)
+	jobChanges := watchJobs(ctx, a.jobs.store.Dir)
 	defer a.serveMetrics()()
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
@@ -268,7 +194,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer resync.Stop()
 	backoff := RetryBackoff(time.Second)
 	for {
-		if a.shuttingDown {
+		if a.host.shuttingDown {
 			// Rebooting is recorded; the next step belongs to the next boot.
 			select {
 			case <-ctx.Done():
@@ -315,14 +241,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return a.stop()
-		case <-a.wake:
+		case <-a.signals.wake:
 			a.settle(ctx, fileChanges, jobChanges)
 		case <-wakeAt.C():
 		case <-fileChanges:
 		case <-jobChanges:
 		case <-heartbeat.C():
 		case <-resync.C():
-		case <-a.watchBroken:
+		case <-a.signals.watchBroken:
 			if err := a.watchBroke(ctx); err != nil {
 				a.log.Error("reading the cluster again failed; retrying", "err", err)
 			}
@@ -349,15 +275,15 @@ const (
 func (a *Agent) stop() error {
 	a.notify.Stopping()
 	a.stopDrain()
-	if a.block != nil {
-		a.block.Release()
-		a.delay.Release()
+	if a.host.block != nil {
+		a.host.block.Release()
+		a.host.delay.Release()
 	}
 	return nil
 }
 
 // heldLocks are the lock Leases that name this node, whatever their group.
-func (a *Agent) heldLocks() []string { return lock.HeldBy(a.leases.List(), a.node) }
+func (a *Agent) heldLocks() []string { return lock.HeldBy(a.locks.view.List(), a.node) }
 
 // step takes the next step: the maintenance loop's (reconcile), then the
 // rollouts' beside it. done is true when the node is Idle and the agent
@@ -405,7 +331,7 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, nod
 		if o.Released() {
 			err = a.released(ctx, o, node)
 		} else {
-			err = a.publish(ctx, lock.Failed, o, node, a.failure)
+			err = a.publish(ctx, lock.Failed, o, node, a.failed.why)
 		}
 	case lock.InMaintenance:
 		err = a.inMaintenance(ctx, o, node)

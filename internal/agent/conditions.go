@@ -43,10 +43,10 @@ func (a *Agent) setConditions(ctx context.Context, node *corev1.Node, state lock
 	want, changed := nodemarks.Conditions(state, msg, node.Status.Conditions, a.now())
 	key := string(state) + "\x00" + msg
 	if !changed {
-		a.conditionsWritten = ""
+		a.reported.conditions = ""
 		return nil
 	}
-	if a.conditionsWritten == key {
+	if a.reported.conditions == key {
 		return nil // written; the cache has not caught up yet
 	}
 	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": want}})
@@ -56,14 +56,14 @@ func (a *Agent) setConditions(ctx context.Context, node *corev1.Node, state lock
 	_, err = a.kube.CoreV1().Nodes().Patch(ctx, a.node, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "kustodian"}, "status")
 	switch {
 	case apierrors.IsForbidden(err):
-		if !a.conditionsRefused {
+		if !a.reported.conditionsRefused {
 			a.log.Warn("may not set the Node's maintenance conditions: the installation is older than this agent (kustodian-ctl install adds the right)", "err", err)
-			a.conditionsRefused = true
+			a.reported.conditionsRefused = true
 		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("setting the maintenance conditions of node %s: %w", a.node, err)
 	}
-	a.conditionsWritten = key
+	a.reported.conditions = key
 	return nil
 }

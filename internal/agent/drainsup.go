@@ -29,9 +29,9 @@ type drainRun struct {
 
 // drainRunning reports whether a drain is running.
 func (a *Agent) drainRunning() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.drain != nil
+	a.drain.mu.Lock()
+	defer a.drain.mu.Unlock()
+	return a.drain.run != nil
 }
 
 // overbooked checks, on a fresh read of the policy's locks and the Nodes,
@@ -41,7 +41,7 @@ func (a *Agent) overbooked(ctx context.Context, held []string) (bool, string, er
 	if p.Spec.Health.MaxUnavailable == nil || len(held) == 0 {
 		return false, "", nil
 	}
-	locks, err := a.locks.Locks(ctx)
+	locks, err := a.locks.store.Locks(ctx)
 	if err != nil {
 		return false, "", err
 	}
@@ -66,14 +66,14 @@ func (a *Agent) recordDisrupted(ctx context.Context, held []string, disrupted []
 		return nil
 	}
 	for _, name := range held {
-		l, err := a.locks.SetDisrupted(ctx, name, a.node, disrupted)
+		l, err := a.locks.store.SetDisrupted(ctx, name, a.node, disrupted)
 		if errors.Is(err, lockapi.ErrNotHeld) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		a.leases.Wrote(l)
+		a.locks.view.Wrote(l)
 	}
 	return nil
 }
@@ -90,21 +90,21 @@ func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.No
 			f.KuredRefused = why
 		}
 	}
-	a.mu.Lock()
-	run := a.drain
-	a.mu.Unlock()
+	a.drain.mu.Lock()
+	run := a.drain.run
+	a.drain.mu.Unlock()
 	if run != nil {
 		f.Drain = a.drainState(run)
 	}
 	f.Quarantine = a.decision.Policy.Spec.Drain.Quarantine != nil
 	// The escalation follows the policy as it is now: rules an admin
 	// removed mid-drain delete nothing; another policy's, nothing either.
-	a.mu.Lock()
-	a.escalate = nil
-	if a.decision.Policy.Name == a.escalatePolicy {
-		a.escalate = a.decision.Policy.Spec.Drain.Escalate
+	a.drain.mu.Lock()
+	a.drain.escalate = nil
+	if a.decision.Policy.Name == a.drain.escalatePolicy {
+		a.drain.escalate = a.decision.Policy.Spec.Drain.Escalate
 	}
-	a.mu.Unlock()
+	a.drain.mu.Unlock()
 	if decide.CheckQuarantine(f) {
 		full, err := a.quarantineFull(ctx)
 		if err != nil {
@@ -152,10 +152,10 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 			return err
 		}
 		if l := a.myRecordLease(); l != nil {
-			if err := a.locks.DeleteRecord(ctx, a.node); err != nil {
+			if err := a.locks.store.DeleteRecord(ctx, a.node); err != nil {
 				return err
 			}
-			a.leases.Deleted(l.Name, l.ResourceVersion)
+			a.locks.view.Deleted(l.Name, l.ResourceVersion)
 		}
 		return nil
 	case decide.DrainQuarantine:
@@ -163,17 +163,17 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 	case decide.DrainHold:
 		a.clearDrain(run)
 		a.log.Error(step.Why)
-		a.failedRequest, a.failure = o.Request.ID, step.Why
-		return a.publish(ctx, lock.Failed, o, node, a.failure)
+		a.failed.request, a.failed.why = o.Request.ID, step.Why
+		return a.publish(ctx, lock.Failed, o, node, a.failed.why)
 	}
 	// Start, Wait and Drained: the cordon stays on (put back if someone
 	// took it off).
 	if a.decision.Policy.Spec.Autoscaler.Protect {
-		if err := a.drainer.Protect(ctx, node); err != nil {
+		if err := a.drain.seam.Protect(ctx, node); err != nil {
 			return err
 		}
 	}
-	byAdmin, err := a.drainer.Cordon(ctx, node)
+	byAdmin, err := a.drain.seam.Cordon(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -186,9 +186,9 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 		if err := a.publish(ctx, lock.Draining, o, node, step.Message); err != nil {
 			return err
 		}
-		a.mu.Lock()
-		a.escalate, a.escalatePolicy, a.nodeUID = a.decision.Policy.Spec.Drain.Escalate, a.decision.Policy.Name, node.UID
-		a.mu.Unlock()
+		a.drain.mu.Lock()
+		a.drain.escalate, a.drain.escalatePolicy, a.drain.nodeUID = a.decision.Policy.Spec.Drain.Escalate, a.decision.Policy.Name, node.UID
+		a.drain.mu.Unlock()
 		a.startDrain(ctx, o.Request.ID)
 		return nil
 	case decide.DrainWait:
@@ -217,10 +217,10 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 
 // clearDrain forgets the drain that ended, once acted on.
 func (a *Agent) clearDrain(run *drainRun) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.drain == run {
-		a.drain = nil
+	a.drain.mu.Lock()
+	defer a.drain.mu.Unlock()
+	if a.drain.run == run {
+		a.drain.run = nil
 	}
 }
 
@@ -229,7 +229,7 @@ func (a *Agent) clearDrain(run *drainRun) {
 // maintenance.
 func (a *Agent) confirmHeld(ctx context.Context, held []string) error {
 	for _, name := range held {
-		ok, err := a.locks.Holds(ctx, name, a.node)
+		ok, err := a.locks.store.Holds(ctx, name, a.node)
 		if err != nil {
 			return err
 		}
@@ -249,26 +249,26 @@ func (a *Agent) drainState(run *drainRun) *decide.DrainRun {
 		s.TimedOut = errors.Is(run.err, drain.ErrTimeout)
 	default:
 	}
-	a.mu.Lock()
+	a.drain.mu.Lock()
 	s.Progress = run.progress
-	a.mu.Unlock()
+	a.drain.mu.Unlock()
 	return s
 }
 
 func (a *Agent) startDrain(ctx context.Context, request string) {
 	dctx, cancel := context.WithCancel(ctx)
 	run := &drainRun{request: request, cancel: cancel, done: make(chan struct{})}
-	a.mu.Lock()
-	a.drain = run
-	a.mu.Unlock()
+	a.drain.mu.Lock()
+	a.drain.run = run
+	a.drain.mu.Unlock()
 	go func() {
 		defer close(run.done)
 		defer a.poke()
 		counted := 0
-		run.disrupted, run.err = a.drainer.Drain(dctx, a.node, func(p drain.Progress) {
-			a.mu.Lock()
+		run.disrupted, run.err = a.drain.seam.Drain(dctx, a.node, func(p drain.Progress) {
+			a.drain.mu.Lock()
 			run.progress = p.Message
-			a.mu.Unlock()
+			a.drain.mu.Unlock()
 			a.evictedMetrics(p.Evicted - counted)
 			counted = p.Evicted
 			a.poke()
@@ -278,10 +278,10 @@ func (a *Agent) startDrain(ctx context.Context, request string) {
 
 // stopDrain cancels a running drain and waits for it to end.
 func (a *Agent) stopDrain() {
-	a.mu.Lock()
-	run := a.drain
-	a.drain = nil
-	a.mu.Unlock()
+	a.drain.mu.Lock()
+	run := a.drain.run
+	a.drain.run = nil
+	a.drain.mu.Unlock()
 	if run != nil {
 		run.cancel()
 		<-run.done

@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -72,5 +73,14 @@ func TestEffectsHaveOneDoor(t *testing.T) {
 	sort.Strings(names)
 	if calls < len(names) {
 		t.Fatalf("found %d calls of %v in the agent's files; the check would prove nothing", calls, names)
+	}
+}
+
+// The Agent is the loop and the parts it carries a plan out with, each
+// the state of one concern (parts.go); a new concern is a part, not ten
+// more fields beside the others.
+func TestAgentHasFewParts(t *testing.T) {
+	if n := reflect.TypeOf(Agent{}).NumField(); n > 30 {
+		t.Errorf("Agent has %d fields; group the new ones into a part of their own (at most 30)", n)
 	}
 }

@@ -44,9 +44,9 @@ func (a *Agent) escalation() *drain.Escalation {
 // escalationAllowed says whether the policy lets pods of namespace be
 // deleted past their PodDisruptionBudget.
 func (a *Agent) escalationAllowed(ctx context.Context, namespace string) (bool, error) {
-	a.mu.Lock()
-	rules := a.escalate
-	a.mu.Unlock()
+	a.drain.mu.Lock()
+	rules := a.drain.escalate
+	a.drain.mu.Unlock()
 	if len(rules) == 0 {
 		return false, nil
 	}
@@ -73,10 +73,10 @@ func (a *Agent) escalationAllowed(ctx context.Context, namespace string) (bool, 
 // pod and one on the node, and a line in the maintenance's history.
 func (a *Agent) deletedPastPDB(ctx context.Context, namespace, name, why string) {
 	line := fmt.Sprintf("%s/%s (%s)", namespace, name, why)
-	a.mu.Lock()
-	a.escalated = append(a.escalated, line)
-	uid := a.nodeUID
-	a.mu.Unlock()
+	a.drain.mu.Lock()
+	a.drain.escalated = append(a.drain.escalated, line)
+	uid := a.drain.nodeUID
+	a.drain.mu.Unlock()
 	msg := fmt.Sprintf("deleted pod %s/%s on node %s past its PodDisruptionBudget after drain.timeout, as MaintenancePolicy %s's spec.drain.escalate allows (%s)",
 		namespace, name, a.node, a.decisionPolicy(), why)
 	a.applyEffects(ctx, uid, nil, []decide.Effect{
@@ -87,9 +87,9 @@ func (a *Agent) deletedPastPDB(ctx context.Context, namespace, name, why string)
 // decisionPolicy is the name of the node's policy, read under the lock
 // for the drain's goroutine.
 func (a *Agent) decisionPolicy() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.escalatePolicy
+	a.drain.mu.Lock()
+	defer a.drain.mu.Unlock()
+	return a.drain.escalatePolicy
 }
 
 // quarantineFull counts, on a fresh read of the Nodes, the other nodes of
@@ -145,7 +145,7 @@ func (a *Agent) quarantine(ctx context.Context, step decide.DrainStep, o decide.
 	a.clearDrain(run)
 	a.log.Warn(step.Why, "pods", pods)
 	msg := "quarantined: the drain timed out; " + podList(pods) + " would not go; the node stays cordoned and its lock went to the next node (remove " + a.cfg.RequestFile + " once the pods are dealt with; a new request starts over)"
-	a.quarantined = o.Request.ID
+	a.drain.quarantined = o.Request.ID
 	if err := a.publish(ctx, lock.Failed, o, node, msg); err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func TestQuarantineCountsOnlyThePolicysCordonedNodes(t *testing.T) {
 			node("g1", "gpu", "gpu", true), node("g0", "gpu", "gpu", true)}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a := &Agent{node: "g0", kube: fake.NewClientset(c.nodes...), policyStore: store, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			a := &Agent{node: "g0", kube: fake.NewClientset(c.nodes...), caches: informed{policies: store}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			a.decision.Policy = a.resolvePolicy(a.policies(), map[string]string{"role": "gpu"})
 			if a.decision.Policy.Name != "gpu" || a.decision.Policy.Err != nil {
 				t.Fatalf("this node's policy: %+v", a.decision.Policy)

@@ -86,11 +86,11 @@ func (a *Agent) remember(ctx context.Context, r lock.Record, result string) {
 	if result == history.Failed {
 		e.Message = r.Message
 	}
-	a.mu.Lock()
-	e.Escalated = a.escalated
-	a.mu.Unlock()
-	if a.metrics != nil {
-		d := a.metrics.Data()
+	a.drain.mu.Lock()
+	e.Escalated = a.drain.escalated
+	a.drain.mu.Unlock()
+	if a.metrics.store != nil {
+		d := a.metrics.store.Data()
 		e.Started, e.Drained = d.DrainStarted, d.Drained
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -27,22 +27,22 @@ import (
 // kubelet, "unready" otherwise; an agent refused here says so on the Node
 // before it stops.
 func (a *Agent) checkEvictor(ctx context.Context) error {
-	if a.evictor != nil {
-		r, err := a.evictor.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if a.evict.client != nil {
+		r, err := a.evict.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
-			return a.unready(ctx, fmt.Errorf("drain.kubeletKubeconfig %s: the API server refuses its credentials (%v); fix the kubelet's kubeconfig, or set drain.kubeletKubeconfig to none", a.evictorConfig, err))
+			return a.unready(ctx, fmt.Errorf("drain.kubeletKubeconfig %s: the API server refuses its credentials (%v); fix the kubelet's kubeconfig, or set drain.kubeletKubeconfig to none", a.evict.config, err))
 		}
 		if err != nil {
-			return fmt.Errorf("drain.kubeletKubeconfig %s: asking the API server who it is: %w", a.evictorConfig, err)
+			return fmt.Errorf("drain.kubeletKubeconfig %s: asking the API server who it is: %w", a.evict.config, err)
 		}
 		if want, got := "system:node:"+a.node, r.Status.UserInfo.Username; got != want {
-			return a.unready(ctx, fmt.Errorf("drain.kubeletKubeconfig %s authenticates as %q, not as %q: it is not this node's kubelet identity; set drain.kubeletKubeconfig to this node's kubelet kubeconfig, or to none", a.evictorConfig, got, want))
+			return a.unready(ctx, fmt.Errorf("drain.kubeletKubeconfig %s authenticates as %q, not as %q: it is not this node's kubelet identity; set drain.kubeletKubeconfig to this node's kubelet kubeconfig, or to none", a.evict.config, got, want))
 		}
-		a.log.Info("evicting with the kubelet's identity", "kubeconfig", a.evictorConfig, "user", r.Status.UserInfo.Username)
-		a.kubeletEvictions = "ready"
+		a.log.Info("evicting with the kubelet's identity", "kubeconfig", a.evict.config, "user", r.Status.UserInfo.Username)
+		a.evict.label = "ready"
 		return nil
 	}
-	a.kubeletEvictions = "unready"
+	a.evict.label = "unready"
 	r, err := a.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authzv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"},
 	}}, metav1.CreateOptions{})
@@ -70,10 +70,10 @@ func (a *Agent) unready(ctx context.Context, err error) error {
 // run again since an upgrade) refuses it, which is said once and holds
 // nothing back.
 func (a *Agent) markEvictions(ctx context.Context, node *corev1.Node) {
-	if v := a.kubeletEvictions; node != nil && v != "" && node.Labels[nodemarks.LabelKubeletEvictions] != v {
+	if v := a.evict.label; node != nil && v != "" && node.Labels[nodemarks.LabelKubeletEvictions] != v {
 		if err := labelNode(ctx, a.kube, a.node, nodemarks.LabelKubeletEvictions, strconv.Quote(v)); err != nil {
 			a.log.Warn("cannot label the node for kustodian-ctl install --kubelet-evictions (run kustodian-ctl install again after an upgrade); going on without it", "err", err)
-			a.kubeletEvictions = ""
+			a.evict.label = ""
 		}
 	}
 }

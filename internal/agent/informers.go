@@ -96,7 +96,7 @@ var (
 func (a *Agent) startInformers(ctx context.Context, back bool) error {
 	if back {
 		select { // a failure the last informers told of is over
-		case <-a.watchBroken:
+		case <-a.signals.watchBroken:
 		default:
 		}
 	}
@@ -139,8 +139,8 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 	self := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, byName(a.node))
 	nodeStore := watch(self.Core().V1().Nodes().Informer(), h.other, self.Start)
 	var kuredStore, policyStore cache.Store
-	if a.kured != nil {
-		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kuredDS.Namespace), byName(a.kuredDS.Name))
+	if a.kured.locker != nil {
+		k := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.kured.ds.Namespace), byName(a.kured.ds.Name))
 		kuredStore = watch(k.Apps().V1().DaemonSets().Informer(), h.other, k.Start)
 	}
 	// The pods on this node, for the policy's pod blockers.
@@ -191,10 +191,10 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 		}
 		return errors.New("the informers did not sync")
 	}
-	if a.stopInformers != nil {
-		a.stopInformers() // those this start replaces
+	if a.caches.stop != nil {
+		a.caches.stop() // those this start replaces
 	}
-	a.stopInformers = stop
+	a.caches.stop = stop
 	a.useCaches(caches{groupLeases: groupLeases, ownRecord: ownRecord, control: controlStore, node: nodeStore,
 		kured: kuredStore, pods: podStore, policies: policyStore, rollouts: rolloutStore, rolloutNodes: rolloutNodeStore})
 	return nil
@@ -218,7 +218,7 @@ func (a *Agent) waitSynced(ctx context.Context, synced []cache.InformerSynced) e
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C():
-		case <-a.watchBroken:
+		case <-a.signals.watchBroken:
 			if err := a.readyz(ctx); err != nil {
 				return fmt.Errorf("%w: %v", errAwayAgain, err)
 			}
@@ -243,13 +243,13 @@ type caches struct {
 
 // useCaches makes the agent decide on c from now on.
 func (a *Agent) useCaches(c caches) {
-	a.kuredStore, a.podStore, a.policyStore = c.kured, c.pods, c.policies
+	a.caches.kured, a.caches.pods, a.caches.policies = c.kured, c.pods, c.policies
 	a.rollouts.store, a.rollouts.nodeStore = c.rollouts, c.rolloutNodes
-	a.groupLeases = c.groupLeases
-	a.leases = newLeaseView(a.cfg.Namespace, c.groupLeases, c.ownRecord)
-	a.watching = a.now()
-	a.controlStore = c.control
-	a.nodeStore = c.node
+	a.caches.groupLeases = c.groupLeases
+	a.locks.view = newLeaseView(a.cfg.Namespace, c.groupLeases, c.ownRecord)
+	a.queue.watching = a.now()
+	a.caches.control = c.control
+	a.caches.nodes = c.node
 }
 
 // watchHandlers are what the agent does with the changes its watches
@@ -312,8 +312,8 @@ func (a *Agent) handlers() watchHandlers {
 // sawDeleted tells the lease view of a deletion: an own write of that
 // Lease no longer stands.
 func (a *Agent) sawDeleted(obj any) {
-	if a.leases != nil {
-		a.leases.SawDeleted(obj)
+	if a.locks.view != nil {
+		a.locks.view.SawDeleted(obj)
 	}
 }
 
@@ -372,9 +372,9 @@ func heartbeatOnly(o, n *coordv1.Lease) bool {
 // for long tells the nodes behind its head that the head is gone.
 func (a *Agent) sawQueue(obj any) {
 	if l, ok := obj.(*coordv1.Lease); ok && lock.IsQueueName(l.Name) {
-		a.queueMu.Lock()
-		a.queueSeen[l.Name] = a.now()
-		a.queueMu.Unlock()
+		a.queue.mu.Lock()
+		a.queue.seen[l.Name] = a.now()
+		a.queue.mu.Unlock()
 	}
 }
 
@@ -390,7 +390,7 @@ func (a *Agent) watchError(ctx context.Context, r *cache.Reflector, err error) {
 		return
 	}
 	select {
-	case a.watchBroken <- struct{}{}:
+	case a.signals.watchBroken <- struct{}{}:
 	default:
 	}
 }
@@ -405,7 +405,7 @@ func (a *Agent) watchBroke(ctx context.Context) error {
 	err := a.rideOut(ctx, probeEvery)
 	// What the old informers said while the API server was away is over.
 	select {
-	case <-a.watchBroken:
+	case <-a.signals.watchBroken:
 	default:
 	}
 	return err

@@ -10,17 +10,17 @@ import (
 // watchShutdown takes the delay inhibitor and subscribes to logind's
 // PrepareForShutdown; nil without logind.
 func (a *Agent) watchShutdown(ctx context.Context) <-chan bool {
-	if a.login1 == nil {
+	if a.host.login1 == nil {
 		return nil
 	}
 	// Subscribe before taking the delay lock: a shutdown that starts in
 	// between is then seen, not missed.
-	c, err := a.login1.PrepareForShutdown(ctx)
+	c, err := a.host.login1.PrepareForShutdown(ctx)
 	if err != nil {
 		a.log.Warn("cannot follow shutdowns; a reboot will not be recorded before it happens", "err", err)
 		return nil
 	}
-	if err := a.delay.Take(ctx); err != nil {
+	if err := a.host.delay.Take(ctx); err != nil {
 		a.log.Warn("cannot take the delay inhibitor lock", "err", err)
 	}
 	return c
@@ -31,16 +31,16 @@ func (a *Agent) watchShutdown(ctx context.Context) <-chan bool {
 // and the files stay: after the boot the agent continues from them.
 func (a *Agent) onShutdown(ctx context.Context, active bool) {
 	if !active { // the shutdown was cancelled
-		a.shuttingDown = false
-		if err := a.delay.Take(ctx); err != nil {
+		a.host.shuttingDown = false
+		if err := a.host.delay.Take(ctx); err != nil {
 			a.log.Warn("cannot take the delay inhibitor lock again", "err", err)
 		}
 		a.poke()
 		return
 	}
-	a.shuttingDown = true
+	a.host.shuttingDown = true
 	a.stopDrain()
-	defer a.delay.Release()
+	defer a.host.delay.Release()
 	s, err := a.snapshot()
 	if err != nil {
 		return
@@ -57,14 +57,14 @@ func (a *Agent) onShutdown(ctx context.Context, active bool) {
 
 // inhibitFor holds the block inhibitor while Draining and Completing.
 func (a *Agent) inhibitFor(ctx context.Context, state lock.State) {
-	if a.block == nil {
+	if a.host.block == nil {
 		return
 	}
 	if state == lock.Draining || state == lock.Completing {
-		if err := a.block.Take(ctx); err != nil {
+		if err := a.host.block.Take(ctx); err != nil {
 			a.log.Warn("cannot take the block inhibitor lock", "err", err)
 		}
 		return
 	}
-	a.block.Release()
+	a.host.block.Release()
 }

@@ -282,16 +282,16 @@ func watchJobs(ctx context.Context, dir string) <-chan struct{} {
 // maintenance: it gathers what jobs.Next needs, and does what it says. It
 // returns the record's message and whether the job failed.
 func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (string, bool, error) {
-	f := jobs.Facts{Now: a.now(), Boot: bootID(), RebootPending: rebootPending, CanReboot: a.reboot != nil,
-		RebootAsked: a.rebootAsked == jobUnit(j), Unit: jobUnit(j)}
+	f := jobs.Facts{Now: a.now(), Boot: bootID(), RebootPending: rebootPending, CanReboot: a.host.reboot != nil,
+		RebootAsked: a.jobs.rebootAsked == jobUnit(j), Unit: jobUnit(j)}
 	if j.State == jobs.Running || j.State == jobs.RollingBack {
-		alive, err := a.runner.Alive(ctx, j)
+		alive, err := a.jobs.runner.Alive(ctx, j)
 		if err != nil {
 			return "", false, err // asked again at the next step
 		}
 		if !alive {
 			// Re-read: it may have ended just now.
-			if j, err = a.jobs.Get(j.ID); err != nil {
+			if j, err = a.jobs.store.Get(j.ID); err != nil {
 				return "", false, err
 			}
 		}
@@ -308,9 +308,9 @@ func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (s
 // it.
 func (a *Agent) actOnJob(ctx context.Context, step jobs.Step, f jobs.Facts) (string, bool, error) {
 	j := step.Job
-	a.jobWakeAt = step.WakeAt
+	a.jobs.wakeAt = step.WakeAt
 	if step.Save {
-		if err := a.jobs.Save(&j); err != nil {
+		if err := a.jobs.store.Save(&j); err != nil {
 			return "", false, err
 		}
 	}
@@ -322,17 +322,17 @@ func (a *Agent) actOnJob(ctx context.Context, step jobs.Step, f jobs.Facts) (str
 	}
 	switch step.Do {
 	case jobs.Start:
-		if err := a.runner.Start(ctx, &j); err != nil {
+		if err := a.jobs.runner.Start(ctx, &j); err != nil {
 			return a.actOnJob(ctx, jobs.StartFailed(j, f, err), f)
 		}
 	case jobs.Reboot:
-		if err := a.reboot.Reboot(ctx); err != nil {
+		if err := a.host.reboot.Reboot(ctx); err != nil {
 			return "", false, fmt.Errorf("asking logind to reboot: %w", err)
 		}
-		a.rebootAsked = jobUnit(&j)
+		a.jobs.rebootAsked = jobUnit(&j)
 	case jobs.Finish:
 		// The agent made the request for the job, so it ends it.
-		if err := a.jobs.ClearCurrent(); err != nil {
+		if err := a.jobs.store.ClearCurrent(); err != nil {
 			return "", false, err
 		}
 		if err := a.files.RemoveRequest(); err != nil {

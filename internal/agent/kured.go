@@ -14,10 +14,10 @@ import (
 // kuredLock reads Kured's lock from the cache; ok is false when Kured's
 // DaemonSet is absent or kured.enabled is false.
 func (a *Agent) kuredLock() (kured.Locks, bool) {
-	if a.kuredStore == nil {
+	if a.caches.kured == nil {
 		return kured.Locks{}, false
 	}
-	obj, exists, err := a.kuredStore.GetByKey(a.kuredDS.String())
+	obj, exists, err := a.caches.kured.GetByKey(a.kured.ds.String())
 	if err != nil || !exists {
 		return kured.Locks{}, false
 	}
@@ -25,7 +25,7 @@ func (a *Agent) kuredLock() (kured.Locks, bool) {
 	if ds == nil {
 		return kured.Locks{}, false
 	}
-	l, err := kuredapi.Locks(ds, a.kuredKeys)
+	l, err := kuredapi.Locks(ds, a.kured.keys)
 	if err != nil {
 		a.log.Warn("Kured's lock is unreadable; treating it as held", "err", err)
 	}
@@ -43,7 +43,7 @@ func (a *Agent) holdKured(ctx context.Context) (bool, string, error) {
 	if l.HeldEverywhere(me) {
 		return true, "", nil
 	}
-	return a.kured.Acquire(ctx, me)
+	return a.kured.locker.Acquire(ctx, me)
 }
 
 func (a *Agent) releaseKured(ctx context.Context) error {
@@ -54,7 +54,7 @@ func (a *Agent) releaseKured(ctx context.Context) error {
 	if !l.HeldAnywhere(kured.HolderID(a.node)) {
 		return nil
 	}
-	if err := a.kured.Release(ctx, kured.HolderID(a.node)); err != nil && !apierrors.IsForbidden(err) {
+	if err := a.kured.locker.Release(ctx, kured.HolderID(a.node)); err != nil && !apierrors.IsForbidden(err) {
 		return fmt.Errorf("releasing Kured's lock: %w", err)
 	}
 	return nil

@@ -24,7 +24,7 @@ func (a *Agent) openMetrics() {
 	if err != nil {
 		a.log.Warn("metrics", "err", err)
 	}
-	a.metrics = m
+	a.metrics.store = m
 	if m != nil && textfile != "" {
 		a.log.Info("metrics go to a node_exporter textfile", "path", textfile)
 	}
@@ -33,15 +33,15 @@ func (a *Agent) openMetrics() {
 // updateMetrics changes the metrics and writes them; a failure is logged
 // once per kind of failure, not at every transition.
 func (a *Agent) updateMetrics(change func(d *metrics.Data)) {
-	if a.metrics == nil {
+	if a.metrics.store == nil {
 		return
 	}
-	if err := a.metrics.Update(change); err != nil {
+	if err := a.metrics.store.Update(change); err != nil {
 		msg := err.Error()
-		a.mu.Lock()
-		said := a.metricsErr == msg
-		a.metricsErr = msg
-		a.mu.Unlock()
+		a.drain.mu.Lock()
+		said := a.metrics.err == msg
+		a.metrics.err = msg
+		a.drain.mu.Unlock()
 		if !said {
 			a.log.Warn("metrics not written", "err", err)
 		}
@@ -53,10 +53,10 @@ func (a *Agent) updateMetrics(change func(d *metrics.Data)) {
 // its durations, result and reboots. r is the record as published.
 func (a *Agent) transitionMetrics(from, to lock.State, r lock.Record, o decide.Observed, now time.Time) {
 	key := fmt.Sprint(from, to, r.Since, o.Request != nil, len(o.HeldLocks), a.decision.Position, a.decision.Gates)
-	if from == to && key == a.metricsKey {
+	if from == to && key == a.metrics.key {
 		return // nothing new: no write
 	}
-	a.metricsKey = key
+	a.metrics.key = key
 	a.updateMetrics(func(d *metrics.Data) {
 		d.SetState(string(to), r.Since)
 		d.Requested = o.Request != nil
@@ -122,10 +122,10 @@ const idleKey = "idle"
 // idleMetrics records the node back to Idle, and a maintenance that
 // succeeded when it did.
 func (a *Agent) idleMetrics(from lock.State, succeeded bool) {
-	if from == lock.Idle && a.metricsKey == idleKey {
+	if from == lock.Idle && a.metrics.key == idleKey {
 		return // said already
 	}
-	a.metricsKey = idleKey
+	a.metrics.key = idleKey
 	now := a.now()
 	a.updateMetrics(func(d *metrics.Data) {
 		if succeeded {
@@ -150,7 +150,7 @@ func (a *Agent) evictedMetrics(n int) {
 // says everything. The returned func stops the server.
 func (a *Agent) serveMetrics() (stop func()) {
 	addr := a.cfg.Metrics.Listen
-	if addr == "" || a.metrics == nil {
+	if addr == "" || a.metrics.store == nil {
 		return func() {}
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -159,7 +159,7 @@ func (a *Agent) serveMetrics() (stop func()) {
 		return func() {}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.Registry(), promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.store.Registry(), promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {

@@ -26,7 +26,7 @@ func TestMetricsRefreshWithoutSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
-	a := &Agent{metrics: m, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clk, now: clk.Now}
+	a := &Agent{metrics: metricSide{store: m}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clk, now: clk.Now}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { a.refreshMetrics(ctx); close(done) }()

@@ -21,7 +21,7 @@ import (
 )
 
 func (a *Agent) cachedNode() *corev1.Node {
-	obj, ok, err := a.nodeStore.GetByKey(a.node)
+	obj, ok, err := a.caches.nodes.GetByKey(a.node)
 	if err != nil || !ok {
 		return nil
 	}
@@ -31,7 +31,7 @@ func (a *Agent) cachedNode() *corev1.Node {
 
 // paused reads the control ConfigMap.
 func (a *Agent) paused() (bool, string) {
-	obj, ok, err := a.controlStore.GetByKey(a.cfg.Namespace + "/" + lock.ControlConfigMap)
+	obj, ok, err := a.caches.control.GetByKey(a.cfg.Namespace + "/" + lock.ControlConfigMap)
 	if err != nil || !ok {
 		return false, ""
 	}
@@ -48,11 +48,11 @@ func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFact
 		return lock.HolderFacts{}, nil
 	}
 	now := a.now()
-	if c, ok := a.holders[holder]; ok && now.Sub(c.at) < a.cfg.Queue.Heartbeat {
+	if c, ok := a.locks.holders[holder]; ok && now.Sub(c.at) < a.cfg.Queue.Heartbeat {
 		return c.facts, nil
 	}
 	var f lock.HolderFacts
-	r, err := a.locks.GetRecord(ctx, holder)
+	r, err := a.locks.store.GetRecord(ctx, holder)
 	if err != nil {
 		return f, fmt.Errorf("reading the record of %s, holder of the lock: %w", holder, err)
 	}
@@ -70,11 +70,11 @@ func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFact
 			return f, fmt.Errorf("reading node %s, holder of the lock: %w", holder, err)
 		}
 	}
-	a.holders[holder] = holderCheck{facts: f, at: now}
+	a.locks.holders[holder] = holderCheck{facts: f, at: now}
 	return f, nil
 }
 
-func (a *Agent) myRecordLease() *coordv1.Lease { return a.leases.Get(lock.RecordName(a.node)) }
+func (a *Agent) myRecordLease() *coordv1.Lease { return a.locks.view.Get(lock.RecordName(a.node)) }
 
 func (a *Agent) myRecord() *lock.Record {
 	l := a.myRecordLease()
@@ -118,33 +118,33 @@ func (a *Agent) snapshot() (view, error) {
 		Locks:         map[string]lock.Lock{},
 		Queues:        map[string]decide.QueueState{},
 		Holders:       map[string]lock.HolderFacts{},
-		Watching:      a.watching,
+		Watching:      a.queue.watching,
 		HasCommand:    a.cfg.Gates.Command != "",
-		FailedRequest: a.failedRequest,
+		FailedRequest: a.failed.request,
 		Params: decide.Params{
 			StaleAfter: a.cfg.Queue.StaleAfter(),
 			Heartbeat:  a.cfg.Queue.Heartbeat,
 			TTL:        a.cfg.Lock.TTL,
 			Owner:      a.owner,
 			Poll:       a.cfg.Gates.Poll,
-			Jitter:     a.jitter,
+			Jitter:     a.queue.jitter,
 		},
 	}
 	s.Own = a.myRecord()
-	a.queueMu.Lock()
-	for _, l := range a.leases.List() {
+	a.queue.mu.Lock()
+	for _, l := range a.locks.view.List() {
 		switch {
 		case lock.IsLockName(l.Name):
 			s.Locks[l.Name] = lock.LockOf(l)
 		case lock.IsQueueName(l.Name):
-			q := decide.QueueState{Seen: a.queueSeen[l.Name]}
+			q := decide.QueueState{Seen: a.queue.seen[l.Name]}
 			q.Summary, q.Err = lock.SummaryFromLease(l)
 			s.Queues[l.Name] = q
 		}
 	}
-	a.queueMu.Unlock()
-	if a.mine != nil && a.mineGroup == a.decision.Group {
-		s.Mine = a.mine
+	a.queue.mu.Unlock()
+	if a.queue.mine != nil && a.queue.mineGroup == a.decision.Group {
+		s.Mine = a.queue.mine
 	}
 	s.Paused, s.PausedReason = a.paused()
 	if l, ok := a.kuredLock(); ok {
@@ -157,8 +157,8 @@ func (a *Agent) snapshot() (view, error) {
 	}
 	resolved := a.resolvePolicy(s.Policies, nodeLabels)
 	s.Policy = &resolved
-	if a.podStore != nil {
-		for _, obj := range a.podStore.List() {
+	if a.caches.pods != nil {
+		for _, obj := range a.caches.pods.List() {
 			if p, ok := obj.(*corev1.Pod); ok {
 				s.Pods = append(s.Pods, decide.PodFacts{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, Labels: p.Labels,
 					Ended: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed})
@@ -166,7 +166,7 @@ func (a *Agent) snapshot() (view, error) {
 		}
 	}
 	// The last results, however old: decide says when they are stale.
-	s.Cluster, s.Command = a.cluster, a.command
+	s.Cluster, s.Command = a.gates.cluster, a.gates.command
 	return view{Snapshot: s, node: node}, nil
 }
 
@@ -201,23 +201,23 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 			s.Holders[h] = f
 		}
 		if d.Need.Command {
-			a.command = a.runGateCommand(ctx)
-			a.command.At = a.now()
-			s.Command = a.command
+			a.gates.command = a.runGateCommand(ctx)
+			a.gates.command.At = a.now()
+			s.Command = a.gates.command
 		}
 		if d.Need.Cluster {
-			a.cluster = a.readCluster(ctx, s.Snapshot, d)
-			s.Cluster = a.cluster
+			a.gates.cluster = a.readCluster(ctx, s.Snapshot, d)
+			s.Cluster = a.gates.cluster
 		}
 		if d.Need.Queue {
 			// Where this node stands, from one LIST of the records: once
 			// when it joins the queue, not again while it waits.
-			mine, err := a.locks.Summarize(ctx, d.Group, a.node, a.cfg.Queue.StaleAfter())
+			mine, err := a.locks.store.Summarize(ctx, d.Group, a.node, a.cfg.Queue.StaleAfter())
 			if err != nil {
 				return d, s, err
 			}
-			a.mine, a.mineGroup = &mine, d.Group
-			s.Mine = a.mine
+			a.queue.mine, a.queue.mineGroup = &mine, d.Group
+			s.Mine = a.queue.mine
 			listed = true
 		}
 		// The look-ups took time (a gate command may take seconds).
@@ -242,11 +242,11 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 
 // policies are the MaintenancePolicies of the namespace, from the cache.
 func (a *Agent) policies() []*policy.MaintenancePolicy {
-	if a.policyStore == nil {
+	if a.caches.policies == nil {
 		return nil
 	}
 	var objs []*unstructured.Unstructured
-	for _, obj := range a.policyStore.List() {
+	for _, obj := range a.caches.policies.List() {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			objs = append(objs, u)
 		}
@@ -256,8 +256,8 @@ func (a *Agent) policies() []*policy.MaintenancePolicy {
 	for _, u := range objs {
 		fmt.Fprintf(&key, "%s@%s,", u.GetName(), u.GetResourceVersion())
 	}
-	if a.policyCache.read && key.String() == a.policyCache.key {
-		return a.policyCache.policies
+	if a.caches.policyCache.read && key.String() == a.caches.policyCache.key {
+		return a.caches.policyCache.policies
 	}
 	var out []*policy.MaintenancePolicy
 	for _, u := range objs {
@@ -270,7 +270,7 @@ func (a *Agent) policies() []*policy.MaintenancePolicy {
 		}
 		out = append(out, p)
 	}
-	a.policyCache = policyCache{read: true, key: key.String(), policies: out}
+	a.caches.policyCache = policyCache{read: true, key: key.String(), policies: out}
 	return out
 }
 
@@ -296,12 +296,12 @@ func (a *Agent) resolvePolicy(policies []*policy.MaintenancePolicy, nodeLabels m
 		keys = append(keys, k+"="+v)
 	}
 	sort.Strings(keys)
-	forKey := a.policyCache.key + "|" + strings.Join(keys, ",")
-	if forKey != a.policyCache.resolvedFor {
-		a.policyCache.resolved = policy.Resolve(policies, nodeLabels)
-		a.policyCache.resolvedFor = forKey
+	forKey := a.caches.policyCache.key + "|" + strings.Join(keys, ",")
+	if forKey != a.caches.policyCache.resolvedFor {
+		a.caches.policyCache.resolved = policy.Resolve(policies, nodeLabels)
+		a.caches.policyCache.resolvedFor = forKey
 	}
-	return a.policyCache.resolved
+	return a.caches.policyCache.resolved
 }
 
 // runGateCommand runs gates.command.
@@ -334,7 +334,7 @@ func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Dec
 		if auth, err := remoteAuth(a.cfg.Prometheus.Endpoints, "prometheus.endpoints", p.URL); err != nil {
 			c.Prometheus = &decide.PrometheusResult{Err: "spec.blockers.prometheus.url: " + err.Error()}
 		} else {
-			c.Prometheus = gates.Prometheus(ctx, a.prom, auth, p)
+			c.Prometheus = gates.Prometheus(ctx, a.gates.http, auth, p)
 		}
 	}
 	if b := spec.Blockers.Alertmanager; b != nil && spec.Alertmanager != nil {

@@ -27,7 +27,7 @@ func TestPoliciesAreReadOncePerChange(t *testing.T) {
 	add("zones", "1", map[string]any{"groupBy": "zone"})
 	add("broken", "2", map[string]any{"concurrency": "many"})
 	var logs bytes.Buffer
-	a := &Agent{policyStore: store, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	a := &Agent{caches: informed{policies: store}, log: slog.New(slog.NewTextHandler(&logs, nil))}
 
 	first := a.policies()
 	if len(first) != 2 {

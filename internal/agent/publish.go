@@ -37,8 +37,8 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 
 		ReleasedRequest: prev.ReleasedRequest,
 	}
-	if o.Request != nil && a.quarantined == o.Request.ID {
-		r.ReleasedRequest = a.quarantined
+	if o.Request != nil && a.drain.quarantined == o.Request.ID {
+		r.ReleasedRequest = a.drain.quarantined
 	}
 	if o.Request != nil {
 		r.Reason, r.RequestID = o.Request.Reason, o.Request.ID
@@ -72,13 +72,13 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	if decide.WriteRecord(stored, r, now, a.cfg.Queue.Heartbeat) {
 		// A new record has no QueueKey: until the next write stores it, the
 		// record's own resourceVersion, that of its creation, stands for it.
-		written, err := a.locks.PutRecord(ctx, base, r)
+		written, err := a.locks.store.PutRecord(ctx, base, r)
 		if err != nil {
 			return err
 		}
-		a.leases.Wrote(written)
+		a.locks.view.Wrote(written)
 		if prev.Blocked != "" && r.Blocked == "" {
-			a.mine = nil // made while it was blocked, so without it
+			a.queue.mine = nil // made while it was blocked, so without it
 		}
 	}
 	// An admin's release marks the record Failed before this agent sees
@@ -100,7 +100,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	a.setStatus(a.statusLine(state, r))
 	if node != nil {
 		a.warnToken(ctx, node)
-		if err := a.locks.SetStateLabel(ctx, node, state); err != nil {
+		if err := a.locks.store.SetStateLabel(ctx, node, state); err != nil {
 			return err
 		}
 		if err := a.setConditions(ctx, node, state, message); err != nil {
@@ -162,12 +162,12 @@ func (a *Agent) statusLine(state lock.State, r lock.Record) string {
 }
 
 func (a *Agent) setStatus(line string) {
-	if a.hostWarning != "" {
-		line += " (" + a.hostWarning + ")"
+	if a.reported.hostWarning != "" {
+		line += " (" + a.reported.hostWarning + ")"
 	}
-	if line == a.status {
+	if line == a.reported.status {
 		return
 	}
-	a.status = line
+	a.reported.status = line
 	a.notify.Status(line)
 }

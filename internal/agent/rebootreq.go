@@ -71,7 +71,7 @@ func (a *Agent) requestReboot(ctx context.Context, o decide.Observed, node *core
 	}
 	a.rebootTrigger.checkAt = now.Add(rebootCheckEvery)
 	id := RebootJobPrefix + boot[:min(12, len(boot))]
-	if _, err := a.jobs.Get(id); err == nil {
+	if _, err := a.jobs.store.Get(id); err == nil {
 		return false, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return false, permanent(err)
@@ -89,19 +89,19 @@ func (a *Agent) requestReboot(ctx context.Context, o decide.Observed, node *core
 	if !need {
 		return false, nil
 	}
-	if a.reboot == nil {
+	if a.host.reboot == nil {
 		a.log.Warn("the host needs a reboot, but logind cannot be reached to make it: not asking for one", "why", why)
 		return false, nil
 	}
 	job := &jobs.Job{ID: id, Command: []string{"/bin/true"}, Reboot: jobs.RebootAuto, Created: now.UTC(), State: jobs.Pending}
-	if err := a.jobs.Create(job); errors.Is(err, jobs.ErrBusy) {
+	if err := a.jobs.store.Create(job); errors.Is(err, jobs.ErrBusy) {
 		return false, nil // kustodian run, between its job and its request
 	} else if err != nil {
 		return false, permanent(err)
 	}
 	reason := "reboot required: " + why
 	if _, err := a.files.CreateRequest(reason + "\n"); err != nil {
-		if derr := a.jobs.Discard(id); derr != nil {
+		if derr := a.jobs.store.Discard(id); derr != nil {
 			return false, permanent(fmt.Errorf("%w (and job %s could not be removed: %v)", err, id, derr))
 		}
 		if errors.Is(err, hostfiles.ErrRequested) {
@@ -123,22 +123,22 @@ func (a *Agent) requestReboot(ctx context.Context, o decide.Observed, node *core
 // failed in this boot, so that it is not asked for again until the next,
 // and is no longer current (it would run as the job of the next request).
 func (a *Agent) dropOrphanRebootJob() error {
-	cur, err := a.jobs.Current()
+	cur, err := a.jobs.store.Current()
 	if err != nil || cur == nil || !strings.HasPrefix(cur.ID, RebootJobPrefix) {
 		return err
 	}
 	cur.State, cur.Final, cur.FailedBoot = jobs.Failed, true, bootID()
 	cur.Message = "withdrawn: its request was removed before it ran"
-	if err := a.jobs.Save(cur); err != nil {
+	if err := a.jobs.store.Save(cur); err != nil {
 		return permanent(err)
 	}
 	a.log.Info("the reboot asked for was withdrawn; not asking again in this boot", "job", cur.ID)
-	return a.jobs.ClearCurrent()
+	return a.jobs.store.ClearCurrent()
 }
 
 // lastRebootJob is the newest reboot job this agent made; nil: none.
 func (a *Agent) lastRebootJob() (*jobs.Job, error) {
-	entries, err := os.ReadDir(a.jobs.Dir)
+	entries, err := os.ReadDir(a.jobs.store.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -151,7 +151,7 @@ func (a *Agent) lastRebootJob() (*jobs.Job, error) {
 		if !ok || !strings.HasPrefix(id, RebootJobPrefix) {
 			continue
 		}
-		j, err := a.jobs.Get(id)
+		j, err := a.jobs.store.Get(id)
 		if err != nil {
 			return nil, err
 		}

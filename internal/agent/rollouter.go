@@ -54,6 +54,6 @@ type rollouter struct {
 
 func newRollouter(a *Agent) *rollouter {
 	return &rollouter{cfg: a.cfg.Rollouts, stateDir: a.cfg.StateDir, node: a.node, log: a.log, now: a.now,
-		kube: a.kube, dyn: a.dyn, jobs: a.jobs, files: a.files, event: a.nodeEvent, poke: a.poke,
+		kube: a.kube, dyn: a.dyn, jobs: a.jobs.store, files: a.files, event: a.nodeEvent, poke: a.poke,
 		written: map[string]*unstructured.Unstructured{}, refusedAt: map[string]time.Time{}}
 }

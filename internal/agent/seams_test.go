@@ -60,8 +60,8 @@ func (w *world) cordoned(t *testing.T, name string) bool {
 func TestReconcileRetriesAFailedLockWrite(t *testing.T) {
 	w := scenario(t, "n1")
 	h := w.hosts[0]
-	locks := &failingLocks{lockStore: h.agent.locks, acquireFailures: 2}
-	h.agent.locks = locks
+	locks := &failingLocks{lockStore: h.agent.locks.store, acquireFailures: 2}
+	h.agent.locks.store = locks
 	w.request(h)
 	failed := 0
 	for i := 0; i < 12 && h.agent.decision.State != lock.Draining; i++ {
@@ -125,7 +125,7 @@ func TestKuredTakingItsLockMeanwhileSendsTheLockBack(t *testing.T) {
 	w := scenario(t, "n1")
 	h := w.hosts[0]
 	k := &fakeKured{store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
-	h.agent.kured, h.agent.kuredDS, h.agent.kuredStore = k, cache.NewObjectName(kured.Namespace, kured.DaemonSet), k.store
+	h.agent.kured.locker, h.agent.kured.ds, h.agent.caches.kured = k, cache.NewObjectName(kured.Namespace, kured.DaemonSet), k.store
 	// Free as the agent last saw it.
 	_ = k.store.Add(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: kured.Namespace, Name: kured.DaemonSet}})
 	w.request(h)
@@ -193,13 +193,13 @@ func TestARefusedRebootIsAskedAgain(t *testing.T) {
 	a := New(Options{Config: cfg, NodeName: "n1", Kube: fake.NewClientset(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Notifier: noNotify{}, Clock: clk})
 	r := &fakeRebooter{refusals: 1}
-	a.reboot, a.runner = r, noRunner{}
+	a.host.reboot, a.jobs.runner = r, noRunner{}
 	code := 0
-	if err := a.jobs.Save(&jobs.Job{ID: "patch", Command: []string{"true"}, Reboot: jobs.RebootAuto, State: jobs.Succeeded, Runs: 1, ExitCode: &code}); err != nil {
+	if err := a.jobs.store.Save(&jobs.Job{ID: "patch", Command: []string{"true"}, Reboot: jobs.RebootAuto, State: jobs.Succeeded, Runs: 1, ExitCode: &code}); err != nil {
 		t.Fatal(err)
 	}
 	step := func() (string, error) {
-		j, err := a.jobs.Get("patch")
+		j, err := a.jobs.store.Get("patch")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +212,7 @@ func TestARefusedRebootIsAskedAgain(t *testing.T) {
 	if _, err := step(); err == nil || !strings.Contains(err.Error(), "Operation inhibited") {
 		t.Fatalf("a refused reboot was no error of the step: %v", err)
 	}
-	if j, _ := a.jobs.Get("patch"); j.State != jobs.Rebooting {
+	if j, _ := a.jobs.store.Get("patch"); j.State != jobs.Rebooting {
 		t.Fatalf("the job is %s after its reboot was asked for, want rebooting", j.State)
 	}
 	for i := 0; i < 3; i++ {

@@ -32,10 +32,10 @@ func TestSettleOnlyFarFromTheHead(t *testing.T) {
 		"place unknown":     {decide.Decision{State: lock.Waiting, Position: 0, Locks: []string{"l0"}}, false},
 		"draining":          {decide.Decision{State: lock.Draining, Position: 9, Locks: []string{"l0"}}, false},
 	} {
-		a := &Agent{wake: make(chan struct{}, 1), decision: tc.d, clock: clock.RealClock{}}
+		a := &Agent{signals: signals{wake: make(chan struct{}, 1)}, decision: tc.d, clock: clock.RealClock{}}
 		a.poke()
 		a.settle(done, nil, nil)
-		if left := len(a.wake) == 1; left == tc.settles {
+		if left := len(a.signals.wake) == 1; left == tc.settles {
 			t.Errorf("%s: wake left for the loop %v, want %v", name, left, !tc.settles)
 		}
 	}

@@ -312,7 +312,7 @@ func (a *Agent) alertmanagerClient(am *policy.Alertmanager) (*alertmanager.Clien
 	if err != nil {
 		return nil, fmt.Errorf("spec.alertmanager.url: %w", err)
 	}
-	return &alertmanager.Client{URL: am.URL, HTTP: a.prom, Auth: auth}, nil
+	return &alertmanager.Client{URL: am.URL, HTTP: a.gates.http, Auth: auth}, nil
 }
 
 // remoteAuth finds url among the host's endpoints (the configuration key

@@ -209,9 +209,9 @@ func (h *host) start() {
 	log := slog.New(slog.NewTextHandler(traceWriter{h}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	a := New(Options{Config: w.agentConfig(h), NodeName: h.name, Owner: owner, Kube: w.api.Client(hook), Log: log,
 		Notifier: noNotify{}, Clock: w.clock})
-	h.drainer = &simDrainer{Drainer: a.drainer.(*drain.Drainer), finish: make(chan struct{})}
-	a.drainer = h.drainer
-	a.metrics = nil // not the protocol's; they cost a file write per change
+	h.drainer = &simDrainer{Drainer: a.drain.seam.(*drain.Drainer), finish: make(chan struct{})}
+	a.drain.seam = h.drainer
+	a.metrics.store = nil // not the protocol's; they cost a file write per change
 	hs := a.handlers()
 	byName := func(name string) func(runtime.Object) bool {
 		return func(o runtime.Object) bool { m, _ := meta.Accessor(o); return m.GetName() == name }
@@ -279,7 +279,7 @@ func (h *host) due() bool {
 	if !h.retryAt.IsZero() {
 		return !now.Before(h.retryAt)
 	}
-	if len(h.agent.wake) > 0 {
+	if len(h.agent.signals.wake) > 0 {
 		return true
 	}
 	if wake := h.agent.decision.WakeAt; !wake.IsZero() && !now.Before(wake) {
@@ -325,7 +325,7 @@ func (h *host) step() {
 		h.nextResync = h.nextResync.Add(w.cfg.Resync)
 	}
 	select {
-	case <-a.wake:
+	case <-a.signals.wake:
 	default:
 	}
 	h.retryAt = time.Time{}
@@ -388,9 +388,9 @@ func (h *host) runningDrain() *drainRun {
 	if h.agent == nil {
 		return nil
 	}
-	h.agent.mu.Lock()
-	run := h.agent.drain
-	h.agent.mu.Unlock()
+	h.agent.drain.mu.Lock()
+	run := h.agent.drain.run
+	h.agent.drain.mu.Unlock()
 	if run == nil {
 		return nil
 	}

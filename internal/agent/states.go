@@ -22,12 +22,12 @@ func (a *Agent) cleanUp(ctx context.Context, node *corev1.Node) error {
 	if err := a.releaseKured(ctx); err != nil {
 		return err
 	}
-	a.failedRequest, a.failure = "", ""
+	a.failed.request, a.failed.why = "", ""
 	if node != nil {
 		if err := a.unquarantine(ctx, node); err != nil {
 			return err
 		}
-		if err := a.locks.SetStateLabel(ctx, node, lock.Idle); err != nil {
+		if err := a.locks.store.SetStateLabel(ctx, node, lock.Idle); err != nil {
 			return err
 		}
 		if err := a.setConditions(ctx, node, lock.Idle, ""); err != nil {
@@ -38,10 +38,10 @@ func (a *Agent) cleanUp(ctx context.Context, node *corev1.Node) error {
 	if l := a.myRecordLease(); l != nil {
 		prev := lock.RecordFromLease(l)
 		from = prev.State
-		if err := a.locks.DeleteRecord(ctx, a.node); err != nil {
+		if err := a.locks.store.DeleteRecord(ctx, a.node); err != nil {
 			return err
 		}
-		a.leases.Deleted(l.Name, l.ResourceVersion)
+		a.locks.view.Deleted(l.Name, l.ResourceVersion)
 		succeeded = prev.State == lock.Completing && !prev.AfterFailure
 		a.applyEffects(ctx, uidOf(node), &prev, decide.Transition(prev.State, lock.Idle, prev))
 	}
@@ -50,9 +50,9 @@ func (a *Agent) cleanUp(ctx context.Context, node *corev1.Node) error {
 	if err := a.leaveQueues(ctx); err != nil {
 		return err
 	}
-	a.mu.Lock()
-	a.escalated, a.quarantined = nil, "" // in the history now
-	a.mu.Unlock()
+	a.drain.mu.Lock()
+	a.drain.escalated, a.drain.quarantined = nil, "" // in the history now
+	a.drain.mu.Unlock()
 	// The node is back: its silence goes, its alerts count again.
 	a.silences.set(lock.Idle, lock.Record{}, node, a.decision.Policy.Spec.Alertmanager)
 	a.idleMetrics(from, succeeded)
@@ -81,11 +81,11 @@ func (a *Agent) released(ctx context.Context, o decide.Observed, node *corev1.No
 func (a *Agent) inMaintenance(ctx context.Context, o decide.Observed, node *corev1.Node) error {
 	if node != nil && !node.Spec.Unschedulable {
 		// Someone uncordoned the node mid-maintenance: cordon it again.
-		if _, err := a.drainer.Cordon(ctx, node); err != nil {
+		if _, err := a.drain.seam.Cordon(ctx, node); err != nil {
 			return err
 		}
 	}
-	job, err := a.jobs.Current()
+	job, err := a.jobs.store.Current()
 	if err != nil {
 		return permanent(err)
 	}
@@ -123,7 +123,7 @@ func (a *Agent) completing(ctx context.Context, o decide.Observed, node *corev1.
 	}
 	// The maintenance is over: a job that failed is history now, not the
 	// job of the next request.
-	if err := a.jobs.ClearCurrent(); err != nil {
+	if err := a.jobs.store.ClearCurrent(); err != nil {
 		return permanent(err)
 	}
 	if err := a.giveBack(ctx, node); err != nil {
@@ -150,10 +150,10 @@ func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 		case err != nil:
 			return fmt.Errorf("reading node %s to uncordon it: %w", node.Name, err)
 		default:
-			if err := a.drainer.Uncordon(ctx, fresh); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+			if err := a.drain.seam.Uncordon(ctx, fresh); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
 				return err
 			}
-			if err := a.drainer.Unprotect(ctx, fresh); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+			if err := a.drain.seam.Unprotect(ctx, fresh); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
 				return err
 			}
 		}
@@ -168,9 +168,9 @@ func (a *Agent) releaseAll(ctx context.Context, node *corev1.Node) error {
 		return err
 	}
 	held := a.heldLocks()
-	written, err := a.locks.HandOff(ctx, a.node, a.node, a.leases.List(), a.cfg.Queue.StaleAfter())
+	written, err := a.locks.store.HandOff(ctx, a.node, a.node, a.locks.view.List(), a.cfg.Queue.StaleAfter())
 	for _, l := range written {
-		a.leases.Wrote(l)
+		a.locks.view.Wrote(l)
 	}
 	if err != nil {
 		return err
@@ -187,25 +187,25 @@ func (a *Agent) releaseAll(ctx context.Context, node *corev1.Node) error {
 // leaveQueues makes again the summaries that still name this node, which
 // has no request any more.
 func (a *Agent) leaveQueues(ctx context.Context) error {
-	written, err := a.locks.LeaveQueues(ctx, a.node, a.leases.List(), a.cfg.Queue.StaleAfter())
+	written, err := a.locks.store.LeaveQueues(ctx, a.node, a.locks.view.List(), a.cfg.Queue.StaleAfter())
 	for _, l := range written {
-		a.leases.Wrote(l)
+		a.locks.view.Wrote(l)
 	}
 	if err != nil {
 		return err
 	}
-	a.mine = nil
+	a.queue.mine = nil
 	return nil
 }
 
 // renewLocks keeps locks with a TTL from expiring while this node holds
 // them: once a heartbeat.
 func (a *Agent) renewLocks(ctx context.Context, held []string) error {
-	if a.cfg.Lock.TTL == 0 || len(held) == 0 || a.now().Sub(a.lastRenew) < a.cfg.Queue.Heartbeat*9/10 {
+	if a.cfg.Lock.TTL == 0 || len(held) == 0 || a.now().Sub(a.locks.lastRenew) < a.cfg.Queue.Heartbeat*9/10 {
 		return nil
 	}
 	for _, name := range held {
-		l, err := a.locks.Renew(ctx, name, a.node)
+		l, err := a.locks.store.Renew(ctx, name, a.node)
 		if errors.Is(err, lockapi.ErrNotHeld) {
 			a.log.Warn("lost the lock: it expired and another node took it", "lock", name)
 			a.poke()
@@ -214,8 +214,8 @@ func (a *Agent) renewLocks(ctx context.Context, held []string) error {
 		if err != nil {
 			return err
 		}
-		a.leases.Wrote(l)
+		a.locks.view.Wrote(l)
 	}
-	a.lastRenew = a.now()
+	a.locks.lastRenew = a.now()
 	return nil
 }

@@ -57,11 +57,11 @@ func (a *Agent) sayStuck(ctx context.Context, msg string) error {
 	r := lock.RecordFromLease(l)
 	r.Message = msg
 	r.Heartbeat = a.now()
-	written, err := a.locks.PutRecord(ctx, l, r)
+	written, err := a.locks.store.PutRecord(ctx, l, r)
 	if err != nil {
 		return err
 	}
-	a.leases.Wrote(written)
+	a.locks.view.Wrote(written)
 	return nil
 }
 

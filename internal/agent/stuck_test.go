@@ -38,7 +38,7 @@ func TestStuckAgentSaysSo(t *testing.T) {
 	cfg.Metrics = config.Metrics{Textfile: textfile}
 	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Notifier: noNotify{}, Clock: clk})
-	if a.metrics == nil {
+	if a.metrics.store == nil {
 		t.Fatal("no metrics store")
 	}
 	locks := &lockapi.Client{Kube: kube, Namespace: cfg.Namespace, Now: a.now}

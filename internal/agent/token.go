@@ -21,29 +21,29 @@ const TokenWarnBefore = 14 * 24 * time.Hour
 // tokenWarning says, when the node's token expires within TokenWarnBefore,
 // when and how to renew it; "" otherwise (or when its expiry is unknown).
 func (a *Agent) tokenWarning() string {
-	if a.tokenExpires.IsZero() {
+	if a.reported.tokenExpires.IsZero() {
 		return ""
 	}
-	left := a.tokenExpires.Sub(a.now())
+	left := a.reported.tokenExpires.Sub(a.now())
 	if left > TokenWarnBefore {
 		return ""
 	}
 	renew := fmt.Sprintf("renew it: kustodian-ctl kubeconfig %s --rotate", a.node)
 	if left <= 0 {
-		return fmt.Sprintf("the token of %s expired at %s; %s", a.cfg.Kubeconfig, a.tokenExpires.UTC().Format(time.RFC3339), renew)
+		return fmt.Sprintf("the token of %s expired at %s; %s", a.cfg.Kubeconfig, a.reported.tokenExpires.UTC().Format(time.RFC3339), renew)
 	}
 	return fmt.Sprintf("the token of %s expires in %s (%s); %s", a.cfg.Kubeconfig, duration.HumanDuration(left),
-		a.tokenExpires.UTC().Format(time.RFC3339), renew)
+		a.reported.tokenExpires.UTC().Format(time.RFC3339), renew)
 }
 
 // warnToken logs the token's coming expiry and records it as an Event on
 // the node, once per run of the agent.
 func (a *Agent) warnToken(ctx context.Context, node *corev1.Node) {
 	w := a.tokenWarning()
-	if w == "" || a.tokenWarned || node == nil {
+	if w == "" || a.reported.tokenWarned || node == nil {
 		return
 	}
-	a.tokenWarned = true
+	a.reported.tokenWarned = true
 	a.log.Warn(w)
 	a.applyEffects(ctx, node.UID, nil, decide.Said(ReasonTokenExpiring, true, w))
 }

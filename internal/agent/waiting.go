@@ -35,7 +35,7 @@ func (a *Agent) waiting(ctx context.Context, d decide.Decision, o decide.Observe
 	}
 	params := lock.Params{StaleAfter: a.cfg.Queue.StaleAfter(), TTL: a.cfg.Lock.TTL, Owner: a.owner}
 	for _, name := range d.Try {
-		l, v, err := a.locks.Acquire(ctx, name, d.Group, a.node, a.leases.Get(name), params, a.holderFacts)
+		l, v, err := a.locks.store.Acquire(ctx, name, d.Group, a.node, a.locks.view.Get(name), params, a.holderFacts)
 		if err != nil {
 			return err
 		}
@@ -43,14 +43,14 @@ func (a *Agent) waiting(ctx context.Context, d decide.Decision, o decide.Observe
 			a.log.Debug("lock not acquired", "lock", name, "why", v.Why)
 			continue
 		}
-		a.leases.Wrote(l)
+		a.locks.view.Wrote(l)
 		if ok, why, err := a.holdKured(ctx); err != nil || !ok {
 			// Kured took its lock meanwhile: give ours back and wait.
-			released, rerr := a.locks.Release(ctx, name, a.node)
+			released, rerr := a.locks.store.Release(ctx, name, a.node)
 			if rerr != nil {
 				return rerr
 			}
-			a.leases.Wrote(released)
+			a.locks.view.Wrote(released)
 			if err != nil {
 				return err
 			}
@@ -73,12 +73,12 @@ func (a *Agent) queueUpkeep(ctx context.Context, d decide.Decision) error {
 		a.log.Info("making the queue's summary again", "group", d.Group.String(), "why", d.Renominate)
 		return a.renominate(ctx, d.Group)
 	case d.Touch:
-		if l := a.leases.Get(d.Group.QueueName()); l != nil {
-			written, err := a.locks.TouchSummary(ctx, l, a.node)
+		if l := a.locks.view.Get(d.Group.QueueName()); l != nil {
+			written, err := a.locks.store.TouchSummary(ctx, l, a.node)
 			if err != nil {
 				return err
 			}
-			a.leases.Wrote(written)
+			a.locks.view.Wrote(written)
 		}
 	}
 	return nil
@@ -87,12 +87,12 @@ func (a *Agent) queueUpkeep(ctx context.Context, d decide.Decision) error {
 // renominate makes group's summary from one LIST and writes it; what it
 // made is this node's own view of the queue from then on.
 func (a *Agent) renominate(ctx context.Context, group lock.GroupRef) error {
-	mine, l, err := a.locks.Renominate(ctx, group, a.node, a.cfg.Queue.StaleAfter())
+	mine, l, err := a.locks.store.Renominate(ctx, group, a.node, a.cfg.Queue.StaleAfter())
 	if err != nil {
 		return err
 	}
-	a.mine, a.mineGroup = &mine, group
-	a.leases.Wrote(l)
+	a.queue.mine, a.queue.mineGroup = &mine, group
+	a.locks.view.Wrote(l)
 	a.poke()
 	return nil
 }

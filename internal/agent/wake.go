@@ -9,7 +9,7 @@ import (
 
 func (a *Agent) poke() {
 	select {
-	case a.wake <- struct{}{}:
+	case a.signals.wake <- struct{}{}:
 	default:
 	}
 }
@@ -43,7 +43,7 @@ func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struc
 	case <-jobChanges:
 	}
 	select {
-	case <-a.wake:
+	case <-a.signals.wake:
 	default:
 	}
 }
@@ -53,7 +53,7 @@ func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struc
 // job's retry, a rollout's soak).
 func (a *Agent) untilWake() time.Duration {
 	wake := a.decision.WakeAt
-	for _, w := range []time.Time{a.jobWakeAt, a.rollouts.wakeAt} {
+	for _, w := range []time.Time{a.jobs.wakeAt, a.rollouts.wakeAt} {
 		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
 			wake = w
 		}

@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/jobs"
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/login1"
+	"github.com/kustodian/kustodian/internal/metrics"
+)
+
+// The parts of an Agent, each the state of one concern.
+
+// lockSide is the lock protocol's objects on the API server (store) and
+// the agent's view of them, overlaid with its own writes.
+type lockSide struct {
+	store     lockStore
+	view      *leaseView
+	lastRenew time.Time // of the held locks, when they have a TTL
+	holders   map[string]holderCheck
+}
+
+// informed are the informers' stores of the last start, as the agent
+// reads them.
+type informed struct {
+	groupLeases cache.Store // the lock and queue Leases
+	control     cache.Store
+	nodes       cache.Store
+	kured       cache.Store // nil when kured.enabled is false
+	policies    cache.Store // nil when the MaintenancePolicy CRD is not installed
+	policyCache policyCache
+	pods        cache.Store        // the pods on this node
+	stop        context.CancelFunc // ends the informers of the last start
+}
+
+// queueView is the agent's view of its group's queue: when it began to
+// watch it, when it saw each queue Lease change, and its own summary of
+// the queue (one LIST, when it joined or made the summary).
+type queueView struct {
+	watching  time.Time
+	mu        sync.Mutex // guards seen: informer handlers write it
+	seen      map[string]time.Time
+	mine      *lock.Summary
+	mineGroup lock.GroupRef
+	jitter    float64 // decide.Params.Jitter
+}
+
+// drainSide is the drain: what drains (seam), the run going on, and its
+// escalation; mu guards run and the escalation, which the drain's
+// goroutine reads.
+type drainSide struct {
+	seam nodeDrainer
+	mu   sync.Mutex
+	run  *drainRun
+	escalationState
+}
+
+// evictSide is whom the drain evicts as: client is the kubelet's identity
+// when it is not the agent's own (drain.kubeletKubeconfig; nil
+// otherwise), config its kubeconfig, and label what checkEvictor found,
+// for the Node's label: "ready", "unready", or "" (not known: the label
+// is left).
+type evictSide struct {
+	client kubernetes.Interface
+	config string
+	label  string
+}
+
+// hostSide is logind: reboot reboots the host (nil without logind); block
+// keeps a reboot from cutting a drain or a completion in half, for anyone
+// who honours inhibitors; delay gives the agent the time to record
+// Rebooting when a shutdown begins; shuttingDown: the host is going down,
+// take no more steps.
+type hostSide struct {
+	login1       *login1.Manager
+	reboot       rebooter
+	block, delay *login1.Lock
+	shuttingDown bool
+}
+
+// jobsSide is the managed jobs: where they are kept, what runs them, when
+// the current job's next step is due by the clock (a retry; zero: at the
+// next change), and the job run (its unit) the agent last took a reboot
+// request for.
+type jobsSide struct {
+	store       jobs.Store
+	runner      jobRunner
+	wakeAt      time.Time
+	rebootAsked string
+}
+
+// kuredSide is Kured's lock (locker nil when kured.enabled is false), in
+// the DaemonSet ds names, honoured under the annotations keys
+// (kured.lockAnnotations).
+type kuredSide struct {
+	locker kuredLocker
+	keys   []string
+	ds     cache.ObjectName
+}
+
+// gateSide is the last results of the gates a decision asked for, with
+// when they were got (decide says when to ask again), and the client that
+// asks a host's servers.
+type gateSide struct {
+	cluster *decide.ClusterFacts
+	command *decide.CommandResult
+	http    *http.Client
+}
+
+// metricSide is the metrics in the state directory (store nil when it
+// cannot hold them), what they last said (transitionMetrics), and the last
+// failure to write them, said once.
+type metricSide struct {
+	store *metrics.Store
+	key   string
+	err   string
+}
+
+// reportedSide is what the agent last said outside its record: systemd's
+// status line (and the host's warning added to it); the state and message
+// of the Node conditions last written (until the cache shows them), and
+// whether the installation gives no right to write them (said once); when
+// its token expires, and whether the TokenExpiring Event is recorded.
+type reportedSide struct {
+	status            string
+	hostWarning       string // Options.HostWarning
+	conditions        string
+	conditionsRefused bool
+	tokenExpires      time.Time
+	tokenWarned       bool
+}
+
+// signals wake the Run loop: wake, a change it must look at; watchBroken,
+// an informer's watch failed (watchError), or a request could not reach
+// the API server (ConnWatch).
+type signals struct {
+	wake        chan struct{}
+	watchBroken chan struct{}
+}
