@@ -49,11 +49,11 @@ func (a *Agent) overbooked(ctx context.Context, held []string) (bool, string, er
 	for i := range locks {
 		leases[i] = &locks[i]
 	}
-	nodes, err := gates.Nodes(ctx, a.kube, true)
+	nodes, err := gates.Nodes(ctx, a.kube, true, a.policies())
 	if err != nil {
 		return false, "", err
 	}
-	over, why := lock.Overbooked(a.node, p, a.policies(), leases, nodes)
+	over, why := lock.Overbooked(a.node, p, leases, nodes)
 	return over, why, nil
 }
 

@@ -156,7 +156,7 @@ func (a *Agent) snapshot() (view, error) {
 		nodeLabels = node.Labels
 	}
 	resolved := a.resolvePolicy(s.Policies, nodeLabels)
-	s.Policy = &resolved
+	s.Policy = resolved
 	if a.caches.pods != nil {
 		for _, obj := range a.caches.pods.List() {
 			if p, ok := obj.(*corev1.Pod); ok {
@@ -321,7 +321,7 @@ func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Dec
 	c := &decide.ClusterFacts{For: decide.ClusterKey(d), At: a.now()}
 	var err error
 	if spec.Health.MaxUnavailable != nil {
-		if c.Nodes, err = gates.Nodes(ctx, a.kube, false); err != nil {
+		if c.Nodes, err = gates.Nodes(ctx, a.kube, false, s.Policies); err != nil {
 			c.NodesErr = err.Error()
 		}
 	}

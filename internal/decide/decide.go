@@ -54,9 +54,8 @@ type Snapshot struct {
 	PausedReason string
 	Policies     []*policy.MaintenancePolicy
 	// Policy is this node's policy among Policies, resolved by the caller
-	// once per change of the policies or the Node's labels; nil: Next
-	// resolves it.
-	Policy *policy.Effective
+	// once per change of the policies or the Node's labels.
+	Policy policy.Effective
 	// Kured is Kured's lock; nil when Kured is not installed or ignored.
 	Kured *kured.Locks
 	// Pods are the pods on this node (for blockers.podSelector).
@@ -255,16 +254,8 @@ func (s Snapshot) Observed() Observed {
 
 // Next decides.
 func Next(s Snapshot) Decision {
-	d := Decision{State: Derive(s.Observed())}
-	var nodeLabels map[string]string
-	if s.Self != nil {
-		nodeLabels = s.Self.Labels
-	}
-	if s.Policy != nil {
-		d.Policy = *s.Policy
-	} else {
-		d.Policy = policy.Resolve(s.Policies, nodeLabels)
-	}
+	o := s.Observed()
+	d := Decision{State: Derive(o), Policy: s.Policy}
 	d.Group = lock.GroupRef{Policy: d.Policy.Name, Group: d.Policy.Group}
 	d.Locks = d.Group.LockNames(d.Policy.Spec.Slots())
 	if d.State == lock.Waiting {

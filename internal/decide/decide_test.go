@@ -112,7 +112,7 @@ func withPolicy(mod func(*policy.Spec)) func(*Snapshot) {
 // policy.
 func keyed(s Snapshot) Snapshot {
 	if s.Cluster != nil && s.Cluster.For == "" {
-		s.Cluster.For = ClusterKey(Next(Snapshot{Now: s.Now, Node: s.Node, Self: s.Self, Policies: s.Policies, Locks: s.Locks}))
+		s.Cluster.For = ClusterKey(next(Snapshot{Now: s.Now, Node: s.Node, Self: s.Self, Policies: s.Policies, Locks: s.Locks}))
 	}
 	return s
 }
@@ -198,22 +198,22 @@ func TestWaitingGates(t *testing.T) {
 		}), need: Need{Cluster: true}},
 		{name: "cluster gates: read first", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) })), need: Need{Cluster: true}},
 		{name: "maxUnavailable: another node NotReady", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}, {Name: "n8", Ready: true}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Policy: "p", Ready: true}, {Name: "n7", Policy: "p"}, {Name: "n8", Policy: "p", Ready: true}}}
 		}), gate: GateMaxUnavailable, msg: "waiting: 2 of 1 allowed nodes unavailable: n7 NotReady"},
 		{name: "maxUnavailable: another node cordoned", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7", Ready: true, Unschedulable: true}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Policy: "p", Ready: true}, {Name: "n7", Policy: "p", Ready: true, Unschedulable: true}}}
 		}), gate: GateMaxUnavailable, msg: "n7 cordoned"},
 		{name: "maxUnavailable: nodes of other policies do not count", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Health.MaxUnavailable = ptr(intstr.FromInt32(1))
 			p.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"role": "worker"}}
 		}), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true, Labels: map[string]string{"role": "worker"}}, {Name: "cp", Labels: map[string]string{"role": "control"}}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Policy: "p", Ready: true}, {Name: "cp", Policy: "default"}}}
 		}), try: true},
 		{name: "maxUnavailable: a node holding a lock counts before it cordons", s: snap(withPolicy(func(p *policy.Spec) {
 			p.Health.MaxUnavailable = ptr(intstr.FromInt32(1))
 			p.GroupBy = "zone"
 		}), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7", Ready: true}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Policy: "p", Ready: true}, {Name: "n7", Policy: "p", Ready: true}}}
 			s.Locks["lock-p-b-0"] = heldIn("lock-p-b-0", "n7", lock.GroupRef{Policy: "p", Group: "b"})
 		}), gate: GateMaxUnavailable, msg: "n7 in maintenance"},
 		{name: "maxUnavailable: nodes cannot be read", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
@@ -223,10 +223,10 @@ func TestWaitingGates(t *testing.T) {
 			s.Locks["lock-p-0"] = heldIn("lock-p-0", "", lock.GroupRef{Policy: "p-0x"})
 		}), gate: GatePolicy, msg: "lock lock-p-0 belongs to group p-0x, not p"},
 		{name: "maxUnavailable: room left", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(2)) }), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}}}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Policy: "p", Ready: true}, {Name: "n7", Policy: "p"}}}
 		}), try: true},
 		{name: "maxUnavailable: room left a poll ago: read again", s: snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(2)) }), func(s *Snapshot) {
-			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Ready: true}, {Name: "n7"}}, At: t0.Add(-5 * time.Second)}
+			s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "me", Policy: "p", Ready: true}, {Name: "n7", Policy: "p"}}, At: t0.Add(-5 * time.Second)}
 		}), need: Need{Cluster: true}},
 		{name: "workloads not recovered", s: snap(withPolicy(func(p *policy.Spec) { p.Health.WorkloadsRecovered = true }), func(s *Snapshot) {
 			s.Cluster = &ClusterFacts{Workloads: []Workload{{Ref: "Deployment/shop/web", Available: 3, Desired: 4}, {Ref: "StatefulSet/shop/db", Gone: true}}}
@@ -252,7 +252,7 @@ func TestWaitingGates(t *testing.T) {
 		}), gate: GatePaused, msg: "maintenance is paused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Next(keyed(tc.s))
+			d := next(keyed(tc.s))
 			if d.State != lock.Waiting {
 				t.Fatalf("state %s", d.State)
 			}
@@ -305,64 +305,73 @@ func TestWakeAndBlockedAfter(t *testing.T) {
 		s.Locks["lock-p-0"] = held("lock-p-0", "busy")
 		s.Params.Owner = &lock.NodeRef{Name: "me", UID: "u"}
 	}
-	d := Next(snap(window, busy))
+	d := next(snap(window, busy))
 	if want := t0.Add(29 * time.Minute); !d.WakeAt.Equal(want) {
 		t.Errorf("wake at %s, want when blockedAfter passes, %s", d.WakeAt, want)
 	}
-	if d := Next(snap(withPolicy(func(p *policy.Spec) { p.Windows = []policy.Window{{Start: "14:00", End: "15:00"}} }), busy)); !d.WakeAt.Equal(t0.Add(2 * time.Hour)) {
+	if d := next(snap(withPolicy(func(p *policy.Spec) { p.Windows = []policy.Window{{Start: "14:00", End: "15:00"}} }), busy)); !d.WakeAt.Equal(t0.Add(2 * time.Hour)) {
 		t.Errorf("wake at %s, want the window's opening", d.WakeAt)
 	}
 	if d.ReportBlocked {
 		t.Error("reported blocked after 1 minute")
 	}
 	late := snap(window, func(s *Snapshot) { s.Own.Since = t0.Add(-time.Hour) })
-	d = Next(late)
+	d = next(late)
 	if !d.ReportBlocked || !strings.HasSuffix(d.Message, "(blocked since 2026-11-23 11:00 UTC)") {
 		t.Errorf("after an hour: report=%v message=%q", d.ReportBlocked, d.Message)
 	}
 	late.Own.BlockedReported = true
-	if d := Next(late); d.ReportBlocked {
+	if d := next(late); d.ReportBlocked {
 		t.Error("reported twice")
 	}
 	// Not blocked by a gate, only waiting in line: nothing to report.
 	inLine := snap(func(s *Snapshot) { s.Own.Since = t0.Add(-time.Hour) }, queued(summary("first", "me"), t0),
 		withPolicy(func(p *policy.Spec) { p.Health.BlockedAfter = &metav1.Duration{Duration: time.Minute} }))
-	if d := Next(inLine); d.ReportBlocked || d.Gate != GateQueue {
+	if d := next(inLine); d.ReportBlocked || d.Gate != GateQueue {
 		t.Errorf("in line: report=%v gate=%s", d.ReportBlocked, d.Gate)
 	}
 	// Cluster gates closed at the head: poll again.
 	polling := snap(withPolicy(func(p *policy.Spec) { p.Health.MaxUnavailable = ptr(intstr.FromInt32(1)) }), func(s *Snapshot) {
-		s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "n7"}}}
+		s.Cluster = &ClusterFacts{Nodes: []lock.NodeHealth{{Name: "n7", Policy: "p"}}}
 	})
-	if d := Next(keyed(polling)); !d.WakeAt.Equal(t0.Add(5 * time.Second)) {
+	if d := next(keyed(polling)); !d.WakeAt.Equal(t0.Add(5 * time.Second)) {
 		t.Errorf("polling: wake at %s", d.WakeAt)
 	}
 }
 
 func TestNotWaiting(t *testing.T) {
 	s := snap(func(s *Snapshot) { s.Locks["lock-default-0"] = held("lock-default-0", "me") })
-	if d := Next(s); d.State != lock.Draining || len(d.Try) != 0 || d.Message != "" {
+	if d := next(s); d.State != lock.Draining || len(d.Try) != 0 || d.Message != "" {
 		t.Errorf("holding the lock: %+v", d)
 	}
 	// A lock of another group (an older policy) still counts as held.
 	s = snap(func(s *Snapshot) { s.Locks["lock-old-0"] = held("lock-old-0", "me"); s.Request = nil })
-	if d := Next(s); d.State != lock.Completing {
+	if d := next(s); d.State != lock.Completing {
 		t.Errorf("a lock of an old group: state %s", d.State)
 	}
 }
 
-// A policy the caller resolved is the one decided on; without one, Next
-// resolves it from the policies.
+// The policy the caller resolved is the one decided on.
 func TestNextTakesTheResolvedPolicy(t *testing.T) {
 	s := snap(withPolicy(func(p *policy.Spec) {}))
-	if d := Next(s); d.Policy.Name != "p" {
-		t.Fatalf("resolved by Next: policy %q, want p", d.Policy.Name)
+	s.Policy = policy.Default()
+	if d := Next(s); d.Policy.Name != s.Policy.Name || d.Group != (lock.GroupRef{Policy: s.Policy.Name}) {
+		t.Errorf("with the caller's resolution: policy %q group %v, want %q", d.Policy.Name, d.Group, s.Policy.Name)
 	}
-	given := policy.Default()
-	s.Policy = &given
-	if d := Next(s); d.Policy.Name != given.Name || d.Group != (lock.GroupRef{Policy: given.Name}) {
-		t.Errorf("with the caller's resolution: policy %q group %v, want %q", d.Policy.Name, d.Group, given.Name)
+}
+
+// next is Next with the node's policy resolved as the agent resolves it
+// (once per change of the policies or the Node's labels), unless the test
+// gave one.
+func next(s Snapshot) Decision {
+	if s.Policy.Name == "" {
+		var labels map[string]string
+		if s.Self != nil {
+			labels = s.Self.Labels
+		}
+		s.Policy = policy.Resolve(s.Policies, labels)
 	}
+	return Next(s)
 }
 
 // kuredKeys is Kured's lock with one key for each of locks.

@@ -12,14 +12,16 @@ import (
 // groupGates are checked by the head of a queue only: spacing (from the
 // group's locks), then what is cluster-wide (read every Poll while at the
 // head, so that the nodes behind cost the cluster nothing).
-func groupGates(s Snapshot, d *Decision, spec policy.Spec) []GateVerdict {
-	var out []GateVerdict
+// wake is when to look again (spacing's end, the next read of the
+// cluster's facts).
+func groupGates(s Snapshot, d *Decision) (out []GateVerdict, wake time.Time) {
+	spec := d.Policy.Spec
 	if sp := spec.SpacingDuration(); sp > 0 {
 		last := lastRelease(s, d.Locks)
 		if next := last.Add(sp); !last.IsZero() && s.Now.Before(next) {
 			out = append(out, GateVerdict{GateSpacing, Closed, fmt.Sprintf("spacing: the group's last maintenance ended at %s; the next may start at %s",
 				last.UTC().Format("15:04:05"), next.UTC().Format("15:04:05 UTC"))})
-			d.WakeAt = earliest(d.WakeAt, next)
+			wake = next
 		} else {
 			out = append(out, GateVerdict{Gate: GateSpacing, Verdict: Open})
 		}
@@ -30,7 +32,7 @@ func groupGates(s Snapshot, d *Decision, spec policy.Spec) []GateVerdict {
 		spec.Blockers.Alertmanager != nil
 	if wantCluster && (s.Cluster == nil || s.Cluster.For != ClusterKey(*d) || s.stale(s.Cluster.At)) {
 		d.Need.Cluster = true
-		return out
+		return out, wake
 	}
 	if wantCluster {
 		// Read again once these facts are Poll old, while at the head.
@@ -38,13 +40,13 @@ func groupGates(s Snapshot, d *Decision, spec policy.Spec) []GateVerdict {
 		if !s.Cluster.At.IsZero() && s.Cluster.At.Add(s.Params.Poll).Before(next) {
 			next = s.Cluster.At.Add(s.Params.Poll)
 		}
-		d.WakeAt = earliest(d.WakeAt, next)
+		wake = earliest(wake, next)
 	}
 	out = append(out, maxUnavailable(s, d, spec))
 	out = append(out, workloads(s, d, spec))
 	out = append(out, prometheus(s, spec))
 	out = append(out, alertmanager(s, spec))
-	return out
+	return out, wake
 }
 
 // maxReleaseSkew is how far in the future a lock's released-at may lie
@@ -83,7 +85,7 @@ func maxUnavailable(s Snapshot, d *Decision, spec policy.Spec) GateVerdict {
 	total := 0
 	var down []string
 	for _, n := range s.Cluster.Nodes {
-		if policy.Resolve(s.Policies, n.Labels).Name != d.Policy.Name {
+		if n.Policy != d.Policy.Name {
 			continue
 		}
 		total++

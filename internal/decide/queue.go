@@ -23,6 +23,63 @@ type queueView struct {
 	seen            time.Time // when the summary last changed
 }
 
+// queueStep is what a Waiting node reads of its group's queue, in one go:
+// its place, the group's locks it may take if its turn comes, and what
+// keeping the queue's summary true asks of it (upkeep for an eligible
+// node, touch for the head).
+type queueStep struct {
+	need      []string // the holders whose facts must be looked up first
+	free      []string
+	message   string // "waiting: position 3 of 7, lock held by b"
+	position  int
+	total     int
+	behindCut bool
+	// atHead: the node's turn has come (a lock is free for its place);
+	// heads: it heads the queue (a lock free for it, or none free).
+	atHead, heads bool
+	upkeep        upkeep
+	touch         struct {
+		now  bool      // renew the summary now
+		wake time.Time // or then
+	}
+}
+
+// upkeep is what keeping the group's summary true asks of an eligible
+// node: wait for it (list: make its own view, one LIST; or renominate:
+// write the summary again, saying why), or only wake at wake.
+type upkeep struct {
+	wait       bool
+	list       bool
+	renominate string
+	wake       time.Time
+}
+
+// queueAt reads the group's queue for a Waiting node.
+func queueAt(s Snapshot, d *Decision) queueStep {
+	q := s.queueOf(d.Group)
+	var st queueStep
+	var holders []string
+	st.free, holders, st.need = freeLocks(s, d, q)
+	st.message = q.message(holders)
+	st.position, st.total = q.position()
+	st.behindCut = q.at < 0 && q.mine < 0 && q.state != nil && q.state.Summary.Cut()
+	st.atHead = q.at >= 0 && q.at < len(st.free)
+	st.heads = q.at >= 0 && q.at < max(len(st.free), 1)
+	st.upkeep = queueUpkeep(s, d, q, st.free, st.atHead)
+	if q.at == 0 && len(st.free) > 0 && q.state != nil {
+		// The head waits on a gate with a slot free: it renews the summary
+		// every two heartbeats, so that the nodes behind it know it is
+		// alive.
+		due := q.seen.Add(2 * s.Params.Heartbeat)
+		if s.Now.Before(due) {
+			st.touch.wake = due
+		} else {
+			st.touch.now = true
+		}
+	}
+	return st
+}
+
 // queueOf reads the group's summary.
 func (s Snapshot) queueOf(g lock.GroupRef) queueView {
 	v := queueView{at: -1, mine: -1, seen: s.Watching}
@@ -107,7 +164,7 @@ func (v queueView) message(holders []string) string {
 // (concurrency lowered since they were taken) still count against them.
 // Whether a holder's lock may be taken over is looked up (Need.Holders)
 // only for an agent that may take over (no Owner) and only near the head.
-func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders []string) {
+func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders, need []string) {
 	mine := map[string]bool{}
 	for _, name := range d.Locks {
 		mine[name] = true
@@ -129,7 +186,7 @@ func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders []string) {
 			case ok:
 				facts = f
 			case s.Params.Owner == nil && nearHead:
-				d.Need.Holders = append(d.Need.Holders, h)
+				need = append(need, h)
 				continue
 			default:
 				// Its record is not watched: a holder counts as there.
@@ -142,11 +199,12 @@ func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders []string) {
 			holders = append(holders, h)
 		}
 	}
-	return free[:max(0, len(free)-extra)], holders
+	return free[:max(0, len(free)-extra)], holders, need
 }
 
-// queueUpkeep keeps the group's summary true for an eligible node (no gate
-// of its own closed) and says whether the decision must wait for it:
+// queueUpkeep is what keeping the group's summary true asks of an eligible
+// node (no gate of its own closed), and whether the decision must wait
+// for it:
 //   - a node the summary does not name makes its own view (Mine, one LIST)
 //     when it has none, or when the summary left it out and is newer;
 //     when its view makes it a head, it writes it (Renominate);
@@ -154,28 +212,26 @@ func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders []string) {
 //     once it has not changed for a while (each a heartbeat later than the
 //     one before it, and those it does not name later still): its head is
 //     gone, or it would have renewed it (Touch).
-func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead bool) bool {
+func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead bool) upkeep {
 	if q.at < 0 {
 		// Its record first: the LIST must see it eligible, and in this
 		// group. A record written under another group (its Node was gone,
 		// or the policy changed since) is left out of this group's LIST;
 		// looking again before it is written anew would never end.
 		if s.Own == nil || s.Own.State != lock.Waiting || s.Own.Blocked != "" || s.Own.GroupRef() != d.Group {
-			return false
+			return upkeep{}
 		}
 		stale := s.Mine == nil || (q.mine < 0 && !s.Mine.Cut()) ||
-			(q.state != nil && newer(q.state.Summary.ListRV, s.Mine.ListRV) && leftOut(q.state.Summary, *s.Own))
+			(q.state != nil && q.state.Summary.LeavesOut(*s.Own, *s.Mine))
 		if stale {
-			d.Need.Queue = true
-			return true
+			return upkeep{wait: true, list: true}
 		}
 		if q.mine >= 0 && q.mine < len(free) {
-			d.Renominate = "this node heads the queue and its summary does not say so"
-			return true
+			return upkeep{wait: true, renominate: "this node heads the queue and its summary does not say so"}
 		}
 	}
 	if len(free) == 0 || atHead {
-		return false
+		return upkeep{}
 	}
 	hb := s.Params.Heartbeat
 	var due time.Time
@@ -186,48 +242,11 @@ func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead boo
 			time.Duration(s.Params.Jitter*float64(s.Params.StaleAfter)))
 	}
 	if s.Now.Before(due) {
-		d.WakeAt = earliest(d.WakeAt, due)
-		return false
+		return upkeep{wake: due}
 	}
 	head := "its head"
 	if len(q.named) > 0 {
 		head = q.named[0]
 	}
-	d.Renominate = fmt.Sprintf("a lock is free and the queue has not moved for %s: %s is gone", s.Now.Sub(q.seen).Round(time.Second), head)
-	return true
-}
-
-// touch: the head waits on a gate with a slot free; it renews the summary
-// every two heartbeats, so that the nodes behind it know it is alive.
-func touch(s Snapshot, d *Decision, q queueView, free []string) {
-	if q.at != 0 || len(free) == 0 || q.state == nil {
-		return
-	}
-	due := q.seen.Add(2 * s.Params.Heartbeat)
-	if s.Now.Before(due) {
-		d.WakeAt = earliest(d.WakeAt, due)
-		return
-	}
-	d.Touch = true
-}
-
-// newer reports whether resource version a is newer than b.
-func newer(a, b string) bool {
-	cmp, ok := lock.VersionOrder(a, b)
-	return ok && cmp > 0
-}
-
-// leftOut reports whether the summary should name own and does not: own's
-// record reached the API server before the summary's LIST and the summary
-// was not cut short, or own sorts before the last node it names (a higher
-// priority).
-func leftOut(s lock.Summary, own lock.Record) bool {
-	if s.Index(own.Node) >= 0 {
-		return false
-	}
-	p := lock.PlaceOf(own)
-	if s.Last != nil && p.Before(*s.Last) {
-		return true
-	}
-	return !s.Cut() && !newer(p.Key, s.ListRV)
+	return upkeep{wait: true, renominate: fmt.Sprintf("a lock is free and the queue has not moved for %s: %s is gone", s.Now.Sub(q.seen).Round(time.Second), head)}
 }

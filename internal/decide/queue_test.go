@@ -63,7 +63,7 @@ func TestQueueAndSlots(t *testing.T) {
 		}), nil, "waiting: in the queue behind the first 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Next(tc.s)
+			d := next(tc.s)
 			if strings.Join(d.Try, ",") != strings.Join(tc.try, ",") || !strings.Contains(d.Message, tc.msg) || d.Blocked != "" ||
 				d.Renominate != "" || !d.Need.Empty() || d.Touch {
 				t.Errorf("got try=%v message=%q blocked=%q renominate=%q need=%+v touch=%v, want try=%v message~%q",
@@ -138,7 +138,7 @@ func TestQueueUpkeep(t *testing.T) {
 		{name: "blocked further back: nothing", s: snap(pods, blockingPod, queued(summary("a", "me"), t0), func(s *Snapshot) { s.Own.Blocked = "x" })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Next(tc.s)
+			d := next(tc.s)
 			if d.Need.Queue != tc.need || (d.Renominate != "") != (tc.renominate != "") || !strings.Contains(d.Renominate, tc.renominate) ||
 				d.Touch != tc.touch || (!tc.wake.IsZero() && !d.WakeAt.Equal(tc.wake)) || len(d.Try) > 0 {
 				t.Errorf("got need=%v renominate=%q touch=%v wake=%s try=%v message=%q\nwant need=%v renominate~%q touch=%v wake=%s",
@@ -150,21 +150,21 @@ func TestQueueUpkeep(t *testing.T) {
 
 func TestHolderFactsAreLookedUpOnlyNearTheHead(t *testing.T) {
 	s := snap(func(s *Snapshot) { s.Locks["lock-default-0"] = held("lock-default-0", "gone") })
-	d := Next(s)
+	d := next(s)
 	if strings.Join(d.Need.Holders, ",") != "gone" {
 		t.Fatalf("need %+v, want the facts of gone", d.Need)
 	}
 	s.Holders["gone"] = lock.HolderFacts{NodeExists: false}
-	if d := Next(s); strings.Join(d.Try, ",") != "lock-default-0" {
+	if d := next(s); strings.Join(d.Try, ",") != "lock-default-0" {
 		t.Errorf("a holder without Node and agent: try %v, want the lock", d.Try)
 	}
 	far := snap(queued(summary("a", "b", "me"), t0), func(s *Snapshot) { s.Locks["lock-default-0"] = held("lock-default-0", "gone") })
-	if d := Next(far); len(d.Need.Holders) != 0 {
+	if d := next(far); len(d.Need.Holders) != 0 {
 		t.Errorf("third in line looks up %v", d.Need.Holders)
 	}
 	s.Params.Owner = &lock.NodeRef{Name: "me", UID: "u"} // node-bound: never takes over
 	delete(s.Holders, "gone")
-	if d := Next(s); len(d.Try) != 0 || len(d.Need.Holders) != 0 || !strings.Contains(d.Message, "lock held by gone") {
+	if d := next(s); len(d.Try) != 0 || len(d.Need.Holders) != 0 || !strings.Contains(d.Message, "lock held by gone") {
 		t.Errorf("node-bound agent: try %v need %v message %q", d.Try, d.Need.Holders, d.Message)
 	}
 }

@@ -2,7 +2,6 @@ package decide
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kustodian/kustodian/internal/kured"
-	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
 
@@ -46,71 +44,70 @@ type GateVerdict struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// nodeSpecific gates close for one node and not for the others of its
-// group: only those make it Blocked, so that the queue passes it. A gate
-// closed for the whole group (paused, Kured, the window) keeps the head the
-// head: when it opens, the head goes, not every node at once.
-func nodeSpecific(gate string) bool {
-	switch gate {
-	case GateNode, GateHold, GatePolicy, GatePods, GateCommand:
-		return true
-	}
-	return false
-}
-
-// hold makes a closed gate the node's message; node-specific gates also
-// make it Blocked, so that the queue passes it.
-func (d *Decision) hold(gate, reason string, own bool) {
-	d.Gate = gate
-	d.Message = "waiting: " + reason
-	if own {
-		d.Blocked = reason
-	}
-}
-
-// gateOrder is the order in which a Waiting node's gates are checked (and
-// listed): its own, the host's command, the queue, then the group's and
-// the cluster's, checked by the head of the queue only.
-var gateOrder = []string{GatePaused, GateNode, GateHold, GatePolicy, GateKured, GateWindow, GatePods,
-	GateCommand, GateQueue, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus, GateAlertmanager}
-
-// uncheckedFrom lists the gates from first on, in gateOrder, but those in
-// skip (decided already), as unchecked.
-func uncheckedFrom(first string, skip ...string) []GateVerdict {
-	var out []GateVerdict
-	for i, g := range gateOrder {
-		if i >= slices.Index(gateOrder, first) && !slices.Contains(skip, g) {
-			out = append(out, GateVerdict{Gate: g, Verdict: Unchecked})
+// ownGates are the node's own gates, in gateOrder: what holds this node
+// whatever its place in the queue. wake is when the window opens or
+// closes. mismatch, when set, says why the group's locks cannot be
+// decided on (a lock of another group under one of their names): the
+// policy gate says it too.
+func ownGates(s Snapshot, d *Decision) (own []GateVerdict, wake time.Time, mismatch string) {
+	verdict := func(gate, closedWhy string) {
+		if closedWhy != "" {
+			own = append(own, GateVerdict{gate, Closed, closedWhy})
+		} else {
+			own = append(own, GateVerdict{Gate: gate, Verdict: Open})
 		}
 	}
-	return out
-}
-
-func earliest(a, b time.Time) time.Time {
-	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
-		return b
+	paused := ""
+	if s.Paused {
+		paused = "maintenance is paused"
+		if s.PausedReason != "" {
+			paused += ": " + s.PausedReason
+		}
 	}
-	return a
-}
-
-// reportBlocked asks for MaintenanceBlocked once the node has waited past
-// health.blockedAfter with a gate closed.
-func reportBlocked(s Snapshot, d *Decision, spec policy.Spec) {
-	after := spec.BlockedAfterDuration()
-	r := s.Own
-	if after <= 0 || r == nil || r.State != lock.Waiting || r.Since.IsZero() || d.Gate == GatePaused {
-		return
+	verdict(GatePaused, paused)
+	if s.Self == nil {
+		// A lock taken now would belong to no Node (a node-bound token dies
+		// with its Node, and the lock with it).
+		verdict(GateNode, "this host's Node object does not exist; it may not take the lock until the Node is back")
+	} else {
+		verdict(GateNode, "")
+		held := ""
+		if s.Self.Held {
+			held = "held by an admin"
+			if hold := s.Self.HoldReason; hold != "" && hold != "true" {
+				held += ": " + hold
+			}
+			held += " (kustodian-ctl resume " + s.Node + ")"
+		}
+		verdict(GateHold, held)
 	}
-	since := r.Since.Add(after)
-	if s.Now.Before(since) {
-		d.WakeAt = earliest(d.WakeAt, since)
-		return
+	// The group's locks: a lock of another group under this name is a
+	// policy to fix.
+	policyWhy := ""
+	if d.Policy.Err != nil {
+		policyWhy = d.Policy.Err.Error()
 	}
-	d.Message += fmt.Sprintf(" (blocked since %s)", r.Since.UTC().Format("2006-01-02 15:04 UTC"))
-	d.ReportBlocked = !r.BlockedReported
-	if d.ReportBlocked {
-		d.Effects = Blocked(d.Message)
+	for _, name := range d.Locks {
+		if l, ok := s.Locks[name]; ok && l.Grouped && l.Group != d.Group {
+			mismatch = fmt.Sprintf("lock %s belongs to group %s, not %s: two policies make the same lock name; rename one of them", name, l.Group, d.Group)
+			policyWhy = mismatch
+			break
+		}
 	}
+	verdict(GatePolicy, policyWhy)
+	verdict(GateKured, kuredHolds(s))
+	pods := ""
+	if p := blockingPods(s, d.Policy.Spec); len(p) > 0 {
+		pods = "blocked by pod " + strings.Join(p, ", ")
+	}
+	w := d.Policy.Schedule.At(s.Now)
+	window := ""
+	if !w.Open {
+		window = w.Reason
+	}
+	verdict(GateWindow, window)
+	verdict(GatePods, pods)
+	return own, w.Change, mismatch
 }
 
 // kuredHolds says why Kured's lock keeps this node from taking its turn:

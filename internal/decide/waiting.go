@@ -2,175 +2,199 @@ package decide
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
 )
 
 // waiting decides for a Waiting node: its own gates first (a node whose own
 // gate is closed is Blocked, and the nodes behind it pass it), then its
 // place in the queue, then, only at the head, the group's and the cluster's
-// gates, then the locks.
+// gates, then the locks. What it reads of the node (ownGates), of the
+// queue (queueAt) and of the group (groupGates) is read each in one go;
+// the rules that weigh them are here.
 func waiting(s Snapshot, d *Decision) {
-	var own []GateVerdict
-	closed := func(gate, reason string) { own = append(own, GateVerdict{gate, Closed, reason}) }
-	open := func(gate string) { own = append(own, GateVerdict{Gate: gate, Verdict: Open}) }
-	spec := d.Policy.Spec
-
-	if s.Paused {
-		reason := "maintenance is paused"
-		if s.PausedReason != "" {
-			reason += ": " + s.PausedReason
-		}
-		closed(GatePaused, reason)
-	} else {
-		open(GatePaused)
-	}
-	if s.Self == nil {
-		// A lock taken now would belong to no Node (a node-bound token dies
-		// with its Node, and the lock with it).
-		closed(GateNode, "this host's Node object does not exist; it may not take the lock until the Node is back")
-	} else {
-		open(GateNode)
-		if s.Self.Held {
-			reason := "held by an admin"
-			if hold := s.Self.HoldReason; hold != "" && hold != "true" {
-				reason += ": " + hold
-			}
-			closed(GateHold, reason+" (kustodian-ctl resume "+s.Node+")")
-		} else {
-			open(GateHold)
-		}
-	}
-	if d.Policy.Err != nil {
-		closed(GatePolicy, d.Policy.Err.Error())
-	} else {
-		open(GatePolicy)
-	}
-	if why := kuredHolds(s); why != "" {
-		closed(GateKured, why)
-	} else {
-		open(GateKured)
-	}
-	w := d.Policy.Schedule.At(s.Now)
-	if !w.Open {
-		closed(GateWindow, w.Reason)
-	} else {
-		open(GateWindow)
-	}
-	d.WakeAt = earliest(d.WakeAt, w.Change)
-	if pods := blockingPods(s, spec); len(pods) > 0 {
-		closed(GatePods, "blocked by pod "+strings.Join(pods, ", "))
-	} else {
-		open(GatePods)
-	}
-
-	firstClosed := func(vs []GateVerdict) *GateVerdict {
-		for i := range vs {
-			if vs[i].Verdict == Closed {
-				return &vs[i]
-			}
-		}
-		return nil
-	}
-
-	// The group's locks: a lock of another group under this name is a
-	// policy to fix.
-	for _, name := range d.Locks {
-		if l, ok := s.Locks[name]; ok {
-			if g := l.Group; l.Grouped && g != d.Group {
-				why := fmt.Sprintf("lock %s belongs to group %s, not %s: two policies make the same lock name; rename one of them", name, g, d.Group)
-				for i := range own {
-					if own[i].Gate == GatePolicy {
-						own[i] = GateVerdict{GatePolicy, Closed, why}
-					}
-				}
-				d.Gates = append(own, uncheckedFrom(GateCommand)...)
-				d.hold(GatePolicy, why, false)
-				return
-			}
-		}
-	}
-	q := s.queueOf(d.Group)
-	free, holders := freeLocks(s, d, q)
-	if len(d.Need.Holders) > 0 {
+	own, wake, mismatch := ownGates(s, d)
+	d.WakeAt = earliest(d.WakeAt, wake)
+	if mismatch != "" {
+		d.Gates = append(own, uncheckedFrom(GateCommand)...)
+		d.hold(GatePolicy, mismatch, false)
 		return
 	}
-	queueMsg := q.message(holders)
-	d.Position, d.Total = q.position()
-	d.BehindCut = q.at < 0 && q.mine < 0 && q.state != nil && q.state.Summary.Cut()
-	atHead := q.at >= 0 && q.at < len(free)
+	q := queueAt(s, d)
+	if len(q.need) > 0 {
+		d.Need.Holders = q.need
+		return
+	}
+	d.Position, d.Total, d.BehindCut = q.position, q.total, q.behindCut
+	upkeep := func() bool {
+		if !q.upkeep.wait {
+			d.WakeAt = earliest(d.WakeAt, q.upkeep.wake)
+			return false
+		}
+		d.Need.Queue = q.upkeep.list
+		d.Renominate = q.upkeep.renominate
+		return true
+	}
+	touch := func() {
+		d.WakeAt = earliest(d.WakeAt, q.touch.wake)
+		d.Touch = q.touch.now
+	}
+	blocked := s.Own != nil && s.Own.Blocked != ""
+	spec := d.Policy.Spec
 
 	if g := firstClosed(own); g != nil {
 		d.Gates = append(own, uncheckedFrom(GateCommand)...)
 		d.hold(g.Gate, g.Reason, nodeSpecific(g.Gate))
-		reportBlocked(s, d, spec)
+		d.reportBlocked(s, spec)
 		if nodeSpecific(g.Gate) {
 			// Its turn passes to the next node, once its record says it
 			// is blocked (or the summary made again would name it still).
-			if q.at >= 0 && q.at < max(len(free), 1) && s.Own != nil && s.Own.Blocked != "" {
+			if q.heads && blocked {
 				d.Renominate = "this node heads the queue but is blocked: " + g.Reason
 			}
 			return
 		}
 		// A gate closed for the whole group: the head stays the head.
-		if !queueUpkeep(s, d, q, free, atHead) {
-			touch(s, d, q, free)
+		if !upkeep() {
+			touch()
 		}
 		return
 	}
-	if queueUpkeep(s, d, q, free, atHead) {
-		d.Gates = append(own, GateVerdict{GateQueue, Closed, strings.TrimPrefix(queueMsg, "waiting: ")})
+	if upkeep() {
+		d.Gates = append(own, GateVerdict{GateQueue, Closed, strings.TrimPrefix(q.message, "waiting: ")})
 		d.Gates = append(d.Gates, uncheckedFrom(GateCommand, GateQueue)...)
-		d.Message = queueMsg
+		d.Message = q.message
 		d.Gate = GateQueue
 		return
 	}
 
 	if s.HasCommand {
 		switch {
-		case !atHead:
+		case !q.atHead:
 			own = append(own, GateVerdict{Gate: GateCommand, Verdict: Unchecked, Reason: "checked at the head of the queue"})
 		case s.Command == nil || s.stale(s.Command.At):
 			d.Need.Command = true
 			return
 		case !s.Command.OK:
-			closed(GateCommand, "gate command: "+s.Command.Reason)
+			own = append(own, GateVerdict{GateCommand, Closed, "gate command: " + s.Command.Reason})
 		default:
-			open(GateCommand)
+			own = append(own, GateVerdict{Gate: GateCommand, Verdict: Open})
 		}
 	} else {
-		open(GateCommand)
+		own = append(own, GateVerdict{Gate: GateCommand, Verdict: Open})
 	}
 	if g := firstClosed(own); g != nil {
 		d.Gates = append(own, uncheckedFrom(GateQueue)...)
 		d.hold(g.Gate, g.Reason, true)
 		d.WakeAt = earliest(d.WakeAt, s.Now.Add(s.Params.Poll))
-		reportBlocked(s, d, spec)
-		if s.Own != nil && s.Own.Blocked != "" {
+		d.reportBlocked(s, spec)
+		if blocked {
 			d.Renominate = "this node heads the queue but is blocked: " + g.Reason
 		}
 		return
 	}
-	if !atHead {
-		d.Gates = append(own, GateVerdict{GateQueue, Closed, strings.TrimPrefix(queueMsg, "waiting: ")})
+	if !q.atHead {
+		d.Gates = append(own, GateVerdict{GateQueue, Closed, strings.TrimPrefix(q.message, "waiting: ")})
 		d.Gates = append(d.Gates, uncheckedFrom(GateSpacing)...)
-		d.Message = queueMsg
+		d.Message = q.message
 		d.Gate = GateQueue
 		return
 	}
-	own = append(own, GateVerdict{Gate: GateQueue, Verdict: Open, Reason: queueMsg})
+	own = append(own, GateVerdict{Gate: GateQueue, Verdict: Open, Reason: q.message})
 
 	// At the head: the group's and the cluster's gates.
-	group := groupGates(s, d, spec)
+	group, wake := groupGates(s, d)
+	d.WakeAt = earliest(d.WakeAt, wake)
 	d.Gates = append(own, group...)
 	if d.Need.Cluster {
 		return
 	}
 	if g := firstClosed(group); g != nil {
 		d.hold(g.Gate, g.Reason, false)
-		reportBlocked(s, d, spec)
-		touch(s, d, q, free)
+		d.reportBlocked(s, spec)
+		touch()
 		return
 	}
-	d.Try = free
-	d.Message = queueMsg
+	d.Try = q.free
+	d.Message = q.message
+}
+
+func firstClosed(vs []GateVerdict) *GateVerdict {
+	for i := range vs {
+		if vs[i].Verdict == Closed {
+			return &vs[i]
+		}
+	}
+	return nil
+}
+
+// nodeSpecific gates close for one node and not for the others of its
+// group: only those make it Blocked, so that the queue passes it. A gate
+// closed for the whole group (paused, Kured, the window) keeps the head the
+// head: when it opens, the head goes, not every node at once.
+func nodeSpecific(gate string) bool {
+	switch gate {
+	case GateNode, GateHold, GatePolicy, GatePods, GateCommand:
+		return true
+	}
+	return false
+}
+
+// hold makes a closed gate the node's message; node-specific gates also
+// make it Blocked, so that the queue passes it.
+func (d *Decision) hold(gate, reason string, own bool) {
+	d.Gate = gate
+	d.Message = "waiting: " + reason
+	if own {
+		d.Blocked = reason
+	}
+}
+
+// gateOrder is the order in which a Waiting node's gates are checked (and
+// listed): its own, the host's command, the queue, then the group's and
+// the cluster's, checked by the head of the queue only.
+var gateOrder = []string{GatePaused, GateNode, GateHold, GatePolicy, GateKured, GateWindow, GatePods,
+	GateCommand, GateQueue, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus, GateAlertmanager}
+
+// uncheckedFrom lists the gates from first on, in gateOrder, but those in
+// skip (decided already), as unchecked.
+func uncheckedFrom(first string, skip ...string) []GateVerdict {
+	var out []GateVerdict
+	for i, g := range gateOrder {
+		if i >= slices.Index(gateOrder, first) && !slices.Contains(skip, g) {
+			out = append(out, GateVerdict{Gate: g, Verdict: Unchecked})
+		}
+	}
+	return out
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// reportBlocked asks for MaintenanceBlocked once the node has waited past
+// health.blockedAfter with a gate closed.
+func (d *Decision) reportBlocked(s Snapshot, spec policy.Spec) {
+	after := spec.BlockedAfterDuration()
+	r := s.Own
+	if after <= 0 || r == nil || r.State != lock.Waiting || r.Since.IsZero() || d.Gate == GatePaused {
+		return
+	}
+	since := r.Since.Add(after)
+	if s.Now.Before(since) {
+		d.WakeAt = earliest(d.WakeAt, since)
+		return
+	}
+	d.Message += fmt.Sprintf(" (blocked since %s)", r.Since.UTC().Format("2006-01-02 15:04 UTC"))
+	d.ReportBlocked = !r.BlockedReported
+	if d.ReportBlocked {
+		d.Effects = Blocked(d.Message)
+	}
 }

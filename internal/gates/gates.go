@@ -48,9 +48,10 @@ func Command(ctx context.Context, command string, timeout time.Duration) decide.
 	}
 }
 
-// Nodes reads every Node's readiness and schedulability: from the API
-// server's watch cache, or with fresh, a consistent read.
-func Nodes(ctx context.Context, kube kubernetes.Interface, fresh bool) ([]lock.NodeHealth, error) {
+// Nodes reads every Node's readiness and schedulability, and its policy
+// among policies (resolved from its labels as its agent resolves it): from
+// the API server's watch cache, or with fresh, a consistent read.
+func Nodes(ctx context.Context, kube kubernetes.Interface, fresh bool, policies []*policy.MaintenancePolicy) ([]lock.NodeHealth, error) {
 	opts := metav1.ListOptions{ResourceVersion: "0"}
 	if fresh {
 		opts.ResourceVersion = ""
@@ -61,7 +62,7 @@ func Nodes(ctx context.Context, kube kubernetes.Interface, fresh bool) ([]lock.N
 	}
 	out := make([]lock.NodeHealth, 0, len(list.Items))
 	for _, n := range list.Items {
-		h := lock.NodeHealth{Name: n.Name, Labels: n.Labels, Unschedulable: n.Spec.Unschedulable}
+		h := lock.NodeHealth{Name: n.Name, Policy: policy.Resolve(policies, n.Labels).Name, Unschedulable: n.Spec.Unschedulable}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {
 				h.Ready = c.Status == corev1.ConditionTrue

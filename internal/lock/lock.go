@@ -8,7 +8,6 @@ package lock
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -148,45 +147,4 @@ type Lock struct {
 	Disrupted []string
 	// Version is the Lease's resourceVersion.
 	Version string
-}
-
-// LockOf reads a lock Lease.
-func LockOf(l *coordv1.Lease) Lock {
-	k := Lock{Name: l.Name, Holder: Holder(l), Version: l.ResourceVersion,
-		Disrupted: ParseDisrupted(l.Annotations[AnnotationDisrupted])}
-	k.Group, k.Grouped = GroupOfLease(l)
-	if l.Spec.RenewTime != nil {
-		k.Renewed = l.Spec.RenewTime.Time
-	} else if l.Spec.AcquireTime != nil {
-		k.Renewed = l.Spec.AcquireTime.Time
-	}
-	k.OwnedByHolder = k.Holder != "" && ownedByNode(l, k.Holder)
-	if t, err := time.Parse(time.RFC3339Nano, l.Annotations[AnnotationReleasedAt]); err == nil {
-		k.ReleasedAt = t
-	}
-	return k
-}
-
-// LocksOf reads the lock Leases among leases, by name.
-func LocksOf(leases []*coordv1.Lease) map[string]Lock {
-	out := map[string]Lock{}
-	for _, l := range leases {
-		if l != nil && IsLockName(l.Name) {
-			out[l.Name] = LockOf(l)
-		}
-	}
-	return out
-}
-
-// HeldIn lists, sorted, the locks that name node as holder, whatever their
-// group: a lock taken under an older policy still counts.
-func HeldIn(locks map[string]Lock, node string) []string {
-	var held []string
-	for name, l := range locks {
-		if l.Holder == node {
-			held = append(held, name)
-		}
-	}
-	sort.Strings(held)
-	return held
 }

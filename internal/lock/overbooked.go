@@ -12,8 +12,10 @@ import (
 
 // NodeHealth is what health.maxUnavailable counts of a Node.
 type NodeHealth struct {
-	Name          string
-	Labels        map[string]string
+	Name string
+	// Policy is the node's MaintenancePolicy, resolved from its labels as
+	// its own agent resolves it.
+	Policy        string
 	Ready         bool
 	Unschedulable bool
 }
@@ -27,7 +29,7 @@ type NodeHealth struct {
 // clock) keeps it and the other gives its lock back. Nodes that are NotReady
 // or cordoned count as well. locks are the namespace's lock Leases, read
 // afresh.
-func Overbooked(me string, p policy.Effective, policies []*policy.MaintenancePolicy, locks []*coordv1.Lease, nodes []NodeHealth) (bool, string) {
+func Overbooked(me string, p policy.Effective, locks []*coordv1.Lease, nodes []NodeHealth) (bool, string) {
 	var holders []lockHolder
 	mine := ""
 	for _, l := range locks {
@@ -42,17 +44,17 @@ func Overbooked(me string, p policy.Effective, policies []*policy.MaintenancePol
 	if mine == "" {
 		return false, "" // it holds no lock of this policy
 	}
-	return overbooked(me, mine, p, policies, holders, nodes)
+	return overbooked(me, mine, p, holders, nodes)
 }
 
-func overbooked(me, myVersion string, p policy.Effective, policies []*policy.MaintenancePolicy, locks []lockHolder, nodes []NodeHealth) (bool, string) {
+func overbooked(me, myVersion string, p policy.Effective, locks []lockHolder, nodes []NodeHealth) (bool, string) {
 	if p.Spec.Health.MaxUnavailable == nil {
 		return false, ""
 	}
 	down := map[string]string{}
 	total := 0
 	for _, n := range nodes {
-		if policy.Resolve(policies, n.Labels).Name != p.Name {
+		if n.Policy != p.Name {
 			continue
 		}
 		total++

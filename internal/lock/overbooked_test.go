@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	coordv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kustodian/kustodian/internal/policy"
@@ -13,7 +12,7 @@ import (
 
 func TestOverbooked(t *testing.T) {
 	p := policy.Effective{Name: "p", Spec: policy.Spec{Health: policy.Health{MaxUnavailable: ptr(intstr.FromInt32(1))}}}
-	nodes := []NodeHealth{{Name: "me", Ready: true}, {Name: "b", Ready: true}, {Name: "c", Ready: true}}
+	nodes := []NodeHealth{{Name: "me", Policy: "p", Ready: true}, {Name: "b", Policy: "p", Ready: true}, {Name: "c", Policy: "p", Ready: true}}
 	for _, tc := range []struct {
 		name  string
 		locks []lockHolder
@@ -26,16 +25,15 @@ func TestOverbooked(t *testing.T) {
 		{"another took its lock after: it yields", []lockHolder{{"p", "me", "100"}, {"p", "b", "101"}}, nodes, false, ""},
 		{"versions compare as numbers", []lockHolder{{"p", "b", "99999"}}, nodes, false, ""},
 		{"another policy's lock does not count", []lockHolder{{"q", "b", "99"}}, nodes, false, ""},
-		{"a cordoned node counts", nil, []NodeHealth{{Name: "me", Ready: true}, {Name: "c", Ready: true, Unschedulable: true}}, true, "c cordoned"},
+		{"a cordoned node counts", nil, []NodeHealth{{Name: "me", Policy: "p", Ready: true}, {Name: "c", Policy: "p", Ready: true, Unschedulable: true}}, true, "c cordoned"},
 		{"an unreadable version counts", []lockHolder{{"p", "b", "x"}}, nodes, true, "b took its lock first"},
 	} {
-		policies := []*policy.MaintenancePolicy{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: p.Spec}}
-		over, why := overbooked("me", "100", p, policies, tc.locks, tc.nodes)
+		over, why := overbooked("me", "100", p, tc.locks, tc.nodes)
 		if over != tc.over || !strings.Contains(why, tc.why) {
 			t.Errorf("%s: got %v %q, want %v %q", tc.name, over, why, tc.over, tc.why)
 		}
 	}
-	if over, _ := overbooked("me", "100", policy.Effective{Name: "p"}, nil, []lockHolder{{"p", "b", "1"}}, nodes); over {
+	if over, _ := overbooked("me", "100", policy.Effective{Name: "p"}, []lockHolder{{"p", "b", "1"}}, nodes); over {
 		t.Error("no maxUnavailable: never overbooked")
 	}
 }
@@ -45,8 +43,7 @@ func TestOverbooked(t *testing.T) {
 // it the earlier taker.
 func TestOverbookedUsesTheLockJustTaken(t *testing.T) {
 	p := policy.Effective{Name: "p", Spec: policy.Spec{Health: policy.Health{MaxUnavailable: ptr(intstr.FromInt32(1))}}}
-	policies := []*policy.MaintenancePolicy{{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: p.Spec}}
-	nodes := []NodeHealth{{Name: "me", Ready: true}, {Name: "b", Ready: true}}
+	nodes := []NodeHealth{{Name: "me", Policy: "p", Ready: true}, {Name: "b", Policy: "p", Ready: true}}
 	take := func(g GroupRef, slot int, holder, version string) *coordv1.Lease {
 		l := lockOf(g.LockName(slot), g, holder)
 		l.ResourceVersion = version
@@ -59,13 +56,13 @@ func TestOverbookedUsesTheLockJustTaken(t *testing.T) {
 		take(a, 1, "b", "100"),
 		take(GroupRef{Policy: "p", Group: "z"}, 0, "me", "150"), // the one just taken
 	}
-	if over, why := Overbooked("me", p, policies, locks, nodes); !over || !strings.Contains(why, "b took its lock first") {
+	if over, why := Overbooked("me", p, locks, nodes); !over || !strings.Contains(why, "b took its lock first") {
 		t.Errorf("me took its last lock after b: got %v %q", over, why)
 	}
-	if over, _ := Overbooked("me", p, policies, locks[:3], nodes); over {
+	if over, _ := Overbooked("me", p, locks[:3], nodes); over {
 		t.Error("me took its lock of p before b: it keeps it")
 	}
-	if over, _ := Overbooked("me", p, policies, locks[2:3], nodes); over {
+	if over, _ := Overbooked("me", p, locks[2:3], nodes); over {
 		t.Error("me holds no lock of p: nothing to give back")
 	}
 }

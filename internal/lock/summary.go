@@ -96,6 +96,28 @@ func (s Summary) Index(node string) int {
 	return -1
 }
 
+// LeavesOut reports whether the summary should name own and does not,
+// and is newer than mine (the node's own view of the queue): own's record
+// reached the API server before the summary's LIST and the summary was not
+// cut short, or own sorts before the last node it names (a higher
+// priority).
+func (s Summary) LeavesOut(own Record, mine Summary) bool {
+	if s.Index(own.Node) >= 0 {
+		return false
+	}
+	p := PlaceOf(own)
+	before := s.Last != nil && p.Before(*s.Last)
+	listed, ok := VersionOrder(s.ListRV, mine.ListRV)
+	if !ok || listed <= 0 {
+		return false // not newer than the node's own view
+	}
+	if before {
+		return true
+	}
+	arrived, ok := VersionOrder(p.Key, s.ListRV)
+	return !s.Cut() && !(ok && arrived > 0)
+}
+
 // SummaryFromLease reads a queue Lease. A summary that does not read is an
 // error: the caller makes it again.
 func SummaryFromLease(l *coordv1.Lease) (Summary, error) {
