@@ -14,9 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -44,13 +42,14 @@ type Agent struct {
 	now    func() time.Time
 	clock  clock.WithTicker
 
-	// The API server's clients, and the host's request files.
+	// The API server's client, this node's Node (every write to it), and
+	// the host's request files.
 	kube  kubernetes.Interface
-	dyn   dynamic.Interface
-	meta  metadata.Interface
+	nodes nodeWriter
 	files hostfiles.Files
 
-	locks   lockSide   // the lock protocol's objects, and this agent's view of them
+	locks   lockSide   // the locks and the queues' summaries, and this agent's view of them
+	records recordSide // the nodes' records
 	caches  informed   // the informers' stores
 	queue   queueView  // this agent's view of its group's queue
 	drain   drainSide  // the drain: its seam, the run, its escalation
@@ -86,20 +85,22 @@ func New(o Options) *Agent {
 		clk = clock.RealClock{}
 	}
 	now := clk.Now
+	api := &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now}
 	a := &Agent{
-		cfg:    o.Config,
-		node:   o.NodeName,
-		owner:  o.Owner,
-		kube:   o.Kube,
-		dyn:    o.Dynamic,
-		meta:   o.Metadata,
-		log:    o.Log.With("node", o.NodeName),
-		notify: o.Notifier,
-		now:    now,
-		clock:  clk,
-		files:  o.Config.Files(),
-		locks:  lockSide{store: &lockapi.Client{Kube: o.Kube, Namespace: o.Config.Namespace, Now: now}, holders: map[string]holderCheck{}},
-		gates:  gateSide{http: &http.Client{Timeout: 10 * time.Second}},
+		cfg:     o.Config,
+		node:    o.NodeName,
+		owner:   o.Owner,
+		kube:    o.Kube,
+		nodes:   nodeWriter{kube: o.Kube, name: o.NodeName},
+		caches:  informed{dyn: o.Dynamic, meta: o.Metadata},
+		log:     o.Log.With("node", o.NodeName),
+		notify:  o.Notifier,
+		now:     now,
+		clock:   clk,
+		files:   o.Config.Files(),
+		locks:   lockSide{store: api, node: o.NodeName, staleAfter: o.Config.Queue.StaleAfter(), holders: map[string]holderCheck{}},
+		records: recordSide{store: api, node: o.NodeName},
+		gates:   gateSide{http: &http.Client{Timeout: 10 * time.Second}},
 		// A watch that fails makes the Run loop check the API server.
 		signals:       signals{wake: make(chan struct{}, 1), watchBroken: make(chan struct{}, 1)},
 		notifications: o.Notifications,

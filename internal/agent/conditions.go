@@ -2,13 +2,9 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/nodemarks"
@@ -49,11 +45,7 @@ func (a *Agent) setConditions(ctx context.Context, node *corev1.Node, state lock
 	if a.reported.conditions == key {
 		return nil // written; the cache has not caught up yet
 	}
-	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": want}})
-	if err != nil {
-		return err
-	}
-	_, err = a.kube.CoreV1().Nodes().Patch(ctx, a.node, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "kustodian"}, "status")
+	err := a.nodes.conditions(ctx, want)
 	switch {
 	case apierrors.IsForbidden(err):
 		if !a.reported.conditionsRefused {
@@ -62,7 +54,7 @@ func (a *Agent) setConditions(ctx context.Context, node *corev1.Node, state lock
 		}
 		return nil
 	case err != nil:
-		return fmt.Errorf("setting the maintenance conditions of node %s: %w", a.node, err)
+		return err
 	}
 	a.reported.conditions = key
 	return nil

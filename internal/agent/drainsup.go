@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kustodian/kustodian/internal/config"
@@ -41,13 +40,9 @@ func (a *Agent) overbooked(ctx context.Context, held []string) (bool, string, er
 	if p.Spec.Health.MaxUnavailable == nil || len(held) == 0 {
 		return false, "", nil
 	}
-	locks, err := a.locks.store.Locks(ctx)
+	leases, err := a.locks.all(ctx)
 	if err != nil {
 		return false, "", err
-	}
-	leases := make([]*coordv1.Lease, len(locks))
-	for i := range locks {
-		leases[i] = &locks[i]
 	}
 	nodes, err := gates.Nodes(ctx, a.kube, true, a.policies())
 	if err != nil {
@@ -66,14 +61,13 @@ func (a *Agent) recordDisrupted(ctx context.Context, held []string, disrupted []
 		return nil
 	}
 	for _, name := range held {
-		l, err := a.locks.store.SetDisrupted(ctx, name, a.node, disrupted)
+		err := a.locks.setDisrupted(ctx, name, disrupted)
 		if errors.Is(err, lockapi.ErrNotHeld) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		a.locks.view.Wrote(l)
 	}
 	return nil
 }
@@ -151,13 +145,7 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 		if err := a.giveBack(ctx, node); err != nil {
 			return err
 		}
-		if l := a.myRecordLease(); l != nil {
-			if err := a.locks.store.DeleteRecord(ctx, a.node); err != nil {
-				return err
-			}
-			a.locks.view.Deleted(l.Name, l.ResourceVersion)
-		}
-		return nil
+		return a.records.remove(ctx)
 	case decide.DrainQuarantine:
 		return a.quarantine(ctx, step, o, node, run)
 	case decide.DrainHold:
@@ -229,7 +217,7 @@ func (a *Agent) clearDrain(run *drainRun) {
 // maintenance.
 func (a *Agent) confirmHeld(ctx context.Context, held []string) error {
 	for _, name := range held {
-		ok, err := a.locks.store.Holds(ctx, name, a.node)
+		ok, err := a.locks.holds(ctx, name)
 		if err != nil {
 			return err
 		}

@@ -84,3 +84,98 @@ func TestAgentHasFewParts(t *testing.T) {
 		t.Errorf("Agent has %d fields; group the new ones into a part of their own (at most 30)", n)
 	}
 }
+
+// Every write the agent makes to its Node goes through nodeWriter
+// (nodes.go); the cordon goes through the drain.
+func TestNodeWritesHaveOneDoor(t *testing.T) {
+	writes := map[string]bool{"Patch": true, "Update": true, "UpdateStatus": true, "Create": true, "Delete": true, "Apply": true, "ApplyStatus": true}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		parsed, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(parsed, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || !writes[sel.Sel.Name] {
+				return true
+			}
+			inner, ok := sel.X.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			if isel, ok := inner.Fun.(*ast.SelectorExpr); !ok || isel.Sel.Name != "Nodes" {
+				return true
+			}
+			found++
+			if f != "nodes.go" {
+				t.Errorf("%s: Nodes().%s: the agent writes its Node through nodeWriter (nodes.go) only", fset.Position(call.Pos()), sel.Sel.Name)
+			}
+			return true
+		})
+	}
+	if found == 0 {
+		t.Fatal("found no Node write at all; the check would prove nothing")
+	}
+}
+
+// The lock protocol's objects are written through their doors (locks.go),
+// which keep the agent's view of its own writes: a write that bypasses
+// them is one the next decision does not see.
+func TestLeaseWritesHaveTheirDoors(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		parsed, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(parsed, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			inner, ok := sel.X.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			door := inner.Sel.Name == "store" || (inner.Sel.Name == "view" && (sel.Sel.Name == "Wrote" || sel.Sel.Name == "Deleted"))
+			if !door {
+				return true
+			}
+			owner, ok := inner.X.(*ast.SelectorExpr)
+			if !ok || (owner.Sel.Name != "locks" && owner.Sel.Name != "records") {
+				if id, ok := inner.X.(*ast.Ident); !ok || (id.Name != "l" && id.Name != "r") {
+					return true
+				}
+			}
+			found++
+			if f != "locks.go" {
+				t.Errorf("%s: %s.%s: locks, summaries and records are written through lockSide and recordSide (locks.go), which keep the agent's view of its writes", fset.Position(sel.Pos()), inner.Sel.Name, sel.Sel.Name)
+			}
+			return true
+		})
+	}
+	if found == 0 {
+		t.Fatal("found no use of the lock doors at all; the check would prove nothing")
+	}
+}

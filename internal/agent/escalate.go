@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -135,12 +134,8 @@ func quarantinedNode(node *corev1.Node) bool {
 // it).
 func (a *Agent) quarantine(ctx context.Context, step decide.DrainStep, o decide.Observed, node *corev1.Node, run *drainRun) error {
 	pods := drain.Stuck(run.err)
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{nodemarks.AnnotationQuarantined: a.decision.Policy.Name}}})
-	if err != nil {
+	if err := a.nodes.annotate(ctx, nodemarks.AnnotationQuarantined, &a.decision.Policy.Name); err != nil {
 		return err
-	}
-	if _, err := a.kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component}); err != nil {
-		return fmt.Errorf("marking node %s quarantined: %w", node.Name, err)
 	}
 	a.clearDrain(run)
 	a.log.Warn(step.Why, "pods", pods)
@@ -170,9 +165,5 @@ func (a *Agent) unquarantine(ctx context.Context, node *corev1.Node) error {
 	if _, ok := node.Annotations[nodemarks.AnnotationQuarantined]; !ok {
 		return nil
 	}
-	patch := []byte(`{"metadata":{"annotations":{"` + nodemarks.AnnotationQuarantined + `":null}}}`)
-	if _, err := a.kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component}); err != nil {
-		return fmt.Errorf("removing the quarantine mark of node %s: %w", node.Name, err)
-	}
-	return nil
+	return a.nodes.annotate(ctx, nodemarks.AnnotationQuarantined, nil)
 }

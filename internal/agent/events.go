@@ -2,14 +2,12 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/lock"
@@ -95,24 +93,7 @@ func (a *Agent) remember(ctx context.Context, r lock.Record, result string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		fresh, err := a.kube.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		// A patch (the agent may not update Nodes), made conditional on
-		// what was read by its resourceVersion.
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": fresh.ResourceVersion,
-			"annotations":     map[string]string{history.Annotation: history.Append(fresh.Annotations[history.Annotation], e)},
-		}})
-		if err != nil {
-			return err
-		}
-		_, err = a.kube.CoreV1().Nodes().Patch(ctx, a.node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Component})
-		return err
-	})
-	if err != nil {
+	if err := a.nodes.appendHistory(ctx, e); err != nil {
 		a.log.Warn("the maintenance is not in the node's history", "annotation", history.Annotation, "err", err)
 	}
 }

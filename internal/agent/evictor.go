@@ -3,13 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kustodian/kustodian/internal/nodemarks"
 )
@@ -58,7 +58,7 @@ func (a *Agent) checkEvictor(ctx context.Context) error {
 // unready labels the Node unready for kubelet evictions (as far as it can:
 // the agent stops anyway) and returns err as a permanent error.
 func (a *Agent) unready(ctx context.Context, err error) error {
-	if lerr := labelNode(ctx, a.kube, a.node, nodemarks.LabelKubeletEvictions, `"unready"`); lerr != nil {
+	if lerr := a.nodes.label(ctx, nodemarks.LabelKubeletEvictions, ptr.To("unready")); lerr != nil {
 		a.log.Warn("cannot label the node unready for kubelet evictions", "err", lerr)
 	}
 	return permanent(err)
@@ -71,7 +71,7 @@ func (a *Agent) unready(ctx context.Context, err error) error {
 // nothing back.
 func (a *Agent) markEvictions(ctx context.Context, node *corev1.Node) {
 	if v := a.evict.label; node != nil && v != "" && node.Labels[nodemarks.LabelKubeletEvictions] != v {
-		if err := labelNode(ctx, a.kube, a.node, nodemarks.LabelKubeletEvictions, strconv.Quote(v)); err != nil {
+		if err := a.nodes.label(ctx, nodemarks.LabelKubeletEvictions, &v); err != nil {
 			a.log.Warn("cannot label the node for kustodian-ctl install --kubelet-evictions (run kustodian-ctl install again after an upgrade); going on without it", "err", err)
 			a.evict.label = ""
 		}

@@ -152,7 +152,7 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 	if installed, err := a.policiesInstalled(ctx); err != nil {
 		return err
 	} else if installed {
-		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.dyn, 0, a.cfg.Namespace, nil)
+		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.caches.dyn, 0, a.cfg.Namespace, nil)
 		policyStore = watch(pf.ForResource(policy.GVR).Informer(), h.other, pf.Start)
 	}
 	var rolloutStore, rolloutNodeStore cache.Store
@@ -160,11 +160,11 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 		if installed, err := a.rolloutsInstalled(ctx); err != nil {
 			return err
 		} else if installed {
-			rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.dyn, 0, a.cfg.Namespace, nil)
+			rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.caches.dyn, 0, a.cfg.Namespace, nil)
 			rolloutStore = watch(rf.ForResource(rollout.GVR).Informer(), h.other, rf.Start)
 			// Which nodes a rollout selects, and when they joined: their
 			// metadata only, and a step only when that changes.
-			mf := metadatainformer.NewSharedInformerFactory(a.meta, 0)
+			mf := metadatainformer.NewSharedInformerFactory(a.caches.meta, 0)
 			rolloutNodeStore = watch(mf.ForResource(corev1.SchemeGroupVersion.WithResource("nodes")).Informer(), h.nodeLabels, mf.Start)
 		}
 	}
@@ -247,6 +247,7 @@ func (a *Agent) useCaches(c caches) {
 	a.rollouts.store, a.rollouts.nodeStore = c.rollouts, c.rolloutNodes
 	a.caches.groupLeases = c.groupLeases
 	a.locks.view = newLeaseView(a.cfg.Namespace, c.groupLeases, c.ownRecord)
+	a.records.view = a.locks.view
 	a.queue.watching = a.now()
 	a.caches.control = c.control
 	a.caches.nodes = c.node
@@ -322,7 +323,7 @@ func (a *Agent) sawDeleted(obj any) {
 // agent may not read is an installation to fix, never a reason to ignore
 // the policies.
 func (a *Agent) policiesInstalled(ctx context.Context) (bool, error) {
-	if a.dyn == nil {
+	if a.caches.dyn == nil {
 		return false, nil
 	}
 	return a.crdInstalled(ctx, policy.GVR, "MaintenancePolicies", slog.LevelInfo,
@@ -340,7 +341,7 @@ func (a *Agent) rolloutsInstalled(ctx context.Context) (bool, error) {
 // logging absent when it does not; a resource the agent may not read is an
 // installation older than the agent.
 func (a *Agent) crdInstalled(ctx context.Context, gvr schema.GroupVersionResource, kind string, level slog.Level, absent string) (bool, error) {
-	_, err := a.dyn.Resource(gvr).Namespace(a.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+	_, err := a.caches.dyn.Resource(gvr).Namespace(a.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
 	switch {
 	case err == nil:
 		return true, nil

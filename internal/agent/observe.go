@@ -52,7 +52,7 @@ func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFact
 		return c.facts, nil
 	}
 	var f lock.HolderFacts
-	r, err := a.locks.store.GetRecord(ctx, holder)
+	r, err := a.records.get(ctx, holder)
 	if err != nil {
 		return f, fmt.Errorf("reading the record of %s, holder of the lock: %w", holder, err)
 	}
@@ -74,7 +74,7 @@ func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFact
 	return f, nil
 }
 
-func (a *Agent) myRecordLease() *coordv1.Lease { return a.locks.view.Get(lock.RecordName(a.node)) }
+func (a *Agent) myRecordLease() *coordv1.Lease { return a.records.mine() }
 
 func (a *Agent) myRecord() *lock.Record {
 	l := a.myRecordLease()
@@ -212,7 +212,7 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 		if d.Need.Queue {
 			// Where this node stands, from one LIST of the records: once
 			// when it joins the queue, not again while it waits.
-			mine, err := a.locks.store.Summarize(ctx, d.Group, a.node, a.cfg.Queue.StaleAfter())
+			mine, err := a.locks.summarize(ctx, d.Group)
 			if err != nil {
 				return d, s, err
 			}

@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kustodian/kustodian/internal/decide"
@@ -21,15 +23,21 @@ import (
 // lockSide is the lock protocol's objects on the API server (store) and
 // the agent's view of them, overlaid with its own writes.
 type lockSide struct {
-	store     lockStore
-	view      *leaseView
-	lastRenew time.Time // of the held locks, when they have a TTL
-	holders   map[string]holderCheck
+	store      lockStore
+	view       *leaseView
+	node       string
+	staleAfter time.Duration
+	lastRenew  time.Time // of the held locks, when they have a TTL
+	holders    map[string]holderCheck
 }
 
 // informed are the informers' stores of the last start, as the agent
 // reads them.
 type informed struct {
+	// The clients the informers watch with, beside the Agent's.
+	dyn  dynamic.Interface
+	meta metadata.Interface
+
 	groupLeases cache.Store // the lock and queue Leases
 	control     cache.Store
 	nodes       cache.Store

@@ -72,11 +72,9 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	if decide.WriteRecord(stored, r, now, a.cfg.Queue.Heartbeat) {
 		// A new record has no QueueKey: until the next write stores it, the
 		// record's own resourceVersion, that of its creation, stands for it.
-		written, err := a.locks.store.PutRecord(ctx, base, r)
-		if err != nil {
+		if err := a.records.put(ctx, base, r); err != nil {
 			return err
 		}
-		a.locks.view.Wrote(written)
 		if prev.Blocked != "" && r.Blocked == "" {
 			a.queue.mine = nil // made while it was blocked, so without it
 		}
@@ -100,7 +98,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	a.setStatus(a.statusLine(state, r))
 	if node != nil {
 		a.warnToken(ctx, node)
-		if err := a.locks.store.SetStateLabel(ctx, node, state); err != nil {
+		if err := a.nodes.stateLabel(ctx, node, state); err != nil {
 			return err
 		}
 		if err := a.setConditions(ctx, node, state, message); err != nil {

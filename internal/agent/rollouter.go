@@ -36,6 +36,8 @@ type rollouter struct {
 	// maintenance loop (a job was made or withdrawn).
 	event func(ctx context.Context, uid types.UID, eventType, reason, message string)
 	poke  func()
+	// label sets one label of this node's Node (nil removes it).
+	label func(ctx context.Context, key string, value *string) error
 
 	// The MaintenanceRollouts and the Nodes' metadata (nil unless
 	// rollouts.enabled and the CRD is installed).
@@ -54,6 +56,6 @@ type rollouter struct {
 
 func newRollouter(a *Agent) *rollouter {
 	return &rollouter{cfg: a.cfg.Rollouts, stateDir: a.cfg.StateDir, node: a.node, log: a.log, now: a.now,
-		kube: a.kube, dyn: a.dyn, jobs: a.jobs.store, files: a.files, event: a.nodeEvent, poke: a.poke,
+		kube: a.kube, dyn: a.caches.dyn, jobs: a.jobs.store, files: a.files, event: a.nodeEvent, poke: a.poke, label: a.nodes.label,
 		written: map[string]*unstructured.Unstructured{}, refusedAt: map[string]time.Time{}}
 }

@@ -15,8 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
@@ -81,25 +80,16 @@ func (ro *rollouter) markNode(ctx context.Context, node *corev1.Node) error {
 	}
 	has := node.Labels[rollout.LabelRollouts] == "enabled"
 	if has != ro.cfg.Enabled {
-		value := "null"
+		var value *string
 		if ro.cfg.Enabled {
-			value = `"enabled"`
+			value = ptr.To("enabled")
 		}
-		if err := labelNode(ctx, ro.kube, ro.node, rollout.LabelRollouts, value); err != nil {
+		if err := ro.label(ctx, rollout.LabelRollouts, value); err != nil {
 			return err
 		}
 	}
 	if ro.cfg.Enabled {
 		ro.seenRollouts().rolloutsRun(has, ro.now())
-	}
-	return nil
-}
-
-// labelNode sets (or, with null, removes) one label of the Node.
-func labelNode(ctx context.Context, kube kubernetes.Interface, node, key, jsonValue string) error {
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, jsonValue)
-	if _, err := kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kustodian"}); err != nil {
-		return fmt.Errorf("labelling node %s %s: %w", node, key, err)
 	}
 	return nil
 }

@@ -31,17 +31,22 @@ type lockStore interface {
 	HandOff(ctx context.Context, node, by string, leases []*coordv1.Lease, staleAfter time.Duration) ([]*coordv1.Lease, error)
 	LeaveQueues(ctx context.Context, node string, leases []*coordv1.Lease, staleAfter time.Duration) ([]*coordv1.Lease, error)
 
-	GetRecord(ctx context.Context, node string) (*lock.Record, error)
-	PutRecord(ctx context.Context, base *coordv1.Lease, r lock.Record) (*coordv1.Lease, error)
-	DeleteRecord(ctx context.Context, node string) error
-	SetStateLabel(ctx context.Context, n *corev1.Node, state lock.State) error
-
 	Summarize(ctx context.Context, group lock.GroupRef, self string, staleAfter time.Duration) (lock.Summary, error)
 	Renominate(ctx context.Context, group lock.GroupRef, by string, staleAfter time.Duration) (lock.Summary, *coordv1.Lease, error)
 	TouchSummary(ctx context.Context, current *coordv1.Lease, by string) (*coordv1.Lease, error)
 }
 
 var _ lockStore = (*lockapi.Client)(nil)
+
+// recordStore is what the agent asks of the nodes' records on the API
+// server: internal/lock/lockapi.
+type recordStore interface {
+	GetRecord(ctx context.Context, node string) (*lock.Record, error)
+	PutRecord(ctx context.Context, base *coordv1.Lease, r lock.Record) (*coordv1.Lease, error)
+	DeleteRecord(ctx context.Context, node string) error
+}
+
+var _ recordStore = (*lockapi.Client)(nil)
 
 // kuredLocker takes and gives back a holder's place in Kured's lock (the
 // annotation on Kured's DaemonSet): internal/kured/kuredapi.

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
@@ -27,7 +26,7 @@ func (a *Agent) cleanUp(ctx context.Context, node *corev1.Node) error {
 		if err := a.unquarantine(ctx, node); err != nil {
 			return err
 		}
-		if err := a.locks.store.SetStateLabel(ctx, node, lock.Idle); err != nil {
+		if err := a.nodes.stateLabel(ctx, node, lock.Idle); err != nil {
 			return err
 		}
 		if err := a.setConditions(ctx, node, lock.Idle, ""); err != nil {
@@ -38,10 +37,9 @@ func (a *Agent) cleanUp(ctx context.Context, node *corev1.Node) error {
 	if l := a.myRecordLease(); l != nil {
 		prev := lock.RecordFromLease(l)
 		from = prev.State
-		if err := a.locks.store.DeleteRecord(ctx, a.node); err != nil {
+		if err := a.records.remove(ctx); err != nil {
 			return err
 		}
-		a.locks.view.Deleted(l.Name, l.ResourceVersion)
 		succeeded = prev.State == lock.Completing && !prev.AfterFailure
 		a.applyEffects(ctx, uidOf(node), &prev, decide.Transition(prev.State, lock.Idle, prev))
 	}
@@ -144,7 +142,7 @@ func (a *Agent) completing(ctx context.Context, o decide.Observed, node *corev1.
 // node would stay cordoned. One GET per maintenance.
 func (a *Agent) giveBack(ctx context.Context, node *corev1.Node) error {
 	if node != nil {
-		fresh, err := a.kube.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		fresh, err := a.nodes.fresh(ctx)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -168,11 +166,7 @@ func (a *Agent) releaseAll(ctx context.Context, node *corev1.Node) error {
 		return err
 	}
 	held := a.heldLocks()
-	written, err := a.locks.store.HandOff(ctx, a.node, a.node, a.locks.view.List(), a.cfg.Queue.StaleAfter())
-	for _, l := range written {
-		a.locks.view.Wrote(l)
-	}
-	if err != nil {
+	if err := a.locks.handOff(ctx); err != nil {
 		return err
 	}
 	for _, name := range held {
@@ -187,11 +181,7 @@ func (a *Agent) releaseAll(ctx context.Context, node *corev1.Node) error {
 // leaveQueues makes again the summaries that still name this node, which
 // has no request any more.
 func (a *Agent) leaveQueues(ctx context.Context) error {
-	written, err := a.locks.store.LeaveQueues(ctx, a.node, a.locks.view.List(), a.cfg.Queue.StaleAfter())
-	for _, l := range written {
-		a.locks.view.Wrote(l)
-	}
-	if err != nil {
+	if err := a.locks.leaveQueues(ctx); err != nil {
 		return err
 	}
 	a.queue.mine = nil
@@ -205,7 +195,7 @@ func (a *Agent) renewLocks(ctx context.Context, held []string) error {
 		return nil
 	}
 	for _, name := range held {
-		l, err := a.locks.store.Renew(ctx, name, a.node)
+		err := a.locks.renew(ctx, name)
 		if errors.Is(err, lockapi.ErrNotHeld) {
 			a.log.Warn("lost the lock: it expired and another node took it", "lock", name)
 			a.poke()
@@ -214,7 +204,6 @@ func (a *Agent) renewLocks(ctx context.Context, held []string) error {
 		if err != nil {
 			return err
 		}
-		a.locks.view.Wrote(l)
 	}
 	a.locks.lastRenew = a.now()
 	return nil

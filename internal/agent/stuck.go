@@ -57,12 +57,7 @@ func (a *Agent) sayStuck(ctx context.Context, msg string) error {
 	r := lock.RecordFromLease(l)
 	r.Message = msg
 	r.Heartbeat = a.now()
-	written, err := a.locks.store.PutRecord(ctx, l, r)
-	if err != nil {
-		return err
-	}
-	a.locks.view.Wrote(written)
-	return nil
+	return a.records.put(ctx, l, r)
 }
 
 // stepSucceeded ends a run of failed steps.

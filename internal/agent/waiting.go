@@ -35,22 +35,19 @@ func (a *Agent) waiting(ctx context.Context, d decide.Decision, o decide.Observe
 	}
 	params := lock.Params{StaleAfter: a.cfg.Queue.StaleAfter(), TTL: a.cfg.Lock.TTL, Owner: a.owner}
 	for _, name := range d.Try {
-		l, v, err := a.locks.store.Acquire(ctx, name, d.Group, a.node, a.locks.view.Get(name), params, a.holderFacts)
+		taken, v, err := a.locks.acquire(ctx, name, d.Group, params, a.holderFacts)
 		if err != nil {
 			return err
 		}
-		if l == nil {
+		if !taken {
 			a.log.Debug("lock not acquired", "lock", name, "why", v.Why)
 			continue
 		}
-		a.locks.view.Wrote(l)
 		if ok, why, err := a.holdKured(ctx); err != nil || !ok {
 			// Kured took its lock meanwhile: give ours back and wait.
-			released, rerr := a.locks.store.Release(ctx, name, a.node)
-			if rerr != nil {
+			if rerr := a.locks.release(ctx, name); rerr != nil {
 				return rerr
 			}
-			a.locks.view.Wrote(released)
 			if err != nil {
 				return err
 			}
@@ -73,13 +70,7 @@ func (a *Agent) queueUpkeep(ctx context.Context, d decide.Decision) error {
 		a.log.Info("making the queue's summary again", "group", d.Group.String(), "why", d.Renominate)
 		return a.renominate(ctx, d.Group)
 	case d.Touch:
-		if l := a.locks.view.Get(d.Group.QueueName()); l != nil {
-			written, err := a.locks.store.TouchSummary(ctx, l, a.node)
-			if err != nil {
-				return err
-			}
-			a.locks.view.Wrote(written)
-		}
+		return a.locks.touch(ctx, d.Group)
 	}
 	return nil
 }
@@ -87,12 +78,11 @@ func (a *Agent) queueUpkeep(ctx context.Context, d decide.Decision) error {
 // renominate makes group's summary from one LIST and writes it; what it
 // made is this node's own view of the queue from then on.
 func (a *Agent) renominate(ctx context.Context, group lock.GroupRef) error {
-	mine, l, err := a.locks.store.Renominate(ctx, group, a.node, a.cfg.Queue.StaleAfter())
+	mine, err := a.locks.renominate(ctx, group)
 	if err != nil {
 		return err
 	}
 	a.queue.mine, a.queue.mineGroup = &mine, group
-	a.locks.view.Wrote(l)
 	a.poke()
 	return nil
 }

@@ -58,29 +58,3 @@ func (c *Client) SetHold(ctx context.Context, node string, hold bool, reason str
 	_, err = c.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kustodian-ctl"})
 	return err
 }
-
-// SetStateLabel sets lock.LabelState on the node to its state, or removes it
-// for lock.Idle: the states are this package's, and so is their label.
-func (c *Client) SetStateLabel(ctx context.Context, n *corev1.Node, state lock.State) error {
-	if state == lock.Idle {
-		state = ""
-	}
-	if n.Labels[lock.LabelState] == string(state) {
-		return nil
-	}
-	var value any = string(state)
-	if state == "" {
-		if _, ok := n.Labels[lock.LabelState]; !ok {
-			return nil
-		}
-		value = nil
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{lock.LabelState: value}}})
-	if err != nil {
-		return err
-	}
-	if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "kustodian"}); err != nil {
-		return fmt.Errorf("labelling node %s: %w", n.Name, err)
-	}
-	return nil
-}
