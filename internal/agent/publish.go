@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,52 +22,13 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	if base != nil {
 		prev = lock.RecordFromLease(base)
 	}
-	r := lock.Record{
-		Node:      a.node,
-		State:     state,
-		Since:     prev.Since,
-		Message:   message,
-		Policy:    a.decision.Group.Policy,
-		Group:     a.decision.Group.Group,
-		Priority:  priority(node),
-		QueueKey:  prev.QueueKey,
-		Requested: prev.Requested,
-		Heartbeat: now,
-
-		ReleasedRequest: prev.ReleasedRequest,
-	}
-	if o.Request != nil && a.drain.quarantined == o.Request.ID {
-		r.ReleasedRequest = a.drain.quarantined
-	}
-	if o.Request != nil {
-		r.Reason, r.RequestID = o.Request.Reason, o.Request.ID
-	} else if state == lock.Completing {
-		// The script removed the request: the maintenance it asked for
-		// keeps its reason to the end (status, the completed message).
-		r.Reason = prev.Reason
-	}
-	if state == lock.Completing {
-		r.AfterFailure = prev.FailedBefore()
-	}
-	if silenced(state) || state == lock.Failed || state == lock.Waiting {
-		r.Silence = a.silences.status() // kept until expired: Failed and Waiting after a release too
-	}
-	if state == lock.Waiting {
-		d := a.decision
-		r.Blocked = d.Blocked
-		r.Gates = gatesJSON(d.Gates)
-		r.BlockedReported = prev.State == lock.Waiting && prev.BlockedReported || d.ReportBlocked
-	}
-	if prev.State != state || r.Since.IsZero() {
-		r.Since = now.Truncate(time.Second)
-	}
-	if r.Requested.IsZero() {
-		r.Requested = now
-	}
 	var stored *lock.Record
 	if base != nil {
 		stored = &prev
 	}
+	r, from := decide.NextRecord(stored, decide.RecordIn{Node: a.node, State: state, Message: message, Group: a.decision.Group,
+		Priority: priority(node), Request: o.Request, Quarantined: a.drain.quarantined, Silence: a.silences.status(),
+		Decision: a.decision, Now: now})
 	if decide.WriteRecord(stored, r, now, a.cfg.Queue.Heartbeat) {
 		// A new record has no QueueKey: until the next write stores it, the
 		// record's own resourceVersion, that of its creation, stands for it.
@@ -78,12 +38,6 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 		if prev.Blocked != "" && r.Blocked == "" {
 			a.queue.mine = nil // made while it was blocked, so without it
 		}
-	}
-	// An admin's release marks the record Failed before this agent sees
-	// it: for this agent it is still the way into Failed.
-	from := prev.State
-	if state == lock.Failed && prev.State == lock.Failed && prev.ByAdmin {
-		from = ""
 	}
 	// The record is written: what a transition sets off (Events,
 	// notifications, the history, the metrics) happens now, whatever
@@ -120,18 +74,6 @@ func priority(node *corev1.Node) int {
 		return 0
 	}
 	return p
-}
-
-// gatesJSON is the gates' verdicts as the record keeps them.
-func gatesJSON(gates []decide.GateVerdict) string {
-	if len(gates) == 0 {
-		return ""
-	}
-	b, err := json.Marshal(gates)
-	if err != nil {
-		return ""
-	}
-	return string(b)
 }
 
 func orIdle(s lock.State) lock.State {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/alertmanager"
 	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
@@ -24,17 +25,6 @@ const (
 	ReasonSilenceFailed  = "SilenceFailed"
 	ReasonSilenceExpired = "SilenceExpired"
 )
-
-// silenced are the states in which the node's alerts are silenced: from
-// its cordon until it is given back. A Failed maintenance brings them
-// back, so that the failure pages whoever it should.
-func silenced(state lock.State) bool {
-	switch state {
-	case lock.Draining, lock.InMaintenance, lock.Rebooting, lock.Completing:
-		return true
-	}
-	return false
-}
 
 // silenceWant is what the silencer is to make true in Alertmanager.
 type silenceWant struct {
@@ -77,7 +67,7 @@ func (s *silencer) creator() string { return "kustodian:" + s.node }
 
 // set tells the silencer what the node's state asks for.
 func (s *silencer) set(state lock.State, r lock.Record, node *corev1.Node, am *policy.Alertmanager) {
-	w := silenceWant{on: silenced(state), reason: r.Reason, fields: policy.SilenceFields{Node: s.node, Policy: r.Policy, Group: r.Group}}
+	w := silenceWant{on: decide.Silenced(state), reason: r.Reason, fields: policy.SilenceFields{Node: s.node, Policy: r.Policy, Group: r.Group}}
 	if am != nil && am.Silence != nil {
 		w.am = am
 	}

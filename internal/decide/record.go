@@ -1,8 +1,10 @@
 package decide
 
 import (
+	"encoding/json"
 	"time"
 
+	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/lock"
 )
 
@@ -33,4 +35,105 @@ func sameRecord(a, b lock.Record) bool {
 		a.QueueKey == b.QueueKey && a.ReleasedRequest == b.ReleasedRequest && a.Policy == b.Policy &&
 		a.Gates == b.Gates && a.BlockedReported == b.BlockedReported && a.AfterFailure == b.AfterFailure && a.ByAdmin == b.ByAdmin &&
 		a.Silence == b.Silence
+}
+
+// RecordIn is what a node's next record is made of, besides the record it
+// has stored.
+type RecordIn struct {
+	Node     string
+	State    lock.State
+	Message  string
+	Group    lock.GroupRef
+	Priority int // the Node's kustodian.io/priority
+	// Request is the host's request (nil: none); Quarantined, the request
+	// this agent quarantined its node for ("" for none).
+	Request     *hostfiles.Request
+	Quarantined string
+	// Silence is what the record says of the node's silence in
+	// Alertmanager.
+	Silence string
+	// Decision is the Waiting node's decision: the gate that blocks it,
+	// every gate's verdict, whether MaintenanceBlocked is said now.
+	Decision Decision
+	Now      time.Time
+}
+
+// Silenced are the states in which the node's alerts are silenced: from
+// its cordon until it is given back. A Failed maintenance brings them
+// back, so that the failure pages whoever it should.
+func Silenced(state lock.State) bool {
+	switch state {
+	case lock.Draining, lock.InMaintenance, lock.Rebooting, lock.Completing:
+		return true
+	}
+	return false
+}
+
+// NextRecord is the node's record for in, after prev (nil: none stored),
+// and the state the node comes from as its Events and notifications tell
+// it: an admin's release marks the record Failed before the agent sees
+// it, and for the agent it is still the way into Failed.
+func NextRecord(prev *lock.Record, in RecordIn) (r lock.Record, from lock.State) {
+	var p lock.Record
+	if prev != nil {
+		p = *prev
+	}
+	r = lock.Record{
+		Node:      in.Node,
+		State:     in.State,
+		Since:     p.Since,
+		Message:   in.Message,
+		Policy:    in.Group.Policy,
+		Group:     in.Group.Group,
+		Priority:  in.Priority,
+		QueueKey:  p.QueueKey,
+		Requested: p.Requested,
+		Heartbeat: in.Now,
+
+		ReleasedRequest: p.ReleasedRequest,
+	}
+	if in.Request != nil && in.Quarantined == in.Request.ID {
+		r.ReleasedRequest = in.Quarantined
+	}
+	if in.Request != nil {
+		r.Reason, r.RequestID = in.Request.Reason, in.Request.ID
+	} else if in.State == lock.Completing {
+		// The script removed the request: the maintenance it asked for
+		// keeps its reason to the end (status, the completed message).
+		r.Reason = p.Reason
+	}
+	if in.State == lock.Completing {
+		r.AfterFailure = p.FailedBefore()
+	}
+	if Silenced(in.State) || in.State == lock.Failed || in.State == lock.Waiting {
+		r.Silence = in.Silence // kept until expired: Failed and Waiting after a release too
+	}
+	if in.State == lock.Waiting {
+		r.Blocked = in.Decision.Blocked
+		r.Gates = gatesJSON(in.Decision.Gates)
+		r.BlockedReported = p.State == lock.Waiting && p.BlockedReported || in.Decision.ReportBlocked
+	}
+	if p.State != in.State || r.Since.IsZero() {
+		r.Since = in.Now.Truncate(time.Second)
+	}
+	if r.Requested.IsZero() {
+		r.Requested = in.Now
+	}
+	from = p.State
+	if in.State == lock.Failed && p.State == lock.Failed && p.ByAdmin {
+		from = ""
+	}
+	return r, from
+}
+
+// gatesJSON is the gates' verdicts as the record keeps them.
+func gatesJSON(gates []GateVerdict) string {
+	if len(gates) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(gates)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/lock"
 )
 
@@ -40,5 +41,63 @@ func TestWriteRecord(t *testing.T) {
 		if got := WriteRecord(tc.stored, tc.r, tc.now, hb); got != tc.want {
 			t.Errorf("%s: WriteRecord = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A node's next record: what it keeps of the one stored, and what is new.
+func TestNextRecord(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(90 * time.Minute).Add(300 * time.Millisecond)
+	req := &hostfiles.Request{ID: "r1", Reason: "kernel"}
+	in := func(state lock.State, mod ...func(*RecordIn)) RecordIn {
+		i := RecordIn{Node: "n1", State: state, Message: "m", Group: lock.GroupRef{Policy: "p", Group: "a"}, Request: req,
+			Silence: "abc until 11:00", Now: now}
+		for _, m := range mod {
+			m(&i)
+		}
+		return i
+	}
+	waiting := lock.Record{Node: "n1", State: lock.Waiting, Since: t0, Requested: t0, QueueKey: "42", RequestID: "r1", Reason: "kernel", BlockedReported: true}
+
+	r, from := NextRecord(nil, in(lock.Waiting))
+	if from != "" || !r.Since.Equal(now.Truncate(time.Second)) || !r.Requested.Equal(now) || r.Reason != "kernel" || r.RequestID != "r1" || r.Policy != "p" || r.Group != "a" {
+		t.Errorf("a first record: %+v from %q", r, from)
+	}
+	r, from = NextRecord(&waiting, in(lock.Waiting, func(i *RecordIn) {
+		i.Decision = Decision{Blocked: "pods", Gates: []GateVerdict{{Gate: GatePods, Verdict: Closed}}}
+	}))
+	if from != lock.Waiting || !r.Since.Equal(t0) || !r.Requested.Equal(t0) || r.QueueKey != "42" || r.Blocked != "pods" || !r.BlockedReported ||
+		r.Gates != `[{"gate":"pods","verdict":"closed"}]` || r.Silence != "abc until 11:00" {
+		t.Errorf("still waiting: %+v from %q", r, from)
+	}
+	r, _ = NextRecord(&waiting, in(lock.Draining))
+	if !r.Since.Equal(now.Truncate(time.Second)) || r.Blocked != "" || r.Gates != "" || r.BlockedReported || r.Silence == "" {
+		t.Errorf("draining: %+v", r)
+	}
+	r, _ = NextRecord(&waiting, in(lock.Idle))
+	if r.Silence != "" {
+		t.Errorf("idle keeps no silence: %+v", r)
+	}
+	failed := waiting
+	failed.State, failed.Message = lock.Failed, "job failed"
+	r, _ = NextRecord(&failed, in(lock.Completing, func(i *RecordIn) { i.Request = nil }))
+	if r.Reason != "kernel" || r.RequestID != "" || !r.AfterFailure {
+		t.Errorf("completing after a failure, the request removed: %+v", r)
+	}
+	byAdmin := failed
+	byAdmin.ByAdmin = true
+	if _, from := NextRecord(&byAdmin, in(lock.Failed)); from != "" {
+		t.Errorf("after an admin's release the way into Failed is from %q, want none", from)
+	}
+	if _, from := NextRecord(&failed, in(lock.Failed)); from != lock.Failed {
+		t.Errorf("failed again: from %q", from)
+	}
+	r, _ = NextRecord(&waiting, in(lock.Failed, func(i *RecordIn) { i.Quarantined = "r1" }))
+	if r.ReleasedRequest != "r1" {
+		t.Errorf("quarantined for r1: %+v", r)
+	}
+	r, _ = NextRecord(&waiting, in(lock.Failed, func(i *RecordIn) { i.Quarantined = "r0" }))
+	if r.ReleasedRequest != "" {
+		t.Errorf("quarantined for an older request: %+v", r)
 	}
 }
