@@ -127,7 +127,7 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 		a.stopDrain()
 		a.log.Warn(step.Why)
 		if step.Publish {
-			if err := a.publish(ctx, lock.Draining, o, node, step.Message); err != nil {
+			if err := a.publishStatus(ctx, lock.Draining, o, node, step.Message, step.Status); err != nil {
 				return err
 			}
 		}
@@ -171,7 +171,7 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 	switch step.Do {
 	case decide.DrainStart:
 		a.stopDrain() // a drain for an older request
-		if err := a.publish(ctx, lock.Draining, o, node, step.Message); err != nil {
+		if err := a.publishStatus(ctx, lock.Draining, o, node, step.Message, step.Status); err != nil {
 			return err
 		}
 		a.drain.mu.Lock()
@@ -180,7 +180,7 @@ func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.
 		a.startDrain(ctx, o.Request.ID)
 		return nil
 	case decide.DrainWait:
-		return a.publish(ctx, lock.Draining, o, node, step.Message)
+		return a.publishStatus(ctx, lock.Draining, o, node, step.Message, step.Status)
 	}
 	a.clearDrain(run)
 	if err := a.recordDisrupted(ctx, o.HeldLocks, run.disrupted); err != nil {

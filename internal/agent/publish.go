@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +15,12 @@ import (
 // publish writes the node record (when something changed, or a heartbeat is
 // due), the node's state label, the Events of a transition, and STATUS.
 func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed, node *corev1.Node, message string) error {
+	return a.publishStatus(ctx, state, o, node, message, "")
+}
+
+// publishStatus is publish with the host's status line said apart from
+// the record's message ("": the message).
+func (a *Agent) publishStatus(ctx context.Context, state lock.State, o decide.Observed, node *corev1.Node, message, status string) error {
 	now := a.now()
 	base := a.myRecordLease()
 	var prev lock.Record
@@ -49,7 +54,7 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 	if from != state {
 		a.log.Info("state", "from", orIdle(from), "to", state, "message", message)
 	}
-	a.setStatus(a.statusLine(state, r))
+	a.setStatus(a.statusLine(state, r, status))
 	if node != nil {
 		a.warnToken(ctx, node)
 		if err := a.nodes.stateLabel(ctx, node, state); err != nil {
@@ -84,16 +89,14 @@ func orIdle(s lock.State) lock.State {
 }
 
 // statusLine is systemd's STATUS: "waiting: position 3 of 7", "draining: 4
-// pods left", "in maintenance for 5m".
-func (a *Agent) statusLine(state lock.State, r lock.Record) string {
-	var line string
-	switch state {
-	case lock.InMaintenance:
+// pods left", "in maintenance for 5m"; status, when set, is the step's own.
+func (a *Agent) statusLine(state lock.State, r lock.Record, status string) string {
+	line := r.Message
+	switch {
+	case status != "":
+		line = status
+	case state == lock.InMaintenance:
 		line = fmt.Sprintf("in maintenance for %s", a.now().Sub(r.Since).Round(time.Second))
-	case lock.Draining:
-		line = strings.TrimPrefix(r.Message, "cordoned; ")
-	default:
-		line = r.Message
 	}
 	if w := a.tokenWarning(); w != "" {
 		line += " (" + w + ")"

@@ -28,7 +28,7 @@ func TestTokenWarning(t *testing.T) {
 		if got := a.tokenWarning(); got != tc.want {
 			t.Errorf("expires %v: %q, want %q", tc.expires, got, tc.want)
 		}
-		if line := a.statusLine(lock.Waiting, lock.Record{Message: "position 1 of 1"}); tc.want != "" && !strings.Contains(line, tc.want) {
+		if line := a.statusLine(lock.Waiting, lock.Record{Message: "position 1 of 1"}, ""); tc.want != "" && !strings.Contains(line, tc.want) {
 			t.Errorf("STATUS %q does not warn", line)
 		}
 	}

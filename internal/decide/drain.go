@@ -72,8 +72,11 @@ const (
 // DrainStep is a Draining node's next step.
 type DrainStep struct {
 	Do DrainDo
-	// Message is the record's line, Why the reason for the log and Events.
+	// Message is the record's line, Status the host's (systemd's STATUS:
+	// the drain's progress; "" for Message), Why the reason for the log
+	// and Events.
 	Message string
+	Status  string
 	Why     string
 	// Publish: write the record (Draining, Message) before acting.
 	Publish bool
@@ -113,13 +116,13 @@ func DrainNext(f DrainFacts) DrainStep {
 	case f.Overbooked != "":
 		return DrainStep{Do: DrainGiveBack, Why: "giving the lock back: the policy's maxUnavailable is reached: " + f.Overbooked}
 	case f.Drain == nil || f.Drain.Request != f.Request:
-		return DrainStep{Do: DrainStart, Publish: true, Message: "cordoned; draining"}
+		return DrainStep{Do: DrainStart, Publish: true, Message: "cordoned; draining", Status: "draining"}
 	case !f.Drain.Done:
 		progress := f.Drain.Progress
 		if progress == "" {
 			progress = "draining"
 		}
-		return DrainStep{Do: DrainWait, Publish: true, Message: "cordoned; " + progress}
+		return DrainStep{Do: DrainWait, Publish: true, Message: "cordoned; " + progress, Status: progress}
 	case f.Drain.Err == nil:
 		return DrainStep{Do: DrainDrained, Effects: Said(ReasonDrained, false, "node cordoned and drained")}
 	case f.Drain.TimedOut && f.Quarantine && f.QuarantineFull == "":
