@@ -327,7 +327,7 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, nod
 	case lock.Waiting:
 		err = a.waiting(ctx, d, o, node)
 	case lock.Draining:
-		err = a.draining(ctx, o, node)
+		err = a.draining(ctx, d, s)
 	case lock.Failed:
 		if o.Released() {
 			err = a.released(ctx, o, node)

@@ -7,12 +7,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/gates"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/lock/lockapi"
+	"github.com/kustodian/kustodian/internal/policy"
 )
 
 // drainRun is a drain running in the background.
@@ -35,8 +35,7 @@ func (a *Agent) drainRunning() bool {
 
 // overbooked checks, on a fresh read of the policy's locks and the Nodes,
 // that taking this node out keeps the policy within maxUnavailable.
-func (a *Agent) overbooked(ctx context.Context, held []string) (bool, string, error) {
-	p := a.decision.Policy
+func (a *Agent) overbooked(ctx context.Context, p policy.Effective, held []string) (bool, string, error) {
 	if p.Spec.Health.MaxUnavailable == nil || len(held) == 0 {
 		return false, "", nil
 	}
@@ -72,50 +71,16 @@ func (a *Agent) recordDisrupted(ctx context.Context, held []string, disrupted []
 	return nil
 }
 
-func (a *Agent) draining(ctx context.Context, o decide.Observed, node *corev1.Node) error {
-	f := decide.DrainFacts{NodeExists: node != nil, CordonedByUs: o.CordonedByUs, Request: o.Request.ID,
-		ReleaseOnTimeout: a.cfg.Drain.OnTimeout == config.OnTimeoutRelease}
-	if node != nil {
-		ok, why, err := a.holdKured(ctx)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			f.KuredRefused = why
-		}
-	}
-	a.drain.mu.Lock()
-	run := a.drain.run
-	a.drain.mu.Unlock()
-	if run != nil {
-		f.Drain = a.drainState(run)
-	}
-	f.Quarantine = a.decision.Policy.Spec.Drain.Quarantine != nil
+func (a *Agent) draining(ctx context.Context, d decide.Decision, s view) error {
 	// The escalation follows the policy as it is now: rules an admin
 	// removed mid-drain delete nothing; another policy's, nothing either.
 	a.drain.mu.Lock()
 	a.drain.escalate = nil
-	if a.decision.Policy.Name == a.drain.escalatePolicy {
-		a.drain.escalate = a.decision.Policy.Spec.Drain.Escalate
+	if d.Policy.Name == a.drain.escalatePolicy {
+		a.drain.escalate = d.Policy.Spec.Drain.Escalate
 	}
 	a.drain.mu.Unlock()
-	if decide.CheckQuarantine(f) {
-		full, err := a.quarantineFull(ctx)
-		if err != nil {
-			return err
-		}
-		f.QuarantineFull = full
-	}
-	if decide.CheckOverbooking(f) {
-		over, why, err := a.overbooked(ctx, o.HeldLocks)
-		if err != nil {
-			return err
-		}
-		if over {
-			f.Overbooked = why
-		}
-	}
-	return a.actOnDrain(ctx, decide.DrainNext(f), o, node, run)
+	return a.actOnDrain(ctx, d.Drain, s.Observed(), s.node, s.run)
 }
 
 // actOnDrain does a Draining node's step.

@@ -99,8 +99,7 @@ func (a *Agent) decisionPolicy() string {
 // name, and a compromised one would otherwise use up another policy's
 // places, so that the nodes of that policy whose drain times out keep
 // their locks. A node holds at most one place, of its own policy's cap.
-func (a *Agent) quarantineFull(ctx context.Context) (string, error) {
-	p := a.decision.Policy
+func (a *Agent) quarantineFull(ctx context.Context, p policy.Effective) (string, error) {
 	list, err := a.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", fmt.Errorf("counting the quarantined nodes: %w", err)

@@ -60,11 +60,11 @@ func TestQuarantineCountsOnlyThePolicysCordonedNodes(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := &Agent{node: "g0", kube: fake.NewClientset(c.nodes...), caches: informed{policies: store}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-			a.decision.Policy = a.resolvePolicy(a.policies(), map[string]string{"role": "gpu"})
-			if a.decision.Policy.Name != "gpu" || a.decision.Policy.Err != nil {
-				t.Fatalf("this node's policy: %+v", a.decision.Policy)
+			p := a.resolvePolicy(a.policies(), map[string]string{"role": "gpu"})
+			if p.Name != "gpu" || p.Err != nil {
+				t.Fatalf("this node's policy: %+v", p)
 			}
-			full, err := a.quarantineFull(context.Background())
+			full, err := a.quarantineFull(context.Background(), p)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/gates"
 	"github.com/kustodian/kustodian/internal/lock"
@@ -91,10 +92,11 @@ type holderCheck struct {
 }
 
 // view is a snapshot with the Node it was read from, which the agent acts
-// on (cordons, labels, Events).
+// on (cordons, labels, Events), and the drain it read (Snapshot.Drain).
 type view struct {
 	decide.Snapshot
 	node *corev1.Node
+	run  *drainRun
 }
 
 // snapshot gathers what a decision depends on from the host files and the
@@ -128,7 +130,15 @@ func (a *Agent) snapshot() (view, error) {
 			Owner:      a.owner,
 			Poll:       a.cfg.Gates.Poll,
 			Jitter:     a.queue.jitter,
+
+			ReleaseOnTimeout: a.cfg.Drain.OnTimeout == config.OnTimeoutRelease,
 		},
+	}
+	a.drain.mu.Lock()
+	run := a.drain.run
+	a.drain.mu.Unlock()
+	if run != nil {
+		s.Drain = a.drainState(run)
 	}
 	s.Own = a.myRecord()
 	a.queue.mu.Lock()
@@ -167,7 +177,7 @@ func (a *Agent) snapshot() (view, error) {
 	}
 	// The last results, however old: decide says when they are stale.
 	s.Cluster, s.Command = a.gates.cluster, a.gates.command
-	return view{Snapshot: s, node: node}, nil
+	return view{Snapshot: s, node: node, run: run}, nil
 }
 
 // nodeFacts is what decide reads of a Node; nil for none.
@@ -219,6 +229,34 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 			a.queue.mine, a.queue.mineGroup = &mine, d.Group
 			s.Mine = a.queue.mine
 			listed = true
+		}
+		if d.Need.Kured {
+			ok, why, err := a.holdKured(ctx)
+			if err != nil {
+				return d, s, err
+			}
+			refused := ""
+			if !ok {
+				refused = why
+			}
+			s.DrainLookups.KuredRefused = &refused
+		}
+		if d.Need.Quarantine {
+			full, err := a.quarantineFull(ctx, d.Policy)
+			if err != nil {
+				return d, s, err
+			}
+			s.DrainLookups.QuarantineFull = &full
+		}
+		if d.Need.Overbooking {
+			over, why, err := a.overbooked(ctx, d.Policy, s.Observed().HeldLocks)
+			if err != nil {
+				return d, s, err
+			}
+			if !over {
+				why = ""
+			}
+			s.DrainLookups.Overbooked = &why
 		}
 		// The look-ups took time (a gate command may take seconds).
 		s.Now = a.now()

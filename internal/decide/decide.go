@@ -73,6 +73,12 @@ type Snapshot struct {
 	FailedRequest string
 
 	Params Params
+
+	// Drain is the drain this agent runs or ran; nil when none.
+	Drain *DrainRun
+	// DrainLookups are what a Draining node's decision asked to be looked
+	// up (Need), once looked up.
+	DrainLookups DrainLookups
 }
 
 // NodeFacts are what decisions read of this host's Node.
@@ -110,6 +116,9 @@ type Params struct {
 	Jitter float64
 	// Poll is how often the head of a queue re-reads what is cluster-wide.
 	Poll time.Duration
+	// ReleaseOnTimeout: drain.onTimeout is release (a drain that timed out
+	// gives the node back and queues again) rather than hold.
+	ReleaseOnTimeout bool
 }
 
 // QueueState is a group's queue summary as the agent sees it.
@@ -188,10 +197,16 @@ type Need struct {
 	Command bool     // run gates.command
 	Cluster bool     // read the cluster-wide gates
 	Queue   bool     // make this node's own view of the queue (Mine): one LIST
+	// For a Draining node (DrainLookups): hold Kured's lock for it, count
+	// the policy's quarantined nodes, read the policy's locks and Nodes
+	// afresh for maxUnavailable.
+	Kured, Quarantine, Overbooking bool
 }
 
 // Empty reports whether nothing is needed.
-func (n Need) Empty() bool { return len(n.Holders) == 0 && !n.Command && !n.Cluster && !n.Queue }
+func (n Need) Empty() bool {
+	return len(n.Holders) == 0 && !n.Command && !n.Cluster && !n.Queue && !n.Kured && !n.Quarantine && !n.Overbooking
+}
 
 // Decision is what the agent does now.
 type Decision struct {
@@ -232,6 +247,9 @@ type Decision struct {
 	// free; it renews the summary so that the nodes behind it know it is
 	// alive.
 	Touch bool
+
+	// Drain: for Draining, the step.
+	Drain DrainStep
 }
 
 // Observed is the part of the snapshot the state is derived from.
@@ -258,8 +276,11 @@ func Next(s Snapshot) Decision {
 	d := Decision{State: Derive(o), Policy: s.Policy}
 	d.Group = lock.GroupRef{Policy: d.Policy.Name, Group: d.Policy.Group}
 	d.Locks = d.Group.LockNames(d.Policy.Spec.Slots())
-	if d.State == lock.Waiting {
+	switch d.State {
+	case lock.Waiting:
 		waiting(s, &d)
+	case lock.Draining:
+		draining(s, o, &d)
 	}
 	return d
 }

@@ -12,7 +12,7 @@ type DrainFacts struct {
 	// CordonedByUs: Kustodian's cordon is on the node already.
 	CordonedByUs bool
 	// Overbooked says why the policy's maxUnavailable is reached with this
-	// node; "" when it is not, or was not checked (CheckOverbooking).
+	// node; "" when it is not, or was not checked (checkOverbooking).
 	Overbooked string
 	// Request is the current request's ID.
 	Request string
@@ -26,7 +26,7 @@ type DrainFacts struct {
 	Quarantine bool
 	// QuarantineFull says why no node more may be quarantined (the
 	// policy's cap is reached); "" when there is room, or it was not
-	// checked (CheckQuarantine).
+	// checked (checkQuarantine).
 	QuarantineFull string
 }
 
@@ -85,19 +85,64 @@ type DrainStep struct {
 	Effects []Effect
 }
 
-// CheckOverbooking says whether the overbooking check must be made (a
+// checkOverbooking says whether the overbooking check must be made (a
 // fresh read of the policy's locks and Nodes) before DrainNext: only
 // before this node's cordon and drain, which once begun are not undone for
 // it.
-func CheckOverbooking(f DrainFacts) bool {
+func checkOverbooking(f DrainFacts) bool {
 	return f.NodeExists && f.KuredRefused == "" && !f.CordonedByUs && f.Drain == nil
 }
 
-// CheckQuarantine says whether the quarantined nodes must be counted (a
+// checkQuarantine says whether the quarantined nodes must be counted (a
 // fresh read of the Nodes) before DrainNext: only when the drain timed out
 // and the policy quarantines.
-func CheckQuarantine(f DrainFacts) bool {
+func checkQuarantine(f DrainFacts) bool {
 	return f.Quarantine && f.Drain != nil && f.Drain.Done && f.Drain.TimedOut && f.Drain.Request == f.Request
+}
+
+// DrainLookups are what a Draining node's decision looks up before it
+// decides: nil, not yet.
+type DrainLookups struct {
+	// KuredRefused says why Kured's lock could not be held for this node
+	// ("" when it is held, or Kured is not in use).
+	KuredRefused *string
+	// QuarantineFull and Overbooked: see DrainFacts.
+	QuarantineFull *string
+	Overbooked     *string
+}
+
+// draining decides for a Draining node: what it knows of itself, then
+// what it must look up (Kured's lock first, then the quarantined nodes
+// and the policy's maxUnavailable, each only when it matters), then the
+// step.
+func draining(s Snapshot, o Observed, d *Decision) {
+	f := DrainFacts{NodeExists: s.Self != nil, CordonedByUs: o.CordonedByUs, Request: o.Request.ID, Drain: s.Drain,
+		ReleaseOnTimeout: s.Params.ReleaseOnTimeout, Quarantine: d.Policy.Spec.Drain.Quarantine != nil}
+	lk := s.DrainLookups
+	if f.NodeExists {
+		if lk.KuredRefused == nil {
+			d.Need.Kured = true
+			return
+		}
+		f.KuredRefused = *lk.KuredRefused
+	}
+	if checkQuarantine(f) {
+		if lk.QuarantineFull == nil {
+			d.Need.Quarantine = true
+		} else {
+			f.QuarantineFull = *lk.QuarantineFull
+		}
+	}
+	if checkOverbooking(f) {
+		if lk.Overbooked == nil {
+			d.Need.Overbooking = true
+		} else {
+			f.Overbooked = *lk.Overbooked
+		}
+	}
+	if d.Need.Empty() {
+		d.Drain = DrainNext(f)
+	}
 }
 
 // DrainNext decides a Draining node's next step. There is no drain without

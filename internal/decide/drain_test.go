@@ -2,8 +2,13 @@ package decide
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/policy"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Each situation of a Draining node leads to one step.
@@ -71,8 +76,53 @@ func TestCheckOverbooking(t *testing.T) {
 		{DrainFacts{NodeExists: true, KuredRefused: "held"}, false},
 		{DrainFacts{}, false},
 	} {
-		if got := CheckOverbooking(tc.f); got != tc.want {
-			t.Errorf("CheckOverbooking(%+v) = %v", tc.f, got)
+		if got := checkOverbooking(tc.f); got != tc.want {
+			t.Errorf("checkOverbooking(%+v) = %v", tc.f, got)
 		}
+	}
+}
+
+// A Draining node's decision asks for what it must look up, in the order
+// the agent used to look it up: Kured's lock first, then (only when they
+// matter) the quarantined nodes and the policy's maxUnavailable; then it
+// gives the step.
+func TestDrainingLooksUpThenSteps(t *testing.T) {
+	str := func(s string) *string { return &s }
+	base := snap(withPolicy(func(p *policy.Spec) {
+		p.Health.MaxUnavailable = ptr(intstr.FromInt32(1))
+		p.Drain.Quarantine = &policy.Quarantine{}
+	}), func(s *Snapshot) { s.Locks["lock-p-0"] = heldIn("lock-p-0", "me", lock.GroupRef{Policy: "p"}) })
+	d := next(base)
+	if d.State != lock.Draining || !d.Need.Kured || d.Need.Overbooking || d.Need.Quarantine {
+		t.Fatalf("first: state %s need %+v, want Kured's lock alone", d.State, d.Need)
+	}
+	s := base
+	s.DrainLookups.KuredRefused = str("")
+	if d := next(s); !d.Need.Overbooking || d.Need.Quarantine || d.Need.Kured {
+		t.Fatalf("Kured's lock held, not cordoned yet: need %+v, want the overbooking check alone", d.Need)
+	}
+	s.DrainLookups.Overbooked = str("")
+	if d := next(s); !d.Need.Empty() || d.Drain.Do != DrainStart {
+		t.Fatalf("looked up: need %+v step %v, want DrainStart", d.Need, d.Drain.Do)
+	}
+	s.DrainLookups.Overbooked = str("2 of 1 allowed nodes unavailable: b took its lock first")
+	if d := next(s); d.Drain.Do != DrainGiveBack {
+		t.Fatalf("overbooked: step %v, want DrainGiveBack", d.Drain.Do)
+	}
+	timedOut := base
+	timedOut.DrainLookups.KuredRefused = str("")
+	timedOut.Drain = &DrainRun{Request: "r1", Done: true, Err: fmt.Errorf("pods would not go"), TimedOut: true}
+	d = next(timedOut)
+	if !d.Need.Quarantine || d.Need.Overbooking {
+		t.Fatalf("timed out under a quarantining policy: need %+v, want the quarantined nodes counted alone", d.Need)
+	}
+	timedOut.DrainLookups.QuarantineFull = str("")
+	if d := next(timedOut); d.Drain.Do != DrainQuarantine {
+		t.Fatalf("room to quarantine: step %v", d.Drain.Do)
+	}
+	gone := base
+	gone.Self = nil
+	if d := next(gone); d.Need.Kured || d.Drain.Do != DrainNoNode {
+		t.Fatalf("no Node: need %+v step %v, want DrainNoNode without Kured's lock", d.Need, d.Drain.Do)
 	}
 }
