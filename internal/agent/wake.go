@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"time"
-
-	"github.com/kustodian/kustodian/internal/lock"
 )
 
 func (a *Agent) poke() {
@@ -14,27 +12,15 @@ func (a *Agent) poke() {
 	}
 }
 
-// settleAfter is how long a waiting agent behind the heads of its queue
-// (the first nodes, one per slot) and the next in line lets the cluster's
-// events gather before it decides again: a handoff is
-// three of them (the summary, the release, the grant), and the node whose
-// turn it is must not wait for a CPU behind every other waiting agent
-// deciding that it is still not theirs.
-const settleAfter = 250 * time.Millisecond
-
-// settle waits settleAfter after a cluster event when this node waits
-// behind the heads (only they may take a lock) and the next in line (which
-// may become a head at the event that moves the queue: a blocked head
-// passed, a head withdrew), or behind the first names of a queue too long
-// for its summary, and takes the events that came
-// meanwhile with it. A file or job change, or the end, cuts it short.
+// settle waits after a cluster event as long as the last decision says
+// (decide.Decision.Settle), and takes the events that came meanwhile with
+// it. A file or job change, or the end, cuts it short.
 func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struct{}) {
-	d := a.decision
-	behind := d.Position > len(d.Locks)+1 || d.Position == 0 && d.BehindCut
-	if d.State != lock.Waiting || !behind {
+	wait := a.decision.Settle()
+	if wait == 0 {
 		return
 	}
-	t := a.clock.NewTimer(settleAfter)
+	t := a.clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

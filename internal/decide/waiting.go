@@ -198,3 +198,24 @@ func (d *Decision) reportBlocked(s Snapshot, spec policy.Spec) {
 		d.Effects = Blocked(d.Message)
 	}
 }
+
+// SettleAfter is how long a waiting agent far from the head of its queue
+// lets the cluster's events gather before it decides again: a handoff is
+// three of them (the summary, the release, the grant), and the node whose
+// turn it is must not wait for a CPU behind every other waiting agent
+// deciding that it is still not theirs.
+const SettleAfter = 250 * time.Millisecond
+
+// Settle is how long the agent lets the cluster's events gather, after
+// one, before it decides again: SettleAfter for a Waiting node behind the
+// heads of its queue (only they may take a lock; one per slot) and the
+// next in line (which may become a head at the event that moves the
+// queue: a blocked head passed, a head withdrew), or behind the first
+// names of a queue too long for its summary; 0, at once, for any other.
+func (d Decision) Settle() time.Duration {
+	behind := d.Position > len(d.Locks)+1 || d.Position == 0 && d.BehindCut
+	if d.State != lock.Waiting || !behind {
+		return 0
+	}
+	return SettleAfter
+}
