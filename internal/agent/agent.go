@@ -330,14 +330,14 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, nod
 		err = a.draining(ctx, d, s)
 	case lock.Failed:
 		if o.Released() {
-			err = a.released(ctx, o, node)
+			err = a.released(ctx, d, o, node)
 		} else {
-			err = a.publish(ctx, lock.Failed, o, node, a.failed.why)
+			err = a.publish(ctx, lock.Failed, o, node, d.Message)
 		}
 	case lock.InMaintenance:
 		err = a.inMaintenance(ctx, o, node)
 	case lock.Completing:
-		err = a.completing(ctx, o, node)
+		err = a.completing(ctx, d, o, node)
 	default:
 		return false, "", nil, fmt.Errorf("unknown state %s", state)
 	}

@@ -123,6 +123,7 @@ func (a *Agent) snapshot() (view, error) {
 		Watching:      a.queue.watching,
 		HasCommand:    a.cfg.Gates.Command != "",
 		FailedRequest: a.failed.request,
+		FailedWhy:     a.failed.why,
 		Params: decide.Params{
 			StaleAfter: a.cfg.Queue.StaleAfter(),
 			Heartbeat:  a.cfg.Queue.Heartbeat,
@@ -132,6 +133,7 @@ func (a *Agent) snapshot() (view, error) {
 			Jitter:     a.queue.jitter,
 
 			ReleaseOnTimeout: a.cfg.Drain.OnTimeout == config.OnTimeoutRelease,
+			RequestFile:      a.cfg.RequestFile,
 		},
 	}
 	a.drain.mu.Lock()
@@ -188,6 +190,7 @@ func nodeFacts(n *corev1.Node) *decide.NodeFacts {
 	f := &decide.NodeFacts{Labels: n.Labels}
 	f.HoldReason, f.Held = n.Annotations[lock.AnnotationHold]
 	f.CordonedByUs = lock.CordonMarked(n.Annotations)
+	f.Quarantined = quarantinedNode(n)
 	return f
 }
 

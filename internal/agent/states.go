@@ -60,7 +60,7 @@ func (a *Agent) cleanUp(ctx context.Context, node *corev1.Node) error {
 
 // released: an admin broke this node's lock. The script must not go on, the
 // node stays cordoned, and this request is not queued again.
-func (a *Agent) released(ctx context.Context, o decide.Observed, node *corev1.Node) error {
+func (a *Agent) released(ctx context.Context, d decide.Decision, o decide.Observed, node *corev1.Node) error {
 	if err := a.releaseKured(ctx); err != nil {
 		return err
 	}
@@ -69,11 +69,7 @@ func (a *Agent) released(ctx context.Context, o decide.Observed, node *corev1.No
 			return permanent(err)
 		}
 	}
-	msg := "lock released by an admin; remove " + a.cfg.RequestFile + " once the node is repaired (a new request starts over)"
-	if r := a.myRecord(); r != nil && r.State == lock.Failed && !r.ByAdmin && quarantinedNode(node) {
-		msg = r.Message // released by this agent itself: quarantined (its mark says so, across restarts)
-	}
-	return a.publish(ctx, lock.Failed, o, node, msg)
+	return a.publish(ctx, lock.Failed, o, node, d.Message)
 }
 
 func (a *Agent) inMaintenance(ctx context.Context, o decide.Observed, node *corev1.Node) error {
@@ -100,20 +96,8 @@ func (a *Agent) inMaintenance(ctx context.Context, o decide.Observed, node *core
 	return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: "+msg)
 }
 
-// Completing's messages: after a maintenance that succeeded, and after
-// one that failed and was repaired (the request removed; see
-// lock.Record.FailedBefore).
-const (
-	completingMessage      = "completing: uncordoning and releasing the lock"
-	completingAfterFailure = "completing after a failed maintenance: uncordoning and releasing the lock"
-)
-
-func (a *Agent) completing(ctx context.Context, o decide.Observed, node *corev1.Node) error {
-	message := completingMessage
-	if r := a.myRecord(); r != nil && r.FailedBefore() {
-		message = completingAfterFailure
-	}
-	if err := a.publish(ctx, lock.Completing, o, node, message); err != nil {
+func (a *Agent) completing(ctx context.Context, d decide.Decision, o decide.Observed, node *corev1.Node) error {
+	if err := a.publish(ctx, lock.Completing, o, node, d.Message); err != nil {
 		return err
 	}
 	if err := a.files.RemoveInProgress(); err != nil {

@@ -69,8 +69,9 @@ type Snapshot struct {
 	Cluster *ClusterFacts
 
 	// FailedRequest is the request whose drain failed in this run of the
-	// agent (drain.onTimeout=hold).
+	// agent (drain.onTimeout=hold), and FailedWhy why.
 	FailedRequest string
+	FailedWhy     string
 
 	Params Params
 
@@ -92,6 +93,8 @@ type NodeFacts struct {
 	// CordonedByUs: Kustodian's cordon mark (kustodian.io/cordoned) is on
 	// the Node.
 	CordonedByUs bool
+	// Quarantined: a policy's quarantine mark is on the Node.
+	Quarantined bool
 }
 
 // PodFacts are what decisions read of a pod (blockers.podSelector).
@@ -119,6 +122,8 @@ type Params struct {
 	// ReleaseOnTimeout: drain.onTimeout is release (a drain that timed out
 	// gives the node back and queues again) rather than hold.
 	ReleaseOnTimeout bool
+	// RequestFile is the host's request file, as messages name it.
+	RequestFile string
 }
 
 // QueueState is a group's queue summary as the agent sees it.
@@ -281,6 +286,8 @@ func Next(s Snapshot) Decision {
 		waiting(s, &d)
 	case lock.Draining:
 		draining(s, o, &d)
+	case lock.Completing, lock.Failed:
+		d.Message = ending(s, o, d.State)
 	}
 	return d
 }

@@ -137,3 +137,29 @@ func gatesJSON(gates []GateVerdict) string {
 	}
 	return string(b)
 }
+
+// Completing's messages: after a maintenance that succeeded, and after
+// one that failed and was repaired (the request removed; see
+// lock.Record.FailedBefore).
+const (
+	CompletingMessage      = "completing: uncordoning and releasing the lock"
+	CompletingAfterFailure = "completing after a failed maintenance: uncordoning and releasing the lock"
+)
+
+// ending is the record's message of a node whose maintenance ends:
+// Completing, or Failed (a drain that failed and holds, or a lock an admin
+// released, or this node's own quarantine, which its mark tells from an
+// admin's release across restarts).
+func ending(s Snapshot, o Observed, state lock.State) string {
+	switch {
+	case state == lock.Completing && s.Own != nil && s.Own.FailedBefore():
+		return CompletingAfterFailure
+	case state == lock.Completing:
+		return CompletingMessage
+	case !o.Released():
+		return s.FailedWhy
+	case s.Own != nil && s.Own.State == lock.Failed && !s.Own.ByAdmin && s.Self != nil && s.Self.Quarantined:
+		return s.Own.Message // released by this agent itself: quarantined
+	}
+	return "lock released by an admin; remove " + s.Params.RequestFile + " once the node is repaired (a new request starts over)"
+}

@@ -101,3 +101,31 @@ func TestNextRecord(t *testing.T) {
 		t.Errorf("quarantined for an older request: %+v", r)
 	}
 }
+
+// The message of a maintenance that ends says how it ended.
+func TestEndingMessages(t *testing.T) {
+	req := &hostfiles.Request{ID: "r1"}
+	failed := lock.Record{State: lock.Failed, Message: "quarantined: the drain timed out"}
+	for _, tc := range []struct {
+		name  string
+		s     Snapshot
+		state lock.State
+		want  string
+	}{
+		{"completing", Snapshot{Own: &lock.Record{State: lock.InMaintenance}}, lock.Completing, CompletingMessage},
+		{"completing after a failure", Snapshot{Own: &lock.Record{State: lock.Failed}}, lock.Completing, CompletingAfterFailure},
+		{"a drain failed and holds", Snapshot{Request: req, FailedRequest: "r1", FailedWhy: "drain failed: x"}, lock.Failed, "drain failed: x"},
+		{"released by an admin", Snapshot{Request: req, Own: &lock.Record{State: lock.Failed, ByAdmin: true}, Self: &NodeFacts{Quarantined: true},
+			Params: Params{RequestFile: "/var/maintenance-required"}}, lock.Failed, "lock released by an admin; remove /var/maintenance-required once the node is repaired (a new request starts over)"},
+		{"quarantined by itself", Snapshot{Request: req, Own: &failed, Self: &NodeFacts{Quarantined: true}}, lock.Failed, failed.Message},
+		{"failed, not quarantined", Snapshot{Request: req, Own: &failed, Self: &NodeFacts{}, Params: Params{RequestFile: "/r"}}, lock.Failed, "lock released by an admin; remove /r once the node is repaired (a new request starts over)"},
+	} {
+		o := tc.s.Observed()
+		if tc.state == lock.Failed && tc.s.FailedWhy == "" {
+			o.ReleasedRequest = "r1"
+		}
+		if got := ending(tc.s, o, tc.state); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
