@@ -121,7 +121,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	if len(sizes) > 0 {
+	if len(sizes) > 0 && !o.handoffOnly && !o.planOnly {
 		return runScale(ctx, o, sizes)
 	}
 	return nil
