@@ -26,13 +26,6 @@ type drainRun struct {
 	disrupted []string
 }
 
-// drainRunning reports whether a drain is running.
-func (a *Agent) drainRunning() bool {
-	a.drain.mu.Lock()
-	defer a.drain.mu.Unlock()
-	return a.drain.run != nil
-}
-
 // overbooked checks, on a fresh read of the policy's locks and the Nodes,
 // that taking this node out keeps the policy within maxUnavailable.
 func (a *Agent) overbooked(ctx context.Context, p policy.Effective, held []string) (bool, string, error) {

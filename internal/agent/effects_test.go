@@ -24,48 +24,33 @@ func TestEffectsHaveOneDoor(t *testing.T) {
 		"Events":   {"effects.go *"}, // the API's Events
 		"Notify":   {"effects.go *"}, // the notifications' sender
 	}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	calls := 0
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
+	inspectAgent(t, func(f string, pos func(ast.Node) token.Position, n ast.Node) {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return
 		}
-		parsed, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return
 		}
-		ast.Inspect(parsed, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
+		doors, watched := allowed[sel.Sel.Name]
+		if !watched {
+			return
+		}
+		calls++
+		recv := "*"
+		if id, ok := sel.X.(*ast.Ident); ok {
+			recv = id.Name
+		}
+		for _, d := range doors {
+			file, r, _ := strings.Cut(d, " ")
+			if file == f && (r == "*" || r == recv) {
+				return
 			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			doors, watched := allowed[sel.Sel.Name]
-			if !watched {
-				return true
-			}
-			calls++
-			recv := "*"
-			if id, ok := sel.X.(*ast.Ident); ok {
-				recv = id.Name
-			}
-			for _, d := range doors {
-				file, r, _ := strings.Cut(d, " ")
-				if file == f && (r == "*" || r == recv) {
-					return true
-				}
-			}
-			t.Errorf("%s: %s.%s(...): Events, notifications and history entries go through applyEffects (a decide.Effect), not from here", fset.Position(call.Pos()), recv, sel.Sel.Name)
-			return true
-		})
-	}
+		}
+		t.Errorf("%s: %s.%s(...): Events, notifications and history entries go through applyEffects (a decide.Effect), not from here", pos(call), recv, sel.Sel.Name)
+	})
 	var names []string
 	for n := range allowed {
 		names = append(names, n)
@@ -89,43 +74,28 @@ func TestAgentHasFewParts(t *testing.T) {
 // (nodes.go); the cordon goes through the drain.
 func TestNodeWritesHaveOneDoor(t *testing.T) {
 	writes := map[string]bool{"Patch": true, "Update": true, "UpdateStatus": true, "Create": true, "Delete": true, "Apply": true, "ApplyStatus": true}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	found := 0
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
+	inspectAgent(t, func(f string, pos func(ast.Node) token.Position, n ast.Node) {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return
 		}
-		parsed, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || !writes[sel.Sel.Name] {
+			return
 		}
-		ast.Inspect(parsed, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || !writes[sel.Sel.Name] {
-				return true
-			}
-			inner, ok := sel.X.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			if isel, ok := inner.Fun.(*ast.SelectorExpr); !ok || isel.Sel.Name != "Nodes" {
-				return true
-			}
-			found++
-			if f != "nodes.go" {
-				t.Errorf("%s: Nodes().%s: the agent writes its Node through nodeWriter (nodes.go) only", fset.Position(call.Pos()), sel.Sel.Name)
-			}
-			return true
-		})
-	}
+		inner, ok := sel.X.(*ast.CallExpr)
+		if !ok {
+			return
+		}
+		if isel, ok := inner.Fun.(*ast.SelectorExpr); !ok || isel.Sel.Name != "Nodes" {
+			return
+		}
+		found++
+		if f != "nodes.go" {
+			t.Errorf("%s: Nodes().%s: the agent writes its Node through nodeWriter (nodes.go) only", pos(call), sel.Sel.Name)
+		}
+	})
 	if found == 0 {
 		t.Fatal("found no Node write at all; the check would prove nothing")
 	}
@@ -135,12 +105,46 @@ func TestNodeWritesHaveOneDoor(t *testing.T) {
 // which keep the agent's view of its own writes: a write that bypasses
 // them is one the next decision does not see.
 func TestLeaseWritesHaveTheirDoors(t *testing.T) {
+	found := 0
+	inspectAgent(t, func(f string, pos func(ast.Node) token.Position, n ast.Node) {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return
+		}
+		inner, ok := sel.X.(*ast.SelectorExpr)
+		if !ok {
+			return
+		}
+		door := inner.Sel.Name == "store" || (inner.Sel.Name == "view" && (sel.Sel.Name == "Wrote" || sel.Sel.Name == "Deleted"))
+		if !door {
+			return
+		}
+		owner, ok := inner.X.(*ast.SelectorExpr)
+		if !ok || (owner.Sel.Name != "locks" && owner.Sel.Name != "records") {
+			if id, ok := inner.X.(*ast.Ident); !ok || (id.Name != "l" && id.Name != "r") {
+				return
+			}
+		}
+		found++
+		if f != "locks.go" {
+			t.Errorf("%s: %s.%s: locks, summaries and records are written through lockSide and recordSide (locks.go), which keep the agent's view of its writes", pos(sel), inner.Sel.Name, sel.Sel.Name)
+		}
+	})
+	if found == 0 {
+		t.Fatal("found no use of the lock doors at all; the check would prove nothing")
+	}
+}
+
+// inspectAgent calls visit with every node of the agent's own files (not
+// its tests), and the file it is in.
+func inspectAgent(t *testing.T, visit func(file string, pos func(ast.Node) token.Position, n ast.Node)) {
+	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := 0
 	fset := token.NewFileSet()
+	pos := func(n ast.Node) token.Position { return fset.Position(n.Pos()) }
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -150,32 +154,10 @@ func TestLeaseWritesHaveTheirDoors(t *testing.T) {
 			t.Fatal(err)
 		}
 		ast.Inspect(parsed, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			inner, ok := sel.X.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			door := inner.Sel.Name == "store" || (inner.Sel.Name == "view" && (sel.Sel.Name == "Wrote" || sel.Sel.Name == "Deleted"))
-			if !door {
-				return true
-			}
-			owner, ok := inner.X.(*ast.SelectorExpr)
-			if !ok || (owner.Sel.Name != "locks" && owner.Sel.Name != "records") {
-				if id, ok := inner.X.(*ast.Ident); !ok || (id.Name != "l" && id.Name != "r") {
-					return true
-				}
-			}
-			found++
-			if f != "locks.go" {
-				t.Errorf("%s: %s.%s: locks, summaries and records are written through lockSide and recordSide (locks.go), which keep the agent's view of its writes", fset.Position(sel.Pos()), inner.Sel.Name, sel.Sel.Name)
+			if n != nil {
+				visit(f, pos, n)
 			}
 			return true
 		})
-	}
-	if found == 0 {
-		t.Fatal("found no use of the lock doors at all; the check would prove nothing")
 	}
 }

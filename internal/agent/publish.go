@@ -23,12 +23,9 @@ func (a *Agent) publish(ctx context.Context, state lock.State, o decide.Observed
 func (a *Agent) publishStatus(ctx context.Context, state lock.State, o decide.Observed, node *corev1.Node, message, status string) error {
 	now := a.now()
 	base := a.myRecordLease()
-	var prev lock.Record
-	if base != nil {
-		prev = lock.RecordFromLease(base)
-	}
 	var stored *lock.Record
 	if base != nil {
+		prev := lock.RecordFromLease(base)
 		stored = &prev
 	}
 	r, from := decide.NextRecord(stored, decide.RecordIn{Node: a.node, State: state, Message: message, Group: a.decision.Group,
@@ -40,7 +37,7 @@ func (a *Agent) publishStatus(ctx context.Context, state lock.State, o decide.Ob
 		if err := a.records.put(ctx, base, r); err != nil {
 			return err
 		}
-		if prev.Blocked != "" && r.Blocked == "" {
+		if stored != nil && stored.Blocked != "" && r.Blocked == "" {
 			a.queue.mine = nil // made while it was blocked, so without it
 		}
 	}
