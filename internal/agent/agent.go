@@ -309,40 +309,12 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, nod
 	if err != nil {
 		return false, "", nil, err
 	}
-	o, node := s.Observed(), s.node
-	state = d.State
-	if state != lock.Draining {
-		a.stopDrain()
-	}
-	if err := a.renewLocks(ctx, o.HeldLocks); err != nil {
-		return false, "", nil, err
-	}
-	a.inhibitFor(ctx, state)
-	switch state {
-	case lock.Idle:
-		// With rollouts, the agent stays to see them come; it goes on with
-		// a reboot it asked for.
-		asked, ierr := a.idle(ctx, o, node)
-		done, err = !asked && !a.cfg.Stay && !a.cfg.Rollouts.Enabled, ierr
-	case lock.Waiting:
-		err = a.waiting(ctx, d, o, node)
-	case lock.Draining:
-		err = a.draining(ctx, d, s)
-	case lock.Failed:
-		if o.Released() {
-			err = a.released(ctx, d, o, node)
-		} else {
-			err = a.publish(ctx, lock.Failed, o, node, d.Message)
-		}
-	case lock.InMaintenance:
-		err = a.inMaintenance(ctx, o, node)
-	case lock.Completing:
-		err = a.completing(ctx, d, o, node)
-	default:
-		return false, "", nil, fmt.Errorf("unknown state %s", state)
-	}
+	asked, err := a.act(ctx, d, s)
 	if err != nil {
 		return false, "", nil, err
 	}
-	return done, state, node, nil
+	// With rollouts, the agent stays to see them come; it goes on with a
+	// reboot it asked for.
+	done = d.State == lock.Idle && !asked && !a.cfg.Stay && !a.cfg.Rollouts.Enabled
+	return done, d.State, s.node, nil
 }

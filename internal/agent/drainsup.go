@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/drain"
 	"github.com/kustodian/kustodian/internal/gates"
@@ -64,103 +62,6 @@ func (a *Agent) recordDisrupted(ctx context.Context, held []string, disrupted []
 	return nil
 }
 
-func (a *Agent) draining(ctx context.Context, d decide.Decision, s view) error {
-	// The escalation follows the policy as it is now: rules an admin
-	// removed mid-drain delete nothing; another policy's, nothing either.
-	a.drain.mu.Lock()
-	a.drain.escalate = nil
-	if d.Policy.Name == a.drain.escalatePolicy {
-		a.drain.escalate = d.Policy.Spec.Drain.Escalate
-	}
-	a.drain.mu.Unlock()
-	return a.actOnDrain(ctx, d.Drain, s.Observed(), s.node, s.run)
-}
-
-// actOnDrain does a Draining node's step.
-func (a *Agent) actOnDrain(ctx context.Context, step decide.DrainStep, o decide.Observed, node *corev1.Node, run *drainRun) error {
-	switch step.Do {
-	case decide.DrainNoNode:
-		return errors.New(step.Why)
-	case decide.DrainGiveBack:
-		a.stopDrain()
-		a.log.Warn(step.Why)
-		if step.Publish {
-			if err := a.publishStatus(ctx, lock.Draining, o, node, step.Message, step.Status); err != nil {
-				return err
-			}
-		}
-		return a.giveBack(ctx, node)
-	case decide.DrainRequeue:
-		a.clearDrain(run)
-		rec := a.myRecord()
-		if rec != nil {
-			failed := *rec
-			failed.Message = step.Why
-			rec = &failed
-		}
-		a.applyEffects(ctx, uidOf(node), rec, step.Effects)
-		a.log.Warn(step.Why)
-		if err := a.giveBack(ctx, node); err != nil {
-			return err
-		}
-		return a.records.remove(ctx)
-	case decide.DrainQuarantine:
-		return a.quarantine(ctx, step, o, node, run)
-	case decide.DrainHold:
-		a.clearDrain(run)
-		a.log.Error(step.Why)
-		a.failed.request, a.failed.why = o.Request.ID, step.Why
-		return a.publish(ctx, lock.Failed, o, node, a.failed.why)
-	}
-	// Start, Wait and Drained: the cordon stays on (put back if someone
-	// took it off).
-	if a.decision.Policy.Spec.Autoscaler.Protect {
-		if err := a.drain.seam.Protect(ctx, node); err != nil {
-			return err
-		}
-	}
-	byAdmin, err := a.drain.seam.Cordon(ctx, node)
-	if err != nil {
-		return err
-	}
-	if byAdmin {
-		a.log.Info("node was already cordoned by someone else; it stays cordoned after maintenance")
-	}
-	switch step.Do {
-	case decide.DrainStart:
-		a.stopDrain() // a drain for an older request
-		if err := a.publishStatus(ctx, lock.Draining, o, node, step.Message, step.Status); err != nil {
-			return err
-		}
-		a.drain.mu.Lock()
-		a.drain.escalate, a.drain.escalatePolicy, a.drain.nodeUID = a.decision.Policy.Spec.Drain.Escalate, a.decision.Policy.Name, node.UID
-		a.drain.mu.Unlock()
-		a.startDrain(ctx, o.Request.ID)
-		return nil
-	case decide.DrainWait:
-		return a.publishStatus(ctx, lock.Draining, o, node, step.Message, step.Status)
-	}
-	a.clearDrain(run)
-	if err := a.recordDisrupted(ctx, o.HeldLocks, run.disrupted); err != nil {
-		return err
-	}
-	// Drained: tell the script to go ahead. The in-progress file is created
-	// only now that the node is cordoned and every pod that must leave has
-	// left, and only while the API server, not the cache, says this node
-	// holds its lock: a lock can go while a drain runs (with this host's
-	// Node, which owns it), and the cache of an agent whose token died
-	// with its Node no longer changes.
-	if err := a.confirmHeld(ctx, o.HeldLocks); err != nil {
-		return err
-	}
-	if err := a.files.CreateInProgress(a.node + "\n"); err != nil {
-		return permanent(err)
-	}
-	o.InProgress = true
-	a.applyEffects(ctx, uidOf(node), nil, step.Effects)
-	return a.inMaintenance(ctx, o, node)
-}
-
 // clearDrain forgets the drain that ended, once acted on.
 func (a *Agent) clearDrain(run *drainRun) {
 	a.drain.mu.Lock()
@@ -193,6 +94,7 @@ func (a *Agent) drainState(run *drainRun) *decide.DrainRun {
 	case <-run.done:
 		s.Done, s.Err = true, run.err
 		s.TimedOut = errors.Is(run.err, drain.ErrTimeout)
+		s.Stuck, s.Disrupted = drain.Stuck(run.err), run.disrupted
 	default:
 	}
 	a.drain.mu.Lock()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/drain"
-	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/internal/policy"
 )
@@ -125,38 +124,6 @@ func (a *Agent) quarantineFull(ctx context.Context, p policy.Effective) (string,
 // mark.
 func quarantinedNode(node *corev1.Node) bool {
 	return node != nil && node.Annotations[nodemarks.AnnotationQuarantined] != ""
-}
-
-// quarantine gives a node whose drain timed out back to its queue's next
-// node and leaves it cordoned, marked with the policy's name, Failed for
-// this request (as after an admin's release: it is not queued again for
-// it).
-func (a *Agent) quarantine(ctx context.Context, step decide.DrainStep, o decide.Observed, node *corev1.Node, run *drainRun) error {
-	pods := drain.Stuck(run.err)
-	if err := a.nodes.annotate(ctx, nodemarks.AnnotationQuarantined, &a.decision.Policy.Name); err != nil {
-		return err
-	}
-	a.clearDrain(run)
-	a.log.Warn(step.Why, "pods", pods)
-	msg := "quarantined: the drain timed out; " + podList(pods) + " would not go; the node stays cordoned and its lock went to the next node (remove " + a.cfg.RequestFile + " once the pods are dealt with; a new request starts over)"
-	a.drain.quarantined = o.Request.ID
-	if err := a.publish(ctx, lock.Failed, o, node, msg); err != nil {
-		return err
-	}
-	a.applyEffects(ctx, uidOf(node), nil, decide.Said(decide.ReasonQuarantined, true, msg))
-	return a.releaseAll(ctx, node)
-}
-
-func podList(pods []string) string {
-	switch {
-	case len(pods) == 0:
-		return "no pod named"
-	case len(pods) == 1:
-		return "pod " + pods[0]
-	case len(pods) > 5:
-		return fmt.Sprintf("pods %s and %d more", strings.Join(pods[:5], ", "), len(pods)-5)
-	}
-	return "pods " + strings.Join(pods, ", ")
 }
 
 // unquarantine takes the quarantine mark off the node once it is back.

@@ -16,10 +16,13 @@ import (
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	godbus "github.com/godbus/dbus/v5"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kustodian/kustodian/internal/atomicfile"
+	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/hostfiles/hostwatch"
 	"github.com/kustodian/kustodian/internal/jobs"
+	"github.com/kustodian/kustodian/internal/lock"
 )
 
 // jobRunner starts a job's command (`kustodian job-exec ID`) and tells
@@ -276,6 +279,26 @@ func watchJobs(ctx context.Context, dir string) <-chan struct{} {
 		return nil
 	}
 	return c
+}
+
+// maintain moves the maintenance's job on, if it has one, and publishes
+// where it stands.
+func (a *Agent) maintain(ctx context.Context, o decide.Observed, node *corev1.Node) error {
+	job, err := a.jobs.store.Current()
+	if err != nil {
+		return permanent(err)
+	}
+	if job == nil {
+		return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: waiting for the script to remove "+a.cfg.RequestFile)
+	}
+	msg, failed, err := a.stepJob(ctx, job, a.rebootPendingAfter(ctx, job, o.RebootPending))
+	if err != nil {
+		return err
+	}
+	if failed {
+		return a.publish(ctx, lock.Failed, o, node, msg)
+	}
+	return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: "+msg)
 }
 
 // stepJob moves the current managed job on while the node is in

@@ -191,6 +191,7 @@ func nodeFacts(n *corev1.Node) *decide.NodeFacts {
 	f.HoldReason, f.Held = n.Annotations[lock.AnnotationHold]
 	f.CordonedByUs = lock.CordonMarked(n.Annotations)
 	f.Quarantined = quarantinedNode(n)
+	f.Cordoned = n.Spec.Unschedulable
 	return f
 }
 
@@ -201,7 +202,6 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 		return decide.Decision{}, s, err
 	}
 	d := decide.Next(s.Snapshot)
-	listed := false
 	for range 3 {
 		if d.Need.Empty() {
 			break
@@ -230,8 +230,7 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 				return d, s, err
 			}
 			a.queue.mine, a.queue.mineGroup = &mine, d.Group
-			s.Mine = a.queue.mine
-			listed = true
+			s.Mine, s.Listed = a.queue.mine, true
 		}
 		if d.Need.Kured {
 			ok, why, err := a.holdKured(ctx)
@@ -264,15 +263,9 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 		// The look-ups took time (a gate command may take seconds).
 		s.Now = a.now()
 		d = decide.Next(s.Snapshot)
-		if listed && d.Need.Queue {
-			// The LIST just made does not show this node where its record,
-			// as this agent last saw it, says it is: the record as stored
-			// is another (someone else wrote or deleted it). Another LIST
-			// would say the same; the step writes the record again, and
-			// the next decision looks again.
-			a.log.Info("the queue does not list this node's record as this agent last wrote it; writing it again", "group", d.Group.String())
-			d.Need.Queue = false
-		}
+	}
+	if d.Unlisted {
+		a.log.Info("the queue does not list this node's record as this agent last wrote it; writing it again", "group", d.Group.String())
 	}
 	if !d.Need.Empty() {
 		return d, s, fmt.Errorf("the decision still needs %+v after looking it up", d.Need)

@@ -35,16 +35,6 @@ const RebootJobPrefix = "reboot-required-"
 // ReasonRebootRequested is the Event of a reboot the agent asked for.
 const ReasonRebootRequested = "RebootRequested"
 
-// idle is the Idle state: clean up, then ask for the reboot the host
-// needs, where the node's policy lets the agent do so. asked: a request
-// was made, which the agent goes on with.
-func (a *Agent) idle(ctx context.Context, o decide.Observed, node *corev1.Node) (asked bool, err error) {
-	if err := a.cleanUp(ctx, node); err != nil {
-		return false, err
-	}
-	return a.requestReboot(ctx, o, node)
-}
-
 // requestReboot asks for a maintenance whose job is the reboot: a managed
 // job that runs nothing (/bin/true) and reboots, as every job does when a
 // reboot is pending after it, keeping the lock; it runs again after the

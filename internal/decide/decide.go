@@ -40,6 +40,8 @@ type Snapshot struct {
 	// from a LIST of the records (when it joined the queue, or made the
 	// summary); nil when it has not yet.
 	Mine *lock.Summary
+	// Listed: Mine was just made, for this decision, from a LIST.
+	Listed bool
 	// Watching is when the agent began to watch the queues: a summary
 	// that has not changed since counts from then.
 	Watching time.Time
@@ -95,6 +97,8 @@ type NodeFacts struct {
 	CordonedByUs bool
 	// Quarantined: a policy's quarantine mark is on the Node.
 	Quarantined bool
+	// Cordoned: the Node is unschedulable.
+	Cordoned bool
 }
 
 // PodFacts are what decisions read of a pod (blockers.podSelector).
@@ -252,9 +256,16 @@ type Decision struct {
 	// free; it renews the summary so that the nodes behind it know it is
 	// alive.
 	Touch bool
+	// Unlisted: the LIST just made (Snapshot.Listed) does not show this
+	// node's record as this agent last wrote it; the step writes it again.
+	Unlisted bool
 
 	// Drain: for Draining, the step.
 	Drain DrainStep
+
+	// Steps: what the agent does, in order, to carry the decision out
+	// (once nothing is needed).
+	Steps []Step
 }
 
 // Observed is the part of the snapshot the state is derived from.
@@ -288,6 +299,9 @@ func Next(s Snapshot) Decision {
 		draining(s, o, &d)
 	case lock.Completing, lock.Failed:
 		d.Message = ending(s, o, d.State)
+	}
+	if d.Need.Empty() {
+		plan(s, o, &d)
 	}
 	return d
 }

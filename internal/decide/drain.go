@@ -37,6 +37,10 @@ type DrainRun struct {
 	Err      error // when Done: why it failed; nil when it succeeded
 	TimedOut bool  // when Done with Err: it ran out of time
 	Progress string
+	// Stuck: when TimedOut, the pods that would not go.
+	Stuck []string
+	// Disrupted: when Done, the controllers whose pods it evicted.
+	Disrupted []string
 }
 
 // DrainDo is what a Draining node does.

@@ -35,7 +35,16 @@ func waiting(s Snapshot, d *Decision) {
 			d.WakeAt = earliest(d.WakeAt, q.upkeep.wake)
 			return false
 		}
-		d.Need.Queue = q.upkeep.list
+		if q.upkeep.list && s.Listed {
+			// The LIST just made does not show this node where its record,
+			// as this agent last saw it, says it is: the record as stored
+			// is another (someone else wrote or deleted it). Another LIST
+			// would say the same; the step writes the record again, and
+			// the next decision looks again.
+			d.Unlisted = true
+		} else {
+			d.Need.Queue = q.upkeep.list
+		}
 		d.Renominate = q.upkeep.renominate
 		return true
 	}
