@@ -3,14 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/drain"
-	"github.com/kustodian/kustodian/internal/gates"
-	"github.com/kustodian/kustodian/internal/lock"
-	"github.com/kustodian/kustodian/internal/lock/lockapi"
-	"github.com/kustodian/kustodian/internal/policy"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // drainRun is a drain running in the background.
@@ -24,44 +20,6 @@ type drainRun struct {
 	disrupted []string
 }
 
-// overbooked checks, on a fresh read of the policy's locks and the Nodes,
-// that taking this node out keeps the policy within maxUnavailable.
-func (a *Agent) overbooked(ctx context.Context, p policy.Effective, held []string) (bool, string, error) {
-	if p.Spec.Health.MaxUnavailable == nil || len(held) == 0 {
-		return false, "", nil
-	}
-	leases, err := a.locks.all(ctx)
-	if err != nil {
-		return false, "", err
-	}
-	nodes, err := gates.Nodes(ctx, a.kube, true, a.policies())
-	if err != nil {
-		return false, "", err
-	}
-	over, why := lock.Overbooked(a.node, p, leases, nodes)
-	return over, why, nil
-}
-
-// recordDisrupted writes on the held locks which controllers lost pods to
-// this drain, so that the group's next node waits for them
-// (health.workloadsRecovered). A drain that evicted nothing (a second drain
-// after a restart) leaves the list as it was.
-func (a *Agent) recordDisrupted(ctx context.Context, held []string, disrupted []string) error {
-	if len(disrupted) == 0 {
-		return nil
-	}
-	for _, name := range held {
-		err := a.locks.setDisrupted(ctx, name, disrupted)
-		if errors.Is(err, lockapi.ErrNotHeld) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // clearDrain forgets the drain that ended, once acted on.
 func (a *Agent) clearDrain(run *drainRun) {
 	a.drain.mu.Lock()
@@ -69,22 +27,6 @@ func (a *Agent) clearDrain(run *drainRun) {
 	if a.drain.run == run {
 		a.drain.run = nil
 	}
-}
-
-// confirmHeld asks the API server whether this node still holds one of
-// the locks its cache says it holds: one GET per lock, once per
-// maintenance.
-func (a *Agent) confirmHeld(ctx context.Context, held []string) error {
-	for _, name := range held {
-		ok, err := a.locks.holds(ctx, name)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-	}
-	return fmt.Errorf("drained, but the API server says this node no longer holds %v: waiting for the watch to show it", held)
 }
 
 // drainState is a run as decide.DrainNext sees it.
@@ -133,5 +75,22 @@ func (a *Agent) stopDrain() {
 	if run != nil {
 		run.cancel()
 		<-run.done
+	}
+}
+
+// followEscalation makes the drain follow the policy as it is now: rules
+// an admin removed mid-drain delete nothing; another policy's, nothing
+// either. A drain that starts takes the policy's rules, its name and the
+// Node's UID (for the Events of the pods it deletes).
+func (a *Agent) followEscalation(d decide.Decision, node *corev1.Node, starting bool) {
+	a.drain.mu.Lock()
+	defer a.drain.mu.Unlock()
+	if starting {
+		a.drain.escalate, a.drain.escalatePolicy, a.drain.nodeUID = d.Policy.Spec.Drain.Escalate, d.Policy.Name, node.UID
+		return
+	}
+	a.drain.escalate = nil
+	if d.Policy.Name == a.drain.escalatePolicy {
+		a.drain.escalate = d.Policy.Spec.Drain.Escalate
 	}
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,46 +89,8 @@ func (a *Agent) decisionPolicy() string {
 	return a.drain.escalatePolicy
 }
 
-// quarantineFull counts, on a fresh read of the Nodes, the other nodes of
-// the policy that are quarantined; it says why no more may be, or "". A
-// node counts only if it is cordoned, its mark names the policy, and the
-// policy is its own (resolved as its agent resolves it, from the same
-// policies): any node can write the mark on itself, under any policy's
-// name, and a compromised one would otherwise use up another policy's
-// places, so that the nodes of that policy whose drain times out keep
-// their locks. A node holds at most one place, of its own policy's cap.
-func (a *Agent) quarantineFull(ctx context.Context, p policy.Effective) (string, error) {
-	list, err := a.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("counting the quarantined nodes: %w", err)
-	}
-	policies := a.policies()
-	var names []string
-	for _, n := range list.Items {
-		if n.Name == a.node || n.Annotations[nodemarks.AnnotationQuarantined] != p.Name || !n.Spec.Unschedulable {
-			continue
-		}
-		if policy.Resolve(policies, n.Labels).Name != p.Name {
-			continue
-		}
-		names = append(names, n.Name)
-	}
-	if limit := p.Spec.Drain.Quarantine.QuarantineCap(); len(names) >= limit {
-		return fmt.Sprintf("%d of %d nodes of policy %s quarantined already (%s)", len(names), limit, p.Name, strings.Join(names, ", ")), nil
-	}
-	return "", nil
-}
-
 // quarantinedNode reports whether the node carries a policy's quarantine
 // mark.
 func quarantinedNode(node *corev1.Node) bool {
 	return node != nil && node.Annotations[nodemarks.AnnotationQuarantined] != ""
-}
-
-// unquarantine takes the quarantine mark off the node once it is back.
-func (a *Agent) unquarantine(ctx context.Context, node *corev1.Node) error {
-	if _, ok := node.Annotations[nodemarks.AnnotationQuarantined]; !ok {
-		return nil
-	}
-	return a.nodes.annotate(ctx, nodemarks.AnnotationQuarantined, nil)
 }

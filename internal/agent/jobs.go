@@ -281,50 +281,52 @@ func watchJobs(ctx context.Context, dir string) <-chan struct{} {
 	return c
 }
 
-// maintain moves the maintenance's job on, if it has one, and publishes
-// where it stands.
-func (a *Agent) maintain(ctx context.Context, o decide.Observed, node *corev1.Node) error {
-	job, err := a.jobs.store.Current()
+// lookUpJob looks up the maintenance's current managed job and what its
+// next step depends on (decide.Need.Job); sentinel: the host's reboot
+// sentinel is there.
+func (a *Agent) lookUpJob(ctx context.Context, sentinel bool) (*decide.JobLookup, error) {
+	j, err := a.jobs.store.Current()
 	if err != nil {
-		return permanent(err)
+		return nil, permanent(err)
 	}
-	if job == nil {
-		return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: waiting for the script to remove "+a.cfg.RequestFile)
+	if j == nil {
+		return &decide.JobLookup{}, nil
 	}
-	msg, failed, err := a.stepJob(ctx, job, a.rebootPendingAfter(ctx, job, o.RebootPending))
-	if err != nil {
-		return err
-	}
-	if failed {
-		return a.publish(ctx, lock.Failed, o, node, msg)
-	}
-	return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: "+msg)
+	return a.jobFacts(ctx, j, sentinel)
 }
 
-// stepJob moves the current managed job on while the node is in
-// maintenance: it gathers what jobs.Next needs, and does what it says. It
-// returns the record's message and whether the job failed.
-func (a *Agent) stepJob(ctx context.Context, j *jobs.Job, rebootPending bool) (string, bool, error) {
-	f := jobs.Facts{Now: a.now(), Boot: bootID(), RebootPending: rebootPending, CanReboot: a.host.reboot != nil,
+// jobFacts gathers what jobs.Next needs of job j: whether a reboot is
+// pending after it, and whether it still runs (read again when it does
+// not: it may have ended just now).
+func (a *Agent) jobFacts(ctx context.Context, j *jobs.Job, sentinel bool) (*decide.JobLookup, error) {
+	f := jobs.Facts{Now: a.now(), Boot: bootID(), RebootPending: a.rebootPendingAfter(ctx, j, sentinel), CanReboot: a.host.reboot != nil,
 		RebootAsked: a.jobs.rebootAsked == jobUnit(j), Unit: jobUnit(j)}
 	if j.State == jobs.Running || j.State == jobs.RollingBack {
 		alive, err := a.jobs.runner.Alive(ctx, j)
 		if err != nil {
-			return "", false, err // asked again at the next step
+			return nil, err // asked again at the next step
 		}
 		if !alive {
-			// Re-read: it may have ended just now.
 			if j, err = a.jobs.store.Get(j.ID); err != nil {
-				return "", false, err
+				return nil, err
 			}
 		}
 		f.Alive = alive
 	}
-	step, err := jobs.Next(*j, f)
+	return &decide.JobLookup{Job: j, Facts: f}, nil
+}
+
+// doJob carries out the managed job's step, and publishes where the
+// maintenance stands.
+func (a *Agent) doJob(ctx context.Context, o decide.Observed, node *corev1.Node, js *decide.JobStep) error {
+	said, failed, err := a.actOnJob(ctx, js.Step, js.Facts)
 	if err != nil {
-		return "", false, err
+		return err
 	}
-	return a.actOnJob(ctx, step, f)
+	if failed {
+		return a.publish(ctx, lock.Failed, o, node, said)
+	}
+	return a.publish(ctx, lock.InMaintenance, o, node, "in maintenance: "+said)
 }
 
 // actOnJob does a job's step: save the job, then start it, reboot, or end
@@ -369,3 +371,20 @@ func (a *Agent) actOnJob(ctx context.Context, step jobs.Step, f jobs.Facts) (str
 }
 
 // jobsDir is where the agent keeps managed jobs.
+
+// rebootPendingAfter says whether a reboot is pending after job j (one
+// that reboots: --reboot auto): the sentinel, or, once the job succeeded,
+// the host's command or needs-restarting (which leave no file). A check
+// that fails is logged, and the sentinel alone decides.
+func (a *Agent) rebootPendingAfter(ctx context.Context, j *jobs.Job, sentinel bool) bool {
+	c := a.rebootTrigger.check
+	if sentinel || j.State != jobs.Succeeded || j.Reboot != jobs.RebootAuto || (c.Command == "" && c.NeedsRestarting == "") {
+		return sentinel
+	}
+	need, _, err := c.Required(ctx)
+	if err != nil {
+		a.log.Warn("cannot tell whether the host needs a reboot after the job; the reboot sentinel alone decides", "job", j.ID, "err", err)
+		return false
+	}
+	return need
+}

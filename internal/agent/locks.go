@@ -2,19 +2,26 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
 	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/lock/lockapi"
 )
 
-// The agent's doors to the lock protocol's objects: its locks and the
-// queues' summaries (lockSide), and the nodes' records (recordSide). Each
-// keeps what it writes in the agent's view of the Leases (leaseView)
-// itself, so that the next decision sees the write before the cache does.
+// The agent's door to the locks: its lock Leases, Kured's lock, and the
+// queues' summaries (lockSide), with what the maintenance loop does through
+// it (take, release all, renew, leave the queues). It keeps what it writes
+// in the agent's view of the Leases (leaseView, below) itself, as the
+// nodes' records do (recordSide, publish.go), so that the next decision
+// sees the write before the cache does.
 
 // acquire tries to take lock name for this node.
 func (l *lockSide) acquire(ctx context.Context, name string, group lock.GroupRef, p lock.Params, facts lockapi.FactsFunc) (bool, lock.Verdict, error) {
@@ -122,44 +129,159 @@ func (l *lockSide) touch(ctx context.Context, group lock.GroupRef) error {
 	return nil
 }
 
-// recordSide is the nodes' records: this node's, which it writes, and
-// another's, which it reads when that node holds a lock.
-type recordSide struct {
-	store recordStore
-	view  *leaseView
-	node  string
+// holdKured takes Kured's lock for this node while it holds its own, so
+// that Kured reboots no other node meanwhile. false: Kured's lock is taken.
+func (a *Agent) holdKured(ctx context.Context) (bool, string, error) {
+	l, ok := a.kuredLock()
+	if !ok {
+		return true, "", nil
+	}
+	me := kured.HolderID(a.node)
+	if l.HeldEverywhere(me) {
+		return true, "", nil
+	}
+	return a.kured.locker.Acquire(ctx, me)
 }
 
-// mine is this node's record Lease as last known, or nil.
-func (r *recordSide) mine() *coordv1.Lease { return r.view.Get(lock.RecordName(r.node)) }
-
-// get reads another node's record from the API server.
-func (r *recordSide) get(ctx context.Context, node string) (*lock.Record, error) {
-	return r.store.GetRecord(ctx, node)
+func (a *Agent) releaseKured(ctx context.Context) error {
+	l, ok := a.kuredLock()
+	if !ok {
+		return nil
+	}
+	if !l.HeldAnywhere(kured.HolderID(a.node)) {
+		return nil
+	}
+	if err := a.kured.locker.Release(ctx, kured.HolderID(a.node)); err != nil && !apierrors.IsForbidden(err) {
+		return fmt.Errorf("releasing Kured's lock: %w", err)
+	}
+	return nil
 }
 
-// put writes this node's record over base (its Lease as last known; nil
-// for none).
-func (r *recordSide) put(ctx context.Context, base *coordv1.Lease, rec lock.Record) error {
-	written, err := r.store.PutRecord(ctx, base, rec)
+// take tries the locks in turn; with the one it takes it holds Kured's
+// lock, or gives the lock back when Kured took its own meanwhile. taken:
+// a lock was taken and kept.
+func (a *Agent) take(ctx context.Context, d decide.Decision, try []string) (bool, error) {
+	params := lock.Params{StaleAfter: a.cfg.Queue.StaleAfter(), TTL: a.cfg.Lock.TTL, Owner: a.owner}
+	for _, name := range try {
+		taken, v, err := a.locks.acquire(ctx, name, d.Group, params, a.holderFacts)
+		if err != nil {
+			return false, err
+		}
+		if !taken {
+			a.log.Debug("lock not acquired", "lock", name, "why", v.Why)
+			continue
+		}
+		if ok, why, err := a.holdKured(ctx); err != nil || !ok {
+			// Kured took its lock meanwhile: give ours back and wait.
+			if rerr := a.locks.release(ctx, name); rerr != nil {
+				return false, rerr
+			}
+			if err != nil {
+				return false, err
+			}
+			a.log.Info("Kured's lock is taken; gave the lock back", "why", why)
+			return true, nil // nothing more this step
+		}
+		a.log.Info("lock acquired", "lock", name, "group", d.Group.String(), "note", v.Why)
+		a.poke() // go on to Draining at once
+		return true, nil
+	}
+	return false, nil
+}
+
+// releaseAll releases Kured's lock, then this node's locks (naming the
+// next nodes of their queues first).
+func (a *Agent) releaseAll(ctx context.Context) error {
+	if err := a.releaseKured(ctx); err != nil {
+		return err
+	}
+	held := a.heldLocks()
+	if err := a.locks.handOff(ctx); err != nil {
+		return err
+	}
+	for _, name := range held {
+		a.log.Info("lock released", "lock", name)
+	}
+	return nil
+}
+
+// leaveQueues makes again the summaries that still name this node, which
+// has no request any more.
+func (a *Agent) leaveQueues(ctx context.Context) error {
+	if err := a.locks.leaveQueues(ctx); err != nil {
+		return err
+	}
+	a.queue.mine = nil
+	return nil
+}
+
+// renominate makes group's summary from one LIST and writes it; what it
+// made is this node's own view of the queue from then on.
+func (a *Agent) renominate(ctx context.Context, group lock.GroupRef) error {
+	mine, err := a.locks.renominate(ctx, group)
 	if err != nil {
 		return err
 	}
-	r.view.Wrote(written)
+	a.queue.mine, a.queue.mineGroup = &mine, group
+	a.poke()
 	return nil
 }
 
-// remove deletes this node's record, when it has one.
-func (r *recordSide) remove(ctx context.Context) error {
-	l := r.mine()
-	if l == nil {
+// renewLocks keeps locks with a TTL from expiring while this node holds
+// them: once a heartbeat.
+func (a *Agent) renewLocks(ctx context.Context, held []string) error {
+	if a.cfg.Lock.TTL == 0 || len(held) == 0 || a.now().Sub(a.locks.lastRenew) < a.cfg.Queue.Heartbeat*9/10 {
 		return nil
 	}
-	if err := r.store.DeleteRecord(ctx, r.node); err != nil {
-		return err
+	for _, name := range held {
+		err := a.locks.renew(ctx, name)
+		if errors.Is(err, lockapi.ErrNotHeld) {
+			a.log.Warn("lost the lock: it expired and another node took it", "lock", name)
+			a.poke()
+			continue
+		}
+		if err != nil {
+			return err
+		}
 	}
-	r.view.Deleted(l.Name, l.ResourceVersion)
+	a.locks.lastRenew = a.now()
 	return nil
+}
+
+// recordDisrupted writes on the held locks which controllers lost pods to
+// this drain, so that the group's next node waits for them
+// (health.workloadsRecovered). A drain that evicted nothing (a second drain
+// after a restart) leaves the list as it was.
+func (a *Agent) recordDisrupted(ctx context.Context, held []string, disrupted []string) error {
+	if len(disrupted) == 0 {
+		return nil
+	}
+	for _, name := range held {
+		err := a.locks.setDisrupted(ctx, name, disrupted)
+		if errors.Is(err, lockapi.ErrNotHeld) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// confirmHeld asks the API server whether this node still holds one of
+// the locks its cache says it holds: one GET per lock, once per
+// maintenance.
+func (a *Agent) confirmHeld(ctx context.Context, held []string) error {
+	for _, name := range held {
+		ok, err := a.locks.holds(ctx, name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("drained, but the API server says this node no longer holds %v: waiting for the watch to show it", held)
 }
 
 // leaseView reads the Leases the agent watches (the lock and queue Leases,

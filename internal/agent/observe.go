@@ -1,22 +1,20 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"hash/fnv"
 	"sort"
 	"strings"
-	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/decide"
-	"github.com/kustodian/kustodian/internal/gates"
+	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/kured/kuredapi"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
@@ -40,41 +38,6 @@ func (a *Agent) paused() (bool, string) {
 	return lock.Paused(cm)
 }
 
-// holderFacts tells whether a lock's holder still counts: its record and
-// whether its Node exists, read from the API at most once a heartbeat per
-// holder (the Node only when the record is not live). Only an agent that may
-// take a lock over asks, and only near the head of its queue.
-func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFacts, error) {
-	if holder == "" {
-		return lock.HolderFacts{}, nil
-	}
-	now := a.now()
-	if c, ok := a.locks.holders[holder]; ok && now.Sub(c.at) < a.cfg.Queue.Heartbeat {
-		return c.facts, nil
-	}
-	var f lock.HolderFacts
-	r, err := a.records.get(ctx, holder)
-	if err != nil {
-		return f, fmt.Errorf("reading the record of %s, holder of the lock: %w", holder, err)
-	}
-	f.Record = r
-	if r != nil && r.Live(now, a.cfg.Queue.StaleAfter()) {
-		f.NodeExists = true // does not matter: a live holder keeps its lock
-	} else {
-		_, err := a.kube.CoreV1().Nodes().Get(ctx, holder, metav1.GetOptions{})
-		switch {
-		case err == nil:
-			f.NodeExists = true
-		case apierrors.IsNotFound(err):
-			f.NodeExists = false
-		default:
-			return f, fmt.Errorf("reading node %s, holder of the lock: %w", holder, err)
-		}
-	}
-	a.locks.holders[holder] = holderCheck{facts: f, at: now}
-	return f, nil
-}
-
 func (a *Agent) myRecordLease() *coordv1.Lease { return a.records.mine() }
 
 func (a *Agent) myRecord() *lock.Record {
@@ -84,11 +47,6 @@ func (a *Agent) myRecord() *lock.Record {
 	}
 	r := lock.RecordFromLease(l)
 	return &r
-}
-
-type holderCheck struct {
-	facts lock.HolderFacts
-	at    time.Time
 }
 
 // view is a snapshot with the Node it was read from, which the agent acts
@@ -195,85 +153,6 @@ func nodeFacts(n *corev1.Node) *decide.NodeFacts {
 	return f
 }
 
-// decide takes a snapshot, looks up what the decision needs, and decides.
-func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
-	s, err := a.snapshot()
-	if err != nil {
-		return decide.Decision{}, s, err
-	}
-	d := decide.Next(s.Snapshot)
-	for range 3 {
-		if d.Need.Empty() {
-			break
-		}
-		for _, h := range d.Need.Holders {
-			f, err := a.holderFacts(ctx, h)
-			if err != nil {
-				return d, s, err
-			}
-			s.Holders[h] = f
-		}
-		if d.Need.Command {
-			a.gates.command = a.runGateCommand(ctx)
-			a.gates.command.At = a.now()
-			s.Command = a.gates.command
-		}
-		if d.Need.Cluster {
-			a.gates.cluster = a.readCluster(ctx, s.Snapshot, d)
-			s.Cluster = a.gates.cluster
-		}
-		if d.Need.Queue {
-			// Where this node stands, from one LIST of the records: once
-			// when it joins the queue, not again while it waits.
-			mine, err := a.locks.summarize(ctx, d.Group)
-			if err != nil {
-				return d, s, err
-			}
-			a.queue.mine, a.queue.mineGroup = &mine, d.Group
-			s.Mine, s.Listed = a.queue.mine, true
-		}
-		if d.Need.Kured {
-			ok, why, err := a.holdKured(ctx)
-			if err != nil {
-				return d, s, err
-			}
-			refused := ""
-			if !ok {
-				refused = why
-			}
-			s.DrainLookups.KuredRefused = &refused
-		}
-		if d.Need.Quarantine {
-			full, err := a.quarantineFull(ctx, d.Policy)
-			if err != nil {
-				return d, s, err
-			}
-			s.DrainLookups.QuarantineFull = &full
-		}
-		if d.Need.Overbooking {
-			over, why, err := a.overbooked(ctx, d.Policy, s.Observed().HeldLocks)
-			if err != nil {
-				return d, s, err
-			}
-			if !over {
-				why = ""
-			}
-			s.DrainLookups.Overbooked = &why
-		}
-		// The look-ups took time (a gate command may take seconds).
-		s.Now = a.now()
-		d = decide.Next(s.Snapshot)
-	}
-	if d.Unlisted {
-		a.log.Info("the queue does not list this node's record as this agent last wrote it; writing it again", "group", d.Group.String())
-	}
-	if !d.Need.Empty() {
-		return d, s, fmt.Errorf("the decision still needs %+v after looking it up", d.Need)
-	}
-	a.decision = d
-	return d, s, nil
-}
-
 // policies are the MaintenancePolicies of the namespace, from the cache.
 func (a *Agent) policies() []*policy.MaintenancePolicy {
 	if a.caches.policies == nil {
@@ -338,53 +217,31 @@ func (a *Agent) resolvePolicy(policies []*policy.MaintenancePolicy, nodeLabels m
 	return a.caches.policyCache.resolved
 }
 
-// runGateCommand runs gates.command.
-func (a *Agent) runGateCommand(ctx context.Context) *decide.CommandResult {
-	r := gates.Command(ctx, a.cfg.Gates.Command, a.cfg.CommandDeadline())
-	if !r.OK {
-		a.log.Info("gate command blocks", "reason", r.Reason)
-	}
-	return &r
-}
-
-// readCluster reads what the cluster-wide gates of the node's policy need.
-// What cannot be read closes its gate with the reason; the agent goes on
-// beating meanwhile.
-func (a *Agent) readCluster(ctx context.Context, s decide.Snapshot, d decide.Decision) *decide.ClusterFacts {
-	spec := d.Policy.Spec
-	c := &decide.ClusterFacts{For: decide.ClusterKey(d), At: a.now()}
-	var err error
-	if spec.Health.MaxUnavailable != nil {
-		if c.Nodes, err = gates.Nodes(ctx, a.kube, false, s.Policies); err != nil {
-			c.NodesErr = err.Error()
-		}
-	}
-	if spec.Health.WorkloadsRecovered {
-		if c.Workloads, err = gates.Workloads(ctx, a.kube, decide.Disrupted(s, d)); err != nil {
-			c.WorkloadsErr = err.Error()
-		}
-	}
-	if p := spec.Blockers.Prometheus; p != nil {
-		if auth, err := remoteAuth(a.cfg.Prometheus.Endpoints, "prometheus.endpoints", p.URL); err != nil {
-			c.Prometheus = &decide.PrometheusResult{Err: "spec.blockers.prometheus.url: " + err.Error()}
-		} else {
-			c.Prometheus = gates.Prometheus(ctx, a.gates.http, auth, p)
-		}
-	}
-	if b := spec.Blockers.Alertmanager; b != nil && spec.Alertmanager != nil {
-		if client, err := a.alertmanagerClient(spec.Alertmanager); err != nil {
-			c.Alertmanager = &decide.PrometheusResult{Err: err.Error()}
-		} else {
-			c.Alertmanager = gates.Alertmanager(ctx, client, b)
-		}
-	}
-	return c
-}
-
 // jitterOf is a node's share of the spread (decide.Params.Jitter): the same
 // for the node at every start, different between nodes.
 func jitterOf(node string) float64 {
 	h := fnv.New64a()
 	h.Write([]byte(node))
 	return float64(h.Sum64()%1000) / 1000
+}
+
+// kuredLock reads Kured's lock from the cache; ok is false when Kured's
+// DaemonSet is absent or kured.enabled is false.
+func (a *Agent) kuredLock() (kured.Locks, bool) {
+	if a.caches.kured == nil {
+		return kured.Locks{}, false
+	}
+	obj, exists, err := a.caches.kured.GetByKey(a.kured.ds.String())
+	if err != nil || !exists {
+		return kured.Locks{}, false
+	}
+	ds, _ := obj.(*appsv1.DaemonSet)
+	if ds == nil {
+		return kured.Locks{}, false
+	}
+	l, err := kuredapi.Locks(ds, a.kured.keys)
+	if err != nil {
+		a.log.Warn("Kured's lock is unreadable; treating it as held", "err", err)
+	}
+	return l, true
 }

@@ -152,3 +152,12 @@ type signals struct {
 	wake        chan struct{}
 	watchBroken chan struct{}
 }
+
+// forgetCycle forgets, at Idle, what the drain of the cycle that ended
+// left: the pods deleted past their budget (in the history now) and the
+// request it was quarantined for.
+func (d *drainSide) forgetCycle() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.escalated, d.quarantined = nil, ""
+}

@@ -151,20 +151,3 @@ func (a *Agent) lastRebootJob() (*jobs.Job, error) {
 	}
 	return last, nil
 }
-
-// rebootPendingAfter says whether a reboot is pending after job j (one
-// that reboots: --reboot auto): the sentinel, or, once the job succeeded,
-// the host's command or needs-restarting (which leave no file). A check
-// that fails is logged, and the sentinel alone decides.
-func (a *Agent) rebootPendingAfter(ctx context.Context, j *jobs.Job, sentinel bool) bool {
-	c := a.rebootTrigger.check
-	if sentinel || j.State != jobs.Succeeded || j.Reboot != jobs.RebootAuto || (c.Command == "" && c.NeedsRestarting == "") {
-		return sentinel
-	}
-	need, _, err := c.Required(ctx)
-	if err != nil {
-		a.log.Warn("cannot tell whether the host needs a reboot after the job; the reboot sentinel alone decides", "job", j.ID, "err", err)
-		return false
-	}
-	return need
-}

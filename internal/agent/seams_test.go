@@ -203,7 +203,15 @@ func TestARefusedRebootIsAskedAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg, failed, err := a.stepJob(ctx, j, true)
+		l, err := a.jobFacts(ctx, j, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := jobs.Next(*l.Job, l.Facts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, failed, err := a.actOnJob(ctx, next, l.Facts)
 		if failed {
 			t.Fatalf("the job failed: %s", msg)
 		}

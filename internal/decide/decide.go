@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kustodian/kustodian/internal/hostfiles"
+	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/kured"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
@@ -82,6 +83,18 @@ type Snapshot struct {
 	// DrainLookups are what a Draining node's decision asked to be looked
 	// up (Need), once looked up.
 	DrainLookups DrainLookups
+	// Job is the maintenance's managed job as looked up (Need.Job); nil:
+	// not looked up.
+	Job *JobLookup
+}
+
+// JobLookup is the maintenance's current managed job and what its next
+// step depends on (jobs.Next), looked up when the node is in maintenance.
+type JobLookup struct {
+	// Job is nil when there is none: the script keeps the maintenance
+	// itself.
+	Job   *jobs.Job
+	Facts jobs.Facts
 }
 
 // NodeFacts are what decisions read of this host's Node.
@@ -210,11 +223,14 @@ type Need struct {
 	// the policy's quarantined nodes, read the policy's locks and Nodes
 	// afresh for maxUnavailable.
 	Kured, Quarantine, Overbooking bool
+	// Job: the maintenance's managed job (JobLookup), for a node in
+	// maintenance or about to be.
+	Job bool
 }
 
 // Empty reports whether nothing is needed.
 func (n Need) Empty() bool {
-	return len(n.Holders) == 0 && !n.Command && !n.Cluster && !n.Queue && !n.Kured && !n.Quarantine && !n.Overbooking
+	return len(n.Holders) == 0 && !n.Command && !n.Cluster && !n.Queue && !n.Kured && !n.Quarantine && !n.Overbooking && !n.Job
 }
 
 // Decision is what the agent does now.
@@ -299,6 +315,9 @@ func Next(s Snapshot) Decision {
 		draining(s, o, &d)
 	case lock.Completing, lock.Failed:
 		d.Message = ending(s, o, d.State)
+	}
+	if s.Job == nil && (d.State == lock.InMaintenance || d.State == lock.Draining && d.Need.Empty() && d.Drain.Do == DrainDrained) {
+		d.Need.Job = true
 	}
 	if d.Need.Empty() {
 		plan(s, o, &d)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/lock"
 )
 
@@ -41,9 +42,9 @@ const (
 	ActHoldFailure
 	// ActQuarantined remembers the request this node was quarantined for.
 	ActQuarantined
-	// ActMaintain moves the current managed job on (InMaintenance) and
-	// publishes what it says.
-	ActMaintain
+	// ActJob carries out the managed job's step (Step.Job: save it, then
+	// start it, reboot or end it) and publishes what it says.
+	ActJob
 	// ActForget forgets, at Idle, the failures and the escalation of the
 	// cycle that ended, and reports Idle (Step.State: the state it came
 	// from; Step.Succeeded: a maintenance that succeeded ended).
@@ -139,6 +140,16 @@ type Step struct {
 	Succeeded bool
 	// NoneTaken: only when the ActTake before took no lock.
 	NoneTaken bool
+	// Job: ActJob.
+	Job *JobStep
+}
+
+// JobStep is a managed job's next step (jobs.Next), with the facts it was
+// decided on (a start that fails is decided again from them:
+// jobs.StartFailed).
+type JobStep struct {
+	Step  jobs.Step
+	Facts jobs.Facts
 }
 
 // plan fills d.Steps: what the agent does, in order, to carry the
@@ -154,13 +165,8 @@ func plan(s Snapshot, o Observed, d *Decision) {
 	}
 	add(Step{Do: ActInhibit, State: d.State})
 	switch d.State {
-	case lock.Idle:
-		p = idleSteps(s, p)
 	case lock.Waiting:
 		p = waitingSteps(s, o, *d, p)
-	case lock.Draining:
-		add(Step{Do: ActEscalation})
-		p = drainSteps(s, o, d.Drain, p)
 	case lock.Failed:
 		if o.Released() {
 			// An admin broke this node's lock: the script must not go
@@ -172,13 +178,18 @@ func plan(s Snapshot, o Observed, d *Decision) {
 			}
 		}
 		add(Step{Do: ActPublish, State: lock.Failed, Message: d.Message})
-	case lock.InMaintenance:
-		p = maintenanceSteps(s, p)
 	case lock.Completing:
 		add(Step{Do: ActPublish, State: lock.Completing, Message: d.Message},
 			Step{Do: ActRemoveInProgress}, Step{Do: ActClearJob})
-		p = giveBack(s, p)
-		add(Step{Do: ActPoke}) // on to Idle
+		p = giveBack(s, o, p)
+		p = append(p, Step{Do: ActPoke}) // on to Idle
+	case lock.Draining:
+		add(Step{Do: ActEscalation})
+		p = drainSteps(s, o, d.Drain, p)
+	case lock.InMaintenance:
+		p = maintenanceSteps(s, p)
+	case lock.Idle:
+		p = idleSteps(s, p)
 	}
 	d.Steps = p
 }
@@ -249,7 +260,7 @@ func drainSteps(s Snapshot, o Observed, step DrainStep, p []Step) []Step {
 		if step.Publish {
 			add(Step{Do: ActPublish, State: lock.Draining, Message: step.Message, Status: step.Status})
 		}
-		return giveBack(s, p)
+		return giveBack(s, o, p)
 	case DrainRequeue:
 		var about *lock.Record
 		if s.Own != nil {
@@ -259,7 +270,7 @@ func drainSteps(s Snapshot, o Observed, step DrainStep, p []Step) []Step {
 		}
 		add(Step{Do: ActForgetDrain}, Step{Do: ActTell, About: about, Effects: step.Effects},
 			Step{Do: ActLog, Level: LevelWarn, Message: step.Why})
-		p = giveBack(s, p)
+		p = giveBack(s, o, p)
 		return append(p, Step{Do: ActRemoveRecord})
 	case DrainQuarantine:
 		var stuck []string
@@ -270,8 +281,8 @@ func drainSteps(s Snapshot, o Observed, step DrainStep, p []Step) []Step {
 			s.Params.RequestFile + " once the pods are dealt with; a new request starts over)"
 		add(Step{Do: ActMarkQuarantine}, Step{Do: ActForgetDrain}, Step{Do: ActLog, Level: LevelWarn, Message: step.Why, Pods: stuck},
 			Step{Do: ActQuarantined}, Step{Do: ActPublish, State: lock.Failed, Message: msg},
-			Step{Do: ActTell, Effects: Said(ReasonQuarantined, true, msg)}, Step{Do: ActReleaseAll})
-		return p
+			Step{Do: ActTell, Effects: Said(ReasonQuarantined, true, msg)})
+		return releaseAll(o, p)
 	case DrainHold:
 		add(Step{Do: ActForgetDrain}, Step{Do: ActLog, Level: LevelError, Message: step.Why},
 			Step{Do: ActHoldFailure, Message: step.Why}, Step{Do: ActPublish, State: lock.Failed, Message: step.Why})
@@ -310,23 +321,44 @@ func drainSteps(s Snapshot, o Observed, step DrainStep, p []Step) []Step {
 }
 
 // maintenanceSteps keep the node cordoned (someone may have uncordoned it
-// mid-maintenance) and move the maintenance's job on.
+// mid-maintenance), move the maintenance's managed job on, and publish
+// where it stands.
 func maintenanceSteps(s Snapshot, p []Step) []Step {
 	if s.Self != nil && !s.Self.Cordoned {
 		p = append(p, Step{Do: ActCordon})
 	}
-	return append(p, Step{Do: ActMaintain})
+	if s.Job == nil || s.Job.Job == nil {
+		return append(p, Step{Do: ActPublish, State: lock.InMaintenance, Message: "in maintenance: waiting for the script to remove " + s.Params.RequestFile})
+	}
+	step, err := jobs.Next(*s.Job.Job, s.Job.Facts)
+	if err != nil {
+		return append(p, Step{Do: ActAbort, Message: err.Error()})
+	}
+	return append(p, Step{Do: ActJob, Job: &JobStep{Step: step, Facts: s.Job.Facts}})
 }
 
 // giveBack uncordons the node (unless an admin had cordoned it), then
 // releases Kured's lock and this node's locks: the next node then finds
 // Kured's lock free by the time it finds a slot free, and a crash in
 // between leaves a lock held, which the next start gives back.
-func giveBack(s Snapshot, p []Step) []Step {
+func giveBack(s Snapshot, o Observed, p []Step) []Step {
 	if s.Self != nil {
 		p = append(p, Step{Do: ActUncordon})
 	}
-	return append(p, Step{Do: ActReleaseAll})
+	return releaseAll(o, p)
+}
+
+// releaseAll releases Kured's lock and this node's locks, and says so.
+func releaseAll(o Observed, p []Step) []Step {
+	p = append(p, Step{Do: ActReleaseAll})
+	var said []Effect
+	for _, name := range o.HeldLocks {
+		said = append(said, Said(ReasonLockReleased, false, "released lock "+name)...)
+	}
+	if len(said) > 0 {
+		p = append(p, Step{Do: ActTell, Effects: said})
+	}
+	return p
 }
 
 // podList names the pods a drain that timed out left.

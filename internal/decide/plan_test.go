@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
@@ -16,7 +17,7 @@ import (
 var actNames = map[Act]string{
 	ActStopDrain: "stop-drain", ActInhibit: "inhibit", ActRemoveInProgress: "rm-in-progress", ActCreateInProgress: "create-in-progress",
 	ActClearJob: "clear-job", ActEscalation: "escalation", ActStartDrain: "start-drain", ActForgetDrain: "forget-drain",
-	ActHoldFailure: "hold-failure", ActQuarantined: "quarantined", ActMaintain: "maintain", ActForget: "forget",
+	ActHoldFailure: "hold-failure", ActQuarantined: "quarantined", ActJob: "job", ActForget: "forget",
 	ActAskReboot: "ask-reboot", ActLog: "log", ActAbort: "abort", ActPoke: "poke",
 	ActRenew: "renew", ActTake: "take", ActReleaseKured: "release-kured", ActReleaseAll: "release-all", ActLeaveQueues: "leave-queues",
 	ActRenominate: "renominate", ActTouch: "touch", ActSetDisrupted: "set-disrupted", ActConfirmHeld: "confirm-held",
@@ -80,30 +81,36 @@ func TestPlanOfEveryState(t *testing.T) {
 		{"drained", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) {
 			s.Self.Cordoned, s.Self.CordonedByUs = true, true
 			s.Drain = &DrainRun{Request: "r1", Done: true, Disrupted: []string{"Deployment/a/b"}}
-		}}, "inhibit escalation cordon forget-drain set-disrupted confirm-held create-in-progress tell maintain"},
+			s.Job = &JobLookup{}
+		}}, "inhibit escalation cordon forget-drain set-disrupted confirm-held create-in-progress tell publish(InMaintenance)"},
 		{"drained, nothing evicted, cordon not yet seen", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) {
 			s.Drain = &DrainRun{Request: "r1", Done: true}
-		}}, "inhibit escalation cordon forget-drain confirm-held create-in-progress tell cordon maintain"},
+			s.Job = &JobLookup{Job: &jobs.Job{ID: "j", Command: []string{"true"}, State: jobs.Pending}}
+		}}, "inhibit escalation cordon forget-drain confirm-held create-in-progress tell cordon job"},
 		{"drain timed out, quarantined", []func(*Snapshot){drainingLookedUp,
 			withPolicy(func(p *policy.Spec) { p.Drain.Quarantine = &policy.Quarantine{} }), func(s *Snapshot) {
 				s.Drain = &DrainRun{Request: "r1", Done: true, Err: errors.New("timed out"), TimedOut: true, Stuck: []string{"ns/web-0"}}
-			}}, "inhibit escalation mark-quarantine forget-drain log quarantined publish(Failed) tell release-all"},
+			}}, "inhibit escalation mark-quarantine forget-drain log quarantined publish(Failed) tell release-all tell"},
 		{"drain timed out, onTimeout release", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) {
 			s.Params.ReleaseOnTimeout = true
 			s.Drain = &DrainRun{Request: "r1", Done: true, Err: errors.New("timed out"), TimedOut: true}
-		}}, "inhibit escalation forget-drain tell log uncordon release-all rm-record"},
+		}}, "inhibit escalation forget-drain tell log uncordon release-all tell rm-record"},
 		{"drain failed, held", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) {
 			s.Drain = &DrainRun{Request: "r1", Done: true, Err: errors.New("refused")}
 		}}, "inhibit escalation forget-drain log hold-failure publish(Failed)"},
 		{"Kured holds its lock", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) { s.DrainLookups.KuredRefused = str("b reboots") }},
-			"inhibit escalation stop-drain log publish(Draining) uncordon release-all"},
+			"inhibit escalation stop-drain log publish(Draining) uncordon release-all tell"},
 		{"Node gone while holding", []func(*Snapshot){holding, func(s *Snapshot) { s.Self = nil }},
 			"inhibit escalation abort"},
-		{"in maintenance, uncordoned by someone", []func(*Snapshot){holding, func(s *Snapshot) { s.InProgress = true }},
-			"stop-drain inhibit cordon maintain"},
+		{"in maintenance, uncordoned by someone", []func(*Snapshot){holding, func(s *Snapshot) { s.InProgress, s.Job = true, &JobLookup{} }},
+			"stop-drain inhibit cordon publish(InMaintenance)"},
+		{"in maintenance, a job that cannot be read on", []func(*Snapshot){holding, func(s *Snapshot) {
+			s.InProgress, s.Self.Cordoned = true, true
+			s.Job = &JobLookup{Job: &jobs.Job{ID: "j", State: "unknown"}}
+		}}, "stop-drain inhibit abort"},
 		{"completing, with a TTL", []func(*Snapshot){holding, func(s *Snapshot) {
 			s.Request, s.InProgress, s.Params.TTL = nil, true, time.Minute
-		}}, "stop-drain renew inhibit publish(Completing) rm-in-progress clear-job uncordon release-all poke"},
+		}}, "stop-drain renew inhibit publish(Completing) rm-in-progress clear-job uncordon release-all tell poke"},
 		{"released by an admin mid-script", []func(*Snapshot){func(s *Snapshot) {
 			s.InProgress, s.Own.ReleasedRequest = true, "r1"
 		}}, "stop-drain inhibit release-kured rm-in-progress publish(Failed)"},
@@ -118,6 +125,26 @@ func TestPlanOfEveryState(t *testing.T) {
 				t.Errorf("state %s:\n got %s\nwant %s", d.State, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMaintenanceLooksUpItsJob: the managed job is looked up before a
+// node in maintenance (or just drained) decides, and its step is
+// jobs.Next's.
+func TestMaintenanceLooksUpItsJob(t *testing.T) {
+	s := snap(func(s *Snapshot) {
+		s.Locks["lock-default-0"] = held("lock-default-0", "me")
+		s.InProgress, s.Self.Cordoned = true, true
+	})
+	if d := next(s); !d.Need.Job || len(d.Steps) != 0 {
+		t.Fatalf("in maintenance, job not looked up: need %+v, steps %s", d.Need, acts(d.Steps))
+	}
+	s.Job = &JobLookup{Job: &jobs.Job{ID: "j", Command: []string{"true"}, State: jobs.Pending}, Facts: jobs.Facts{Now: t0}}
+	d := next(s)
+	last := d.Steps[len(d.Steps)-1]
+	want, _ := jobs.Next(*s.Job.Job, s.Job.Facts)
+	if last.Do != ActJob || last.Job == nil || last.Job.Step.Do != jobs.Start || last.Job.Step.Do != want.Do || last.Job.Facts != s.Job.Facts {
+		t.Fatalf("a pending job: %+v, want it started", last)
 	}
 }
 
@@ -138,6 +165,15 @@ func TestPlanSaysWhatItDoes(t *testing.T) {
 	tell := d.Steps[i+1]
 	if tell.Do != ActTell || len(tell.Effects) != 1 || tell.Effects[0].Event != ReasonQuarantined || tell.Effects[0].Message != d.Steps[i].Message {
 		t.Fatalf("quarantine's Event: %+v", tell)
+	}
+
+	done := next(snap(func(s *Snapshot) {
+		s.Request, s.InProgress = nil, true
+		s.Locks["lock-default-0"] = held("lock-default-0", "me")
+	}))
+	last := done.Steps[len(done.Steps)-2]
+	if last.Do != ActTell || len(last.Effects) != 1 || last.Effects[0].Event != ReasonLockReleased || last.Effects[0].Message != "released lock lock-default-0" {
+		t.Fatalf("completing: the locks released are said: %+v", done.Steps)
 	}
 
 	idle := next(snap(func(s *Snapshot) { s.Request, s.Own.State = nil, lock.Completing }))

@@ -109,41 +109,8 @@ func (j *Job) Held() bool {
 	return false
 }
 
-// afterFailure: the command failed, and the job is held, rolls back or
-// waits to run again.
-func (j *Job) afterFailure() bool {
-	switch j.State {
-	case Failed, RollingBack, RolledBack, RollbackFailed, Retrying:
-		return true
-	}
-	return false
-}
-
 // Done reports whether the job has ended for good.
 func (j *Job) Done() bool { return j.State == Succeeded || j.Held() }
-
-// Summary is the one line for the node record.
-func (j *Job) Summary() string {
-	s := fmt.Sprintf("job %s (run %d): %s", j.ID, j.Runs, j.State)
-	if j.ExitCode != nil {
-		s += fmt.Sprintf(", exit %d", *j.ExitCode)
-	}
-	if j.Message != "" {
-		s += ": " + j.Message
-	} else if n := len(j.LastLines); n > 0 && j.afterFailure() {
-		s += ": " + j.LastLines[n-1]
-	}
-	switch {
-	case j.RollbackExitCode != nil && *j.RollbackExitCode != 0:
-		s += fmt.Sprintf("; rollback exit %d", *j.RollbackExitCode)
-		if n := len(j.RollbackLastLines); n > 0 {
-			s += ": " + j.RollbackLastLines[n-1]
-		}
-	case j.State == Retrying:
-		s += fmt.Sprintf("; attempt %d of %d at %s", j.attempts()+1, j.Retries+1, j.RetryAt.UTC().Format(time.RFC3339))
-	}
-	return s
-}
 
 var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 

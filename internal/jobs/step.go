@@ -195,3 +195,36 @@ const MaxBackoff = 24 * time.Hour
 func held(j Job, f Facts) string {
 	return j.Summary() + "; the lock and the cordon are held (journalctl -u " + f.Unit + ")"
 }
+
+// Summary is the one line for the node record.
+func (j *Job) Summary() string {
+	s := fmt.Sprintf("job %s (run %d): %s", j.ID, j.Runs, j.State)
+	if j.ExitCode != nil {
+		s += fmt.Sprintf(", exit %d", *j.ExitCode)
+	}
+	if j.Message != "" {
+		s += ": " + j.Message
+	} else if n := len(j.LastLines); n > 0 && j.afterFailure() {
+		s += ": " + j.LastLines[n-1]
+	}
+	switch {
+	case j.RollbackExitCode != nil && *j.RollbackExitCode != 0:
+		s += fmt.Sprintf("; rollback exit %d", *j.RollbackExitCode)
+		if n := len(j.RollbackLastLines); n > 0 {
+			s += ": " + j.RollbackLastLines[n-1]
+		}
+	case j.State == Retrying:
+		s += fmt.Sprintf("; attempt %d of %d at %s", j.attempts()+1, j.Retries+1, j.RetryAt.UTC().Format(time.RFC3339))
+	}
+	return s
+}
+
+// afterFailure: the command failed, and the job is held, rolls back or
+// waits to run again.
+func (j *Job) afterFailure() bool {
+	switch j.State {
+	case Failed, RollingBack, RolledBack, RollbackFailed, Retrying:
+		return true
+	}
+	return false
+}
