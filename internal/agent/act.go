@@ -10,9 +10,13 @@ import (
 	"github.com/kustodian/kustodian/internal/nodemarks"
 )
 
+// Acting on a decision: each of its steps (decide.Step) through the seam
+// it names, in the order decide gave them.
+
 // act carries decision d out, made from s: its steps in order, each
-// through the seam it names (decide.Act). It is the maintenance loop's one
-// place that changes anything. asked: at Idle, the agent asked for a
+// through the seam it names (decide.Act). Besides Kured's lock, which a
+// Draining node's look-ups take, nothing else in the maintenance loop
+// changes anything. asked: at Idle, the agent asked for a
 // maintenance of its own (a reboot the host needs), which it goes on with.
 func (a *Agent) act(ctx context.Context, d decide.Decision, s view) (asked bool, err error) {
 	o, node := s.Observed(), s.node
@@ -72,7 +76,10 @@ func (a *Agent) act(ctx context.Context, d decide.Decision, s view) (asked bool,
 				log(st.Message)
 			}
 		case decide.ActAbort:
-			err = errors.New(st.Message)
+			err = st.Err
+			if err == nil {
+				err = errors.New(st.Message)
+			}
 		case decide.ActPoke:
 			a.poke()
 
@@ -84,7 +91,7 @@ func (a *Agent) act(ctx context.Context, d decide.Decision, s view) (asked bool,
 		case decide.ActReleaseKured:
 			err = a.releaseKured(ctx)
 		case decide.ActReleaseAll:
-			err = a.releaseAll(ctx)
+			err = a.releaseAll(ctx, st.Locks)
 		case decide.ActLeaveQueues:
 			err = a.leaveQueues(ctx)
 		case decide.ActRenominate:

@@ -283,9 +283,6 @@ func (a *Agent) stop() error {
 	return nil
 }
 
-// heldLocks are the lock Leases that name this node, whatever their group.
-func (a *Agent) heldLocks() []string { return lock.HeldBy(a.locks.view.List(), a.node) }
-
 // step takes the next step: the maintenance loop's (reconcile), then the
 // rollouts' beside it. done is true when the node is Idle and the agent
 // should exit.
@@ -301,9 +298,10 @@ func (a *Agent) step(ctx context.Context) (done bool, err error) {
 	return done, nil
 }
 
-// reconcile takes the maintenance loop's next step, and says the state it
-// left the node in, with its Node as last seen. done is true when the node
-// is Idle and the agent should exit.
+// reconcile takes the maintenance loop's next step: a decision, made from
+// a snapshot and the look-ups it asks for (lookups.go), carried out (act.go).
+// It says the state it left the node in, with its Node as last seen. done
+// is true when the node is Idle and the agent should exit.
 func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, node *corev1.Node, err error) {
 	d, s, err := a.decide(ctx)
 	if err != nil {

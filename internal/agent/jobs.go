@@ -283,16 +283,22 @@ func watchJobs(ctx context.Context, dir string) <-chan struct{} {
 
 // lookUpJob looks up the maintenance's current managed job and what its
 // next step depends on (decide.Need.Job); sentinel: the host's reboot
-// sentinel is there.
-func (a *Agent) lookUpJob(ctx context.Context, sentinel bool) (*decide.JobLookup, error) {
+// sentinel is there. What cannot be looked up is said in the look-up
+// (JobLookup.Err): the step renews the locks and keeps the cordon before
+// it fails.
+func (a *Agent) lookUpJob(ctx context.Context, sentinel bool) *decide.JobLookup {
 	j, err := a.jobs.store.Current()
 	if err != nil {
-		return nil, permanent(err)
+		return &decide.JobLookup{Err: permanent(err)}
 	}
 	if j == nil {
-		return &decide.JobLookup{}, nil
+		return &decide.JobLookup{}
 	}
-	return a.jobFacts(ctx, j, sentinel)
+	l, err := a.jobFacts(ctx, j, sentinel)
+	if err != nil {
+		return &decide.JobLookup{Err: err} // asked again at the next step
+	}
+	return l
 }
 
 // jobFacts gathers what jobs.Next needs of job j: whether a reboot is
@@ -304,7 +310,7 @@ func (a *Agent) jobFacts(ctx context.Context, j *jobs.Job, sentinel bool) (*deci
 	if j.State == jobs.Running || j.State == jobs.RollingBack {
 		alive, err := a.jobs.runner.Alive(ctx, j)
 		if err != nil {
-			return nil, err // asked again at the next step
+			return nil, err
 		}
 		if !alive {
 			if j, err = a.jobs.store.Get(j.ID); err != nil {

@@ -190,12 +190,12 @@ func (a *Agent) take(ctx context.Context, d decide.Decision, try []string) (bool
 }
 
 // releaseAll releases Kured's lock, then this node's locks (naming the
-// next nodes of their queues first).
-func (a *Agent) releaseAll(ctx context.Context) error {
+// next nodes of their queues first); held are the locks the decision saw
+// it hold, which the log names as the Events do.
+func (a *Agent) releaseAll(ctx context.Context, held []string) error {
 	if err := a.releaseKured(ctx); err != nil {
 		return err
 	}
-	held := a.heldLocks()
 	if err := a.locks.handOff(ctx); err != nil {
 		return err
 	}

@@ -84,9 +84,7 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 			s.DrainLookups.KuredRefused = &refused
 		}
 		if d.Need.Job {
-			if s.Job, err = a.lookUpJob(ctx, s.RebootPending); err != nil {
-				return d, s, err
-			}
+			s.Job = a.lookUpJob(ctx, s.RebootPending)
 		}
 		// The look-ups took time (a gate command may take seconds).
 		s.Now = a.now()

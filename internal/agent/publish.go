@@ -37,7 +37,7 @@ func (a *Agent) publishStatus(ctx context.Context, state lock.State, o decide.Ob
 		if err := a.records.put(ctx, base, r); err != nil {
 			return err
 		}
-		if stored != nil && stored.Blocked != "" && r.Blocked == "" {
+		if stored != nil && stored.OwnGateClosed() && !r.OwnGateClosed() {
 			a.queue.mine = nil // made while it was blocked, so without it
 		}
 	}

@@ -95,6 +95,9 @@ type JobLookup struct {
 	// itself.
 	Job   *jobs.Job
 	Facts jobs.Facts
+	// Err: the job could not be looked up (its file, or whether it runs);
+	// the step does everything else first, then ends with it.
+	Err error
 }
 
 // NodeFacts are what decisions read of this host's Node.

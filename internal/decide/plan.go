@@ -54,7 +54,7 @@ const (
 	ActAskReboot
 	// ActLog logs Step.Message at Step.Level, with Step.Pods.
 	ActLog
-	// ActAbort ends the step with Step.Message as its error.
+	// ActAbort ends the step with Step.Err, or Step.Message as its error.
 	ActAbort
 	// ActPoke decides again at once.
 	ActPoke
@@ -68,7 +68,8 @@ const (
 	ActTake
 	ActReleaseKured
 	// ActReleaseAll releases Kured's lock, then every lock this node holds,
-	// naming the next nodes of their queues first.
+	// naming the next nodes of their queues first (Step.Locks: those it
+	// held when it decided, which the Events name).
 	ActReleaseAll
 	// ActLeaveQueues makes again the summaries that still name this node.
 	ActLeaveQueues
@@ -129,7 +130,8 @@ type Step struct {
 	Status  string
 	Level   Level
 	Pods    []string
-	// Locks: ActRenew, ActTake, ActSetDisrupted, ActConfirmHeld.
+	// Locks: ActRenew, ActTake, ActSetDisrupted, ActConfirmHeld,
+	// ActReleaseAll.
 	Locks []string
 	// Controllers: ActSetDisrupted.
 	Controllers []string
@@ -142,6 +144,8 @@ type Step struct {
 	NoneTaken bool
 	// Job: ActJob.
 	Job *JobStep
+	// Err: ActAbort.
+	Err error
 }
 
 // JobStep is a managed job's next step (jobs.Next), with the facts it was
@@ -240,7 +244,7 @@ func waitingSteps(s Snapshot, o Observed, d Decision, p []Step) []Step {
 	}
 	// Others must see this node eligible before it takes a slot, or the
 	// node behind it could take the slot meant for it.
-	if r := s.Own; r == nil || r.State != lock.Waiting || r.Blocked != "" {
+	if r := s.Own; r == nil || r.State != lock.Waiting || r.OwnGateClosed() {
 		p = append(p, publish)
 	}
 	again := publish
@@ -327,12 +331,15 @@ func maintenanceSteps(s Snapshot, p []Step) []Step {
 	if s.Self != nil && !s.Self.Cordoned {
 		p = append(p, Step{Do: ActCordon})
 	}
+	if s.Job != nil && s.Job.Err != nil {
+		return append(p, Step{Do: ActAbort, Err: s.Job.Err})
+	}
 	if s.Job == nil || s.Job.Job == nil {
 		return append(p, Step{Do: ActPublish, State: lock.InMaintenance, Message: "in maintenance: waiting for the script to remove " + s.Params.RequestFile})
 	}
 	step, err := jobs.Next(*s.Job.Job, s.Job.Facts)
 	if err != nil {
-		return append(p, Step{Do: ActAbort, Message: err.Error()})
+		return append(p, Step{Do: ActAbort, Err: err})
 	}
 	return append(p, Step{Do: ActJob, Job: &JobStep{Step: step, Facts: s.Job.Facts}})
 }
@@ -350,7 +357,7 @@ func giveBack(s Snapshot, o Observed, p []Step) []Step {
 
 // releaseAll releases Kured's lock and this node's locks, and says so.
 func releaseAll(o Observed, p []Step) []Step {
-	p = append(p, Step{Do: ActReleaseAll})
+	p = append(p, Step{Do: ActReleaseAll, Locks: o.HeldLocks})
 	var said []Effect
 	for _, name := range o.HeldLocks {
 		said = append(said, Said(ReasonLockReleased, false, "released lock "+name)...)

@@ -108,6 +108,28 @@ func TestPlanOfEveryState(t *testing.T) {
 			s.InProgress, s.Self.Cordoned = true, true
 			s.Job = &JobLookup{Job: &jobs.Job{ID: "j", State: "unknown"}}
 		}}, "stop-drain inhibit abort"},
+		{"idle, the request withdrawn while waiting", []func(*Snapshot){func(s *Snapshot) { s.Request = nil }},
+			"stop-drain inhibit release-kured unquarantine show-state(Idle) rm-record tell leave-queues forget ask-reboot"},
+		{"waiting second, the head gone: the summary made again", []func(*Snapshot){queued(summary("a", "me"), t0.Add(-50*time.Second))},
+			"stop-drain inhibit tell publish(Waiting) renominate"},
+		{"waiting, its own gate closed before, a lock free", []func(*Snapshot){func(s *Snapshot) { s.Own.Blocked = "window" }},
+			"stop-drain inhibit tell publish(Waiting) take publish(Waiting)-if-none-taken"},
+		{"draining, the drain under way", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) {
+			s.Self.Cordoned, s.Self.CordonedByUs = true, true
+			s.Drain = &DrainRun{Request: "r1", Progress: "draining: 2 pods left"}
+		}}, "inhibit escalation cordon publish(Draining)"},
+		{"overbooked: the lock goes back unsaid", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) { s.DrainLookups.Overbooked = str("2 of 1") }},
+			"inhibit escalation stop-drain log uncordon release-all tell"},
+		{"drained, the job not looked up yet", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) {
+			s.Drain = &DrainRun{Request: "r1", Done: true}
+		}}, ""},
+		{"drained, the job unreadable", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) {
+			s.Self.Cordoned, s.Self.CordonedByUs = true, true
+			s.Drain = &DrainRun{Request: "r1", Done: true}
+			s.Job = &JobLookup{Err: errors.New("jobs directory unreadable")}
+		}}, "inhibit escalation cordon forget-drain confirm-held create-in-progress tell abort"},
+		{"completing, the Node gone, no lock held", []func(*Snapshot){func(s *Snapshot) { s.Request, s.InProgress, s.Self = nil, true, nil }},
+			"stop-drain inhibit publish(Completing) rm-in-progress clear-job release-all poke"},
 		{"completing, with a TTL", []func(*Snapshot){holding, func(s *Snapshot) {
 			s.Request, s.InProgress, s.Params.TTL = nil, true, time.Minute
 		}}, "stop-drain renew inhibit publish(Completing) rm-in-progress clear-job uncordon release-all tell poke"},
@@ -118,6 +140,12 @@ func TestPlanOfEveryState(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := next(snap(tc.mod...))
+			if tc.want == "" {
+				if d.Need.Empty() || len(d.Steps) != 0 {
+					t.Fatalf("state %s needs nothing (%+v) or plans %s, want a look-up first", d.State, d.Need, acts(d.Steps))
+				}
+				return
+			}
 			if !d.Need.Empty() {
 				t.Fatalf("state %s still needs %+v", d.State, d.Need)
 			}
@@ -174,6 +202,13 @@ func TestPlanSaysWhatItDoes(t *testing.T) {
 	last := done.Steps[len(done.Steps)-2]
 	if last.Do != ActTell || len(last.Effects) != 1 || last.Effects[0].Event != ReasonLockReleased || last.Effects[0].Message != "released lock lock-default-0" {
 		t.Fatalf("completing: the locks released are said: %+v", done.Steps)
+	}
+
+	// A LIST that does not show the record as last written: written
+	// again, no LIST asked again.
+	relisted := snap(func(s *Snapshot) { s.Paused, s.Queues, s.Listed = true, nil, true })
+	if d := next(relisted); d.Need.Queue || !d.Unlisted {
+		t.Fatalf("listed already: need %+v, unlisted %v", d.Need, d.Unlisted)
 	}
 
 	idle := next(snap(func(s *Snapshot) { s.Request, s.Own.State = nil, lock.Completing }))

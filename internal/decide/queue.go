@@ -218,7 +218,7 @@ func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead boo
 		// group. A record written under another group (its Node was gone,
 		// or the policy changed since) is left out of this group's LIST;
 		// looking again before it is written anew would never end.
-		if s.Own == nil || s.Own.State != lock.Waiting || s.Own.Blocked != "" || s.Own.GroupRef() != d.Group {
+		if s.Own == nil || s.Own.State != lock.Waiting || s.Own.OwnGateClosed() || s.Own.GroupRef() != d.Group {
 			return upkeep{}
 		}
 		stale := s.Mine == nil || (q.mine < 0 && !s.Mine.Cut()) ||

@@ -52,7 +52,7 @@ func waiting(s Snapshot, d *Decision) {
 		d.WakeAt = earliest(d.WakeAt, q.touch.wake)
 		d.Touch = q.touch.now
 	}
-	blocked := s.Own != nil && s.Own.Blocked != ""
+	blocked := s.Own != nil && s.Own.OwnGateClosed()
 	spec := d.Policy.Spec
 
 	if g := firstClosed(own); g != nil {

@@ -40,7 +40,7 @@ func Queue(records []Record, group GroupRef, now time.Time, staleAfter time.Dura
 func GrantOrder(records []Record, group GroupRef, now time.Time, staleAfter time.Duration) []Record {
 	var eligible []Record
 	for _, r := range records {
-		if r.Blocked == "" {
+		if !r.OwnGateClosed() {
 			eligible = append(eligible, r)
 		}
 	}

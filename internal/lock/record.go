@@ -95,7 +95,10 @@ type Record struct {
 	Policy   string
 	Group    string
 	Priority int
-	Blocked  string
+	// Blocked says which of the node's own gates is closed (its window,
+	// its hold, its pods, its command): the others pass it in the queue.
+	// "" when none is (OwnGateClosed).
+	Blocked string
 	// Gates is the JSON verdict of each gate (AnnotationGates).
 	Gates           string
 	BlockedReported bool
@@ -114,6 +117,10 @@ type Record struct {
 	Requested time.Time
 	Heartbeat time.Time
 }
+
+// OwnGateClosed reports whether one of the node's own gates holds it
+// (Blocked): it is passed in the queue until the gate opens.
+func (r Record) OwnGateClosed() bool { return r.Blocked != "" }
 
 // RecordFromLease reads a node record.
 func RecordFromLease(l *coordv1.Lease) Record {
