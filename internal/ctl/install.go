@@ -53,7 +53,7 @@ ValidatingAdmissionPolicy (Kubernetes 1.30 or later) is refused before anything 
 applied. --dry-run=client or -o yaml prints the manifests instead; --dry-run=server
 sends every apply as a dry run (the API server validates and admits each, and
 keeps nothing) and says what each would do.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredLockAnnotations: o.kuredKeys, MaxLeases: maxLeases, KubeletEvictions: kubeletEvictions}
 			if maxLeases == 0 {

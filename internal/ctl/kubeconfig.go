@@ -57,7 +57,7 @@ until it expires, or until the Node object is deleted.`,
 		Example: `  kustodian-ctl kubeconfig node-1 --output-file node-1.kubeconfig
   kustodian-ctl kubeconfig node-1 --node-server https://10.0.0.1:6443 | ssh node-1 'install -m 600 /dev/stdin /etc/kustodian/kubeconfig'
   kustodian-ctl kubeconfig node-1 --output-file node-1.kubeconfig --rotate --renew-before 720h`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("NODE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if oldFile != "" {
 				return fmt.Errorf("-f is kubectl's input file, not an output: write the kubeconfig with --output-file %s (without it: stdout)", oldFile)

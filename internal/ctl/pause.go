@@ -24,7 +24,7 @@ no other node starts until kustodian-ctl resume.
 pause NODE holds one node instead (the Node annotation kustodian.io/hold): it
 stays Waiting with the reason, and the nodes behind it go ahead. resume NODE
 lets it go again.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: atMostOneArg("NODE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := o.client()
 			if err != nil {
@@ -54,7 +54,7 @@ func newResumeCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resume [NODE]",
 		Short: "Grant maintenance again after a pause (with NODE: let a held node go again)",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  atMostOneArg("NODE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := o.client()
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -116,6 +117,14 @@ first node that will not fit and by how much.
 			if err := out.Check(); err != nil {
 				return err
 			}
+			// What the command line gets wrong is said before the
+			// cluster is read.
+			if err := f.check(nodes); err != nil {
+				return err
+			}
+			if _, err := parseStart(f.start, time.Now()); err != nil {
+				return err
+			}
 			p, err := makePlan(cmd.Context(), o, f, nodes)
 			if err != nil {
 				return err
@@ -172,17 +181,26 @@ func makePlan(ctx context.Context, o *options, f planFlags, named []string) (Mai
 	})
 }
 
+// check refuses nodes named beside -l, and a selector that does not
+// parse.
+func (f planFlags) check(named []string) error {
+	if len(named) > 0 && f.selector != "" {
+		return fmt.Errorf("-l %q and nodes named (%s): give one or the other", f.selector, strings.Join(named, " "))
+	}
+	if _, err := labels.Parse(f.selector); err != nil {
+		return fmt.Errorf("-l %q: %w", f.selector, err)
+	}
+	return nil
+}
+
 // planNodes are the nodes a plan adds behind the queue: those named, or
 // those -l and --policy select (by name); and each node's policy by its
 // labels.
 func planNodes(in status.Inputs, f planFlags, named []string) (add []string, policyOf map[string]string, err error) {
-	if len(named) > 0 && f.selector != "" {
-		return nil, nil, fmt.Errorf("-l %q and nodes named: give one or the other", f.selector)
+	if err := f.check(named); err != nil {
+		return nil, nil, err
 	}
-	sel, err := labels.Parse(f.selector)
-	if err != nil {
-		return nil, nil, fmt.Errorf("-l %q: %w", f.selector, err)
-	}
+	sel, _ := labels.Parse(f.selector) // f.check parsed it
 	if f.policy != "" && f.policy != policy.DefaultName && !slices.ContainsFunc(in.Policies, func(p *policy.MaintenancePolicy) bool { return p.Name == f.policy }) {
 		return nil, nil, fmt.Errorf("--policy %s: no such MaintenancePolicy in namespace %s (kustodian-ctl policy lists them)", f.policy, in.Namespace)
 	}

@@ -23,7 +23,7 @@ record but is passed (no position, listed last) until it returns or its gate
 opens: the order is the one the agents grant in. -o wide adds what each
 node's record says; -o json|yaml prints a MaintenanceQueue, which jsonpath
 and custom-columns read too; -o name prints node/NAME in grant order.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.Check(); err != nil {
 				return err

@@ -25,7 +25,7 @@ request: removing the request file (after repairing the node) returns the node t
 Idle, and a new request starts over.`,
 		Example: `  kustodian-ctl release node-3
   kustodian-ctl release node-3 --uncordon`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("NODE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			client, err := o.client()
 			if err != nil {

@@ -167,7 +167,7 @@ nodes, a label selector, or all; default: 1, then all.`,
 		Example: `  kustodian-ctl rollout create fix-ntp --script fix-ntp.sh --rollback undo.sh --key ~/.ssh/id_ed25519
   kustodian-ctl rollout create kernel --script upgrade.sh --reboot auto -l pool=workers \
       --stage 1 --stage 10% --stage all --promotion auto --soak 30m --key ~/.ssh/id_ed25519`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.Check(); err != nil {
 				return err
@@ -284,7 +284,7 @@ func newRolloutPromoteCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "promote NAME [--to STAGE]",
 		Short: "Open a rollout's next stage (or stage --to)",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, u, err := o.getRollout(cmd.Context(), args[0])
 			if err != nil {
@@ -338,7 +338,7 @@ func newRolloutSetCommand(o *options, verb, short, field string, value bool) *co
 	cmd := &cobra.Command{
 		Use:   verb + " NAME",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, u, err := o.getRollout(cmd.Context(), args[0])
 			if err != nil {

@@ -136,7 +136,7 @@ SHA-256 of inline scripts and files that lack one, signs what runs (kustodian-ct
 rollout manifest prints it) and prints the rollout, signed, as YAML for kubectl
 apply. A signature must be made over the rollout's namespace and name: sign it for
 the namespace it goes to (-n).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if s.key == "" && s.signature == "" {
 				return errors.New("give --key or --signature")
@@ -171,7 +171,7 @@ func newRolloutManifestCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manifest (NAME | -f FILE)",
 		Short: "Print what a rollout's signature covers, for ssh-keygen -Y sign -n kustodian-rollout",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  atMostOneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r *rollout.MaintenanceRollout
 			var err error

@@ -54,7 +54,7 @@ from the nodes' entries, as the agents make it. -o json|yaml prints the object;
 --watch prints a line at each change and a progress line until the rollout is
 complete or stopped. kubectl wait --for=condition=Complete maintenancerollout/NAME
 waits for it.`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.Check(); err != nil {
 				return err

@@ -6,7 +6,6 @@ package ctl
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -60,7 +59,7 @@ func (o *options) restConfig() (*rest.Config, error) {
 	rules.ExplicitPath = o.kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &o.overrides).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, kubeconfigError(err)
 	}
 	cfg.UserAgent = "kustodian-ctl/" + version.Version
 	cfg.QPS, cfg.Burst = 50, 100
@@ -135,6 +134,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 	}
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
+	root.SetFlagErrorFunc(suggestFlag)
 	root.PersistentFlags().StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig file to use for CLI requests")
 	kubeFlags := clientcmd.RecommendedConfigOverrideFlags("")
 	kubeFlags.ClusterOverrideFlags.APIServer.ShortName = "s" // as kubectl's -s

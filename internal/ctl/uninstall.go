@@ -28,7 +28,7 @@ and the namespace with its Leases and control ConfigMap. While a node holds a lo
 it refuses: that node is in maintenance, cordoned, and would be left so. --force
 removes everything anyway. The MaintenancePolicy CustomResourceDefinition is shared
 by every installation: it is deleted only when no other namespace has policies.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			r, err := o.reader()

@@ -25,7 +25,7 @@ line when every policy is enforced; otherwise the policies that are not, with
 the API server's last answer.`,
 		Example: `  kubectl apply -k deploy/kustomize
   kustodian-ctl verify`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, rc, err := o.admissionClients()
 			if err != nil {

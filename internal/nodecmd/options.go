@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/suggest"
 )
 
 // envPrefix prefixes the environment variable of every option:
@@ -244,7 +245,7 @@ func unknownEnv(environ []string) []string {
 			continue
 		}
 		msg := fmt.Sprintf("environment variable %s is not one of kustodian's and is ignored", name)
-		if s := suggest(name, known); s != "" {
+		if s := suggest.Closest(name, known); s != "" {
 			msg += fmt.Sprintf("; did you mean %s?", s)
 		}
 		out = append(out, msg)
@@ -302,7 +303,7 @@ func readFile(path string, explicit bool) (*viper.Viper, []error, []string) {
 			problems = append(problems, fmt.Errorf("%s: %s is no longer an agent setting: %s; remove it", path, k, removedKeys[strings.ToLower(k)]))
 		default:
 			msg := fmt.Sprintf("%s: unknown key %q", path, k)
-			if s := suggest(k, documented); s != "" {
+			if s := suggest.Closest(k, documented); s != "" {
 				msg += fmt.Sprintf("; did you mean %s?", s)
 			} else {
 				msg += "; the keys are listed in /etc/kustodian/config.yaml as the package ships it and by kustodian agent --help"
@@ -327,39 +328,6 @@ func leafKeys(tree map[string]any, prefix string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// suggest is the candidate closest to s (case aside), when close enough to
-// be a typo: at most a third of its letters off.
-func suggest(s string, candidates []string) string {
-	best, bestD := "", len(s)/3+1
-	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 func copyValue(dst, src any) {
