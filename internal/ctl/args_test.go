@@ -1,6 +1,9 @@
 package ctl
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -32,5 +35,38 @@ func TestCommandLineMistakesAreNamed(t *testing.T) {
 		if err != nil && tc.want != "" && !strings.Contains(tc.want, "kubeconfig") && strings.Contains(err.Error(), "kubeconfig") {
 			t.Errorf("%s: asked for the cluster before saying what is wrong: %v", strings.Join(tc.args, " "), err)
 		}
+	}
+}
+
+// version: this binary's alone with --client (no cluster asked), the API
+// server's beside it otherwise, as lines, json or yaml.
+func TestVersion(t *testing.T) {
+	out, err := run(t, "kustodian-ctl", "version", "--client", "-o", "json")
+	var v versions
+	if err != nil || json.Unmarshal([]byte(out), &v) != nil || v.Client.Version == "" || v.Client.GoVersion == "" || v.Server != nil {
+		t.Fatalf("version --client -o json: %v\n%s", err, out)
+	}
+	out, err = run(t, "kustodian-ctl", "version")
+	if err == nil || !strings.Contains(err.Error(), "no kubeconfig found") || !strings.HasPrefix(out, "Client: kustodian-ctl ") {
+		t.Fatalf("version without a cluster: %v\n%s", err, out)
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/version" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"gitVersion": "v1.37.1", "platform": "linux/amd64"}`))
+	}))
+	defer api.Close()
+	out, err = run(t, "kustodian-ctl", "version", "-s", api.URL)
+	if err != nil || !strings.Contains(out, "Server: Kubernetes v1.37.1 (linux/amd64)") {
+		t.Fatalf("version: %v\n%s", err, out)
+	}
+	out, err = run(t, "kustodian-ctl", "version", "-s", api.URL, "-o", "yaml")
+	if err != nil || !strings.Contains(out, "gitVersion: v1.37.1") || !strings.Contains(out, "client:") {
+		t.Fatalf("version -o yaml: %v\n%s", err, out)
+	}
+	if _, err := run(t, "kustodian-ctl", "version", "-o", "wide"); err == nil || !strings.Contains(err.Error(), "-o wide: version prints json or yaml") {
+		t.Fatalf("version -o wide: %v", err)
 	}
 }

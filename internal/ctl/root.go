@@ -158,7 +158,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newInstallCommand(o),
 		newVerifyCommand(o),
 		newUninstallCommand(o),
-		version.NewCommand("kustodian-ctl"),
+		newVersionCommand(o),
 		newWaitCommand(o),
 	)
 	if pluginMode(invokedAs) {
