@@ -37,6 +37,7 @@ whose expiresInSeconds falls below kustodian_renew_before_days.`,
 		Args: cobra.NoArgs,
 	}
 	cf := addConfigFlags(cmd.Flags())
+	showOnly(cmd, "kubeconfig")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print it as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if output != "" && output != "json" {

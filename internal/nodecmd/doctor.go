@@ -56,6 +56,7 @@ failure. The agent runs the same checks when it starts and logs what is not OK.`
 		Args: cobra.NoArgs,
 	}
 	cf := addConfigFlags(cmd.Flags())
+	showOnly(cmd, "kubeconfig", "node-name", "namespace", "drain-kubelet-kubeconfig", "kured-enabled", "kured-namespace", "kured-daemonset")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	cmd.Flags().StringVar(&kubeletConfig, "kubelet-config", "auto", "the kubelet's configuration file: auto (the first of "+strings.Join(KubeletConfigs, ", ")+" that exists) or a path")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

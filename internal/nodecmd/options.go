@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"sigs.k8s.io/yaml"
@@ -125,6 +126,25 @@ func addConfigFlags(fs *pflag.FlagSet) *configFlags {
 		}
 	}
 	return cf
+}
+
+// showOnly lists in the command's help, of the agent's options, only
+// those it reads (and --config); the others are still accepted, as in the
+// configuration file, and `kustodian agent --help` lists them all.
+func showOnly(cmd *cobra.Command, names ...string) {
+	show := map[string]bool{"config": true}
+	for _, n := range names {
+		if cmd.Flags().Lookup(n) == nil {
+			panic("showOnly: no option --" + n) // a programming error, caught by the tests
+		}
+		show[n] = true
+	}
+	for _, o := range agentOptions {
+		if !show[o.flag] {
+			_ = cmd.Flags().MarkHidden(o.flag)
+		}
+	}
+	cmd.Long += "\n\nIt reads the agent's configuration (--config): every option of it is accepted as a flag\nhere too (kustodian agent --help lists them)."
 }
 
 // load builds the configuration: flag > environment > file > default. A bad

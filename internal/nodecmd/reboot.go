@@ -25,6 +25,7 @@ be idempotent, runs again and removes the request when it is done.`,
 		Args: cobra.NoArgs,
 	}
 	cf := addConfigFlags(cmd.Flags())
+	showOnly(cmd, "kubeconfig", "node-name", "namespace", "request-file", "in-progress-file", "reboot-sentinel")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		nc, err := cf.connect(cmd.Context())
 		if err != nil {

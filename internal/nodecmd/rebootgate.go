@@ -29,6 +29,7 @@ so Kured honours both Kustodian and every other inhibitor on the host.`,
 		Args: cobra.NoArgs,
 	}
 	cf := addConfigFlags(cmd.Flags())
+	showOnly(cmd, "request-file", "in-progress-file", "reboot-sentinel")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := cf.load()
 		if err != nil {

@@ -55,6 +55,7 @@ Failed node, and with --timeout D, 75 when the job is still going after D.`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	cf := addConfigFlags(cmd.Flags())
+	showOnly(cmd, "kubeconfig", "node-name", "namespace", "request-file", "state-dir")
 	cmd.Flags().StringVar(&id, "id", "", "the job's ID (default: job-<time>)")
 	cmd.Flags().StringVar(&reboot, "reboot", jobs.RebootAuto, "reboot when the job leaves the reboot sentinel: auto or never")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the job to end and exit with its exit code")
