@@ -1,7 +1,6 @@
 package nodecmd
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -38,10 +37,10 @@ whose expiresInSeconds falls below kustodian_renew_before_days.`,
 	}
 	cf := addConfigFlags(cmd.Flags())
 	showOnly(cmd, "kubeconfig")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print it as JSON")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml: print it for scripts")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if output != "" && output != "json" {
-			return fmt.Errorf("unknown output format %q; use json", output)
+		if output != "" && output != "json" && output != "yaml" {
+			return fmt.Errorf("--output %q: use json or yaml (without -o: one line)", output)
 		}
 		cfg, err := cf.load()
 		if err != nil {
@@ -63,13 +62,8 @@ whose expiresInSeconds falls below kustodian_renew_before_days.`,
 			c.Expires, c.ExpiresInSeconds = exp.Format(time.RFC3339), int64(left.Seconds())
 		}
 		out := cmd.OutOrStdout()
-		if output == "json" {
-			b, err := json.MarshalIndent(c, "", "  ")
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(out, "%s\n", b)
-			return err
+		if output != "" {
+			return printAs(out, output, c)
 		}
 		who := "a token not bound to a Node"
 		if c.Node != "" {

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kustodian/kustodian/internal/doctor"
 )
 
 func TestCredentials(t *testing.T) {
@@ -50,5 +54,28 @@ current-context: k
 	}
 	if c.Node != "n1" || c.ExpiresInSeconds < 10*24*3600 || c.ExpiresInSeconds > 11*24*3600 || c.Expires != time.Unix(exp, 0).UTC().Format(time.RFC3339) {
 		t.Errorf("json: %+v", c)
+	}
+	var y Credentials
+	if err := yaml.Unmarshal([]byte(run("-o", "yaml")), &y); err != nil || y.Node != "n1" || y.Expires != c.Expires {
+		t.Errorf("yaml: %+v, %v", y, err)
+	}
+}
+
+// doctor prints its findings as JSON or YAML alike.
+func TestFindingsAsYAML(t *testing.T) {
+	findings := []doctor.Finding{{Check: "kubeconfig", Status: doctor.OK, Message: "bound to node n1"}}
+	var j, y bytes.Buffer
+	if err := printFindings(&j, "json", "n1", findings); err != nil {
+		t.Fatal(err)
+	}
+	if err := printFindings(&y, "yaml", "n1", findings); err != nil {
+		t.Fatal(err)
+	}
+	var fromJSON, fromYAML map[string]any
+	if err := json.Unmarshal(j.Bytes(), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(y.Bytes(), &fromYAML); err != nil || !strings.Contains(y.String(), "status: ok") || fmt.Sprint(fromJSON) != fmt.Sprint(fromYAML) {
+		t.Errorf("yaml %v:\n%s\njson:\n%s", err, y.String(), j.String())
 	}
 }

@@ -57,11 +57,11 @@ failure. The agent runs the same checks when it starts and logs what is not OK.`
 	}
 	cf := addConfigFlags(cmd.Flags())
 	showOnly(cmd, "kubeconfig", "node-name", "namespace", "drain-kubelet-kubeconfig", "kured-enabled", "kured-namespace", "kured-daemonset")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, json or yaml")
 	cmd.Flags().StringVar(&kubeletConfig, "kubelet-config", "auto", "the kubelet's configuration file: auto (the first of "+strings.Join(KubeletConfigs, ", ")+" that exists) or a path")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if output != "text" && output != "json" {
-			return fmt.Errorf("--output %q: use text or json", output)
+		if output != "text" && output != "json" && output != "yaml" {
+			return fmt.Errorf("--output %q: use text, json or yaml", output)
 		}
 		cfg, err := cf.load()
 		if err != nil {
@@ -83,12 +83,10 @@ failure. The agent runs the same checks when it starts and logs what is not OK.`
 }
 
 // printFindings prints the findings as a table (with each fix below its
-// finding) or as JSON.
+// finding), or as JSON or YAML.
 func printFindings(w io.Writer, output, node string, findings []doctor.Finding) error {
-	if output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+	if output == "json" || output == "yaml" {
+		return printAs(w, output, struct {
 			Node     string           `json:"node,omitempty"`
 			Status   doctor.Status    `json:"status"`
 			Findings []doctor.Finding `json:"findings"`
@@ -267,4 +265,21 @@ func checkHostAtStart(ctx context.Context, log *slog.Logger) string {
 		return ""
 	}
 	return fmt.Sprintf("host check: %d problem(s), see kustodian doctor", len(findings))
+}
+
+// printAs prints v as indented JSON, or as YAML (-o json, -o yaml).
+func printAs(w io.Writer, format string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == "yaml" {
+		if b, err = yaml.JSONToYAML(b); err != nil {
+			return err
+		}
+	} else {
+		b = append(b, '\n')
+	}
+	_, err = w.Write(b)
+	return err
 }
