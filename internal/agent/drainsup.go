@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/drain"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // drainRun is a drain running in the background.

@@ -376,8 +376,6 @@ func (a *Agent) actOnJob(ctx context.Context, step jobs.Step, f jobs.Facts) (str
 	return step.Message, step.Failed, nil
 }
 
-// jobsDir is where the agent keeps managed jobs.
-
 // rebootPendingAfter says whether a reboot is pending after job j (one
 // that reboots: --reboot auto): the sentinel, or, once the job succeeded,
 // the host's command or needs-restarting (which leave no file). A check

@@ -3,8 +3,9 @@ package agent
 import (
 	"context"
 
-	"github.com/kustodian/kustodian/internal/lock"
 	coordv1 "k8s.io/api/coordination/v1"
+
+	"github.com/kustodian/kustodian/internal/lock"
 )
 
 // recordSide is the nodes' records: this node's, which it writes, and

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/kustodian/kustodian/internal/suggest"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kustodian/kustodian/internal/suggest"
 )
 
 // The command line's own errors, said as the command's usage says its
