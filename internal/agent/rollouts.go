@@ -272,7 +272,7 @@ func (ro *rollouter) takeRollout(ctx context.Context, c cachedRollout, nodes []r
 	}
 	ro.log.Info("took a rollout", "rollout", r.Name, "revision", rev, "stage", stage, "job", id)
 	if node != nil {
-		ro.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRolloutTaken, fmt.Sprintf("took rollout %s revision %s (stage %d) as job %s", r.Name, rev, stage, id))
+		ro.event(ctx, node.UID, corev1.EventTypeNormal, ReasonRolloutTaken, fmt.Sprintf("took rollout %s revision %s (%s) as job %s", r.Name, rev, rollout.Numbered(stage), id))
 	}
 	ro.poke()
 	return true, nil

@@ -299,39 +299,55 @@ func newRolloutPromoteCommand(o *options) *cobra.Command {
 				return err
 			}
 			stages := rollout.StagesOf(r.Spec)
-			next := max(r.Spec.Promoted, v.open) + 1
-			if cmd.Flags().Changed("to") {
-				next = to
+			// next indexes the stages from 0, as spec.promoted does;
+			// --to and every message count them from 1.
+			next, err := promoteTo(r.Name, len(stages), max(r.Spec.Promoted, v.open), v.summary.Stage, to, cmd.Flags().Changed("to"))
+			if err != nil {
+				return err
 			}
-			if next < 0 || next >= len(stages) {
-				return fmt.Errorf("rollout %s has stages 0 to %d; stage %d does not exist (it is at stage %d)", r.Name, len(stages)-1, next, v.summary.Stage)
-			}
-			if !cmd.Flags().Changed("to") && v.summary.Stage >= next && next < len(stages) {
+			if !cmd.Flags().Changed("to") && v.summary.Stage >= next {
 				// The agents time their soaks themselves: on the finish
 				// times, some may have opened stage next already.
 				after := ""
 				if next+1 < len(stages) {
-					after = fmt.Sprintf(" (--to %d opens the one after)", next+1)
+					after = fmt.Sprintf(" (--to %d opens the one after)", next+2)
 				}
-				fmt.Fprintf(o.streams.ErrOut, "note: by the nodes' finish times stage %d may be open already on the nodes whose soak ended; this opens it on every node%s\n", next, after)
+				fmt.Fprintf(o.streams.ErrOut, "note: by the nodes' finish times %s may be open already on the nodes whose soak ended; this opens it on every node%s\n", rollout.Numbered(next), after)
 			}
 			if next <= r.Spec.Promoted {
-				fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s: stage %d is open already\n", r.Name, next)
+				fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s: %s is open already\n", r.Name, rollout.Numbered(next))
 				return nil
 			}
 			if err := o.patchRolloutSpec(cmd.Context(), u, map[string]any{"promoted": next}); err != nil {
 				return err
 			}
 			if o.dryRun == dryRunNone {
-				o.rolloutEvent(cmd.Context(), u, "Promoted", fmt.Sprintf("promoted to stage %d", next))
+				o.rolloutEvent(cmd.Context(), u, "Promoted", "promoted to "+rollout.Numbered(next))
 			}
-			fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s promoted to stage %d%s\n", r.Name, next, o.dryRun.suffix())
+			fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s promoted to %s%s\n", r.Name, rollout.Numbered(next), o.dryRun.suffix())
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&to, "to", 0, "the stage to open (0 is the first); default: the next")
+	cmd.Flags().IntVar(&to, "to", 0, "the stage to open (1 is the first); default: the next")
 	addDryRun(cmd, o, "check, change nothing")
 	return cmd
+}
+
+// promoteTo is the stage promote opens, indexed from 0: the one after
+// open (the last stage an admin opened or the reader is sure of), or, with
+// --to (set), stage to as people count them, from 1. at is the stage the
+// summary says is open, for the message.
+func promoteTo(name string, stages, open, at, to int, set bool) (int, error) {
+	if set {
+		if to < 1 || to > stages {
+			return 0, fmt.Errorf("--to %d: rollout %s has stages 1 to %d (it is at %s)", to, name, stages, rollout.Numbered(at))
+		}
+		return to - 1, nil
+	}
+	if open+1 >= stages {
+		return 0, fmt.Errorf("rollout %s is at its last stage (%s of %d); there is no next stage to open", name, rollout.Numbered(stages-1), stages)
+	}
+	return open + 1, nil
 }
 
 func newRolloutSetCommand(o *options, verb, short, field string, value bool) *cobra.Command {

@@ -145,9 +145,9 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 			switch {
 			case d.Unselected, d.Defer:
 			case d.Take:
-				row.Message = fmt.Sprintf("deferred to stage %d; %s; its agent takes it at its next step", e.Stage, d.Why)
+				row.Message = fmt.Sprintf("deferred to %s; %s; its agent takes it at its next step", rollout.Numbered(e.Stage), d.Why)
 			default:
-				row.Message = fmt.Sprintf("deferred to stage %d; %s", e.Stage, d.Why)
+				row.Message = fmt.Sprintf("deferred to %s; %s", rollout.Numbered(e.Stage), d.Why)
 			}
 		}
 		v.rows = append(v.rows, row)
@@ -200,7 +200,7 @@ func conditionLine(v rolloutView) string {
 
 func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 	stages := rollout.StagesOf(v.r.Spec)
-	fmt.Fprintf(w, "maintenancerollout %s: revision %s, stage %d of %d (%s)\n", v.r.Name, v.summary.Revision, v.summary.Stage, len(stages), rollout.Describe(stages[v.summary.Stage]))
+	fmt.Fprintf(w, "maintenancerollout %s: revision %s, %s of %d (%s)\n", v.r.Name, v.summary.Revision, rollout.Numbered(v.summary.Stage), len(stages), rollout.Describe(stages[v.summary.Stage]))
 	fmt.Fprintln(w, conditionLine(v))
 	fmt.Fprintln(w, progressLine(v))
 	// Each stage with the nodes that succeeded in it and before it, of
@@ -209,7 +209,7 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 	done := 0
 	for _, st := range v.summary.Stages {
 		done += st.Succeeded
-		line = append(line, fmt.Sprintf("%d (%s): %s, %d/%d", st.Stage, st.Reaches, st.State, done, st.Nodes))
+		line = append(line, fmt.Sprintf("%d (%s): %s, %d/%d", st.Stage+1, st.Reaches, st.State, done, st.Nodes))
 	}
 	fmt.Fprintln(w, "stages: "+strings.Join(line, "; "))
 	if f := v.summary.FirstFailure; f != nil {
@@ -225,7 +225,7 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 	for _, r := range v.rows {
 		stage, attempts, finished := "-", "-", "-"
 		if r.Stage != nil {
-			stage = fmt.Sprint(*r.Stage)
+			stage = fmt.Sprint(*r.Stage + 1)
 		}
 		if r.Attempts > 0 {
 			attempts = fmt.Sprint(r.Attempts)

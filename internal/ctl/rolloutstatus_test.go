@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,66 @@ func TestRolloutStatusSaysWhyADeferredNodeWaits(t *testing.T) {
 	}
 	if len(v.rows) != 2 || v.rows[1].State != rollout.Deferred || !strings.Contains(v.rows[1].Message, "the rollout stopped: node n1 is RolledBack") {
 		t.Fatalf("rows %+v, want n2 Deferred saying the rollout stopped", v.rows)
+	}
+}
+
+// Stages are counted from 1 wherever a person reads or types them: the
+// last of two stages is "stage 2 of 2", its nodes' rows say 2, and
+// promote --to 2 opens it. (Seen: status said "stage 1 of 2" for the last
+// of two, and --to took 0 for the first.)
+func TestStagesAreCountedFromOne(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
+	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "fix", UID: "uid-3", CreationTimestamp: metav1.NewTime(t0)},
+		Spec: rollout.Spec{Script: rollout.Source{Inline: "true\n", SHA256: rollout.SHA256([]byte("true\n"))}, Promoted: 1}}
+	var nodes []rollout.NodeFacts
+	for _, n := range []string{"n1", "n2", "n3"} {
+		nodes = append(nodes, rollout.NodeFacts{Name: n, Created: t0.Add(-time.Hour), Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
+	}
+	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
+	finished := metav1.NewTime(t0)
+	r.Status.Nodes = []rollout.NodeStatus{
+		{Name: "n1", Revision: rev, Stage: 0, State: rollout.Succeeded, Finished: &finished},
+		{Name: "n2", Revision: rev, Stage: 1, State: rollout.Running},
+	}
+	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printRollout(&b, v, t0.Add(time.Minute), true)
+	out := b.String()
+	for _, want := range []string{"stage 2 of 2 (all)", "stages: 1 (1 node): ", "; 2 (all): ", "stage 2 reaches this node"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rollout status does not say %q:\n%s", want, out)
+		}
+	}
+	for _, row := range []struct{ node, stage string }{{"n1", "1"}, {"n2", "2"}} {
+		if !regexp.MustCompile(`(?m)^` + row.node + `\s+` + row.stage + `\s`).MatchString(out) {
+			t.Errorf("the row of %s does not give stage %s:\n%s", row.node, row.stage, out)
+		}
+	}
+
+	for _, c := range []struct {
+		open, to int
+		set      bool
+		want     int // -1: refused
+	}{
+		{open: 0, want: 1},
+		{open: 1, want: -1}, // at the last of two: no next
+		{to: 1, set: true, want: 0},
+		{to: 2, set: true, want: 1},
+		{to: 0, set: true, want: -1},
+		{to: 3, set: true, want: -1},
+	} {
+		got, err := promoteTo("fix", 2, c.open, c.open, c.to, c.set)
+		switch {
+		case c.want < 0 && err == nil:
+			t.Errorf("promote (open %d, --to %d set %v) opens index %d, want a refusal", c.open, c.to, c.set, got)
+		case c.want >= 0 && (err != nil || got != c.want):
+			t.Errorf("promote (open %d, --to %d set %v) = %d, %v; want index %d", c.open, c.to, c.set, got, err, c.want)
+		}
+	}
+	if _, err := promoteTo("fix", 2, 0, 0, 3, true); err == nil || !strings.Contains(err.Error(), "stages 1 to 2") {
+		t.Errorf("--to 3 of 2: %v, want it to name stages 1 to 2", err)
 	}
 }

@@ -73,26 +73,26 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 		if !v.reach[k][self] {
 			continue
 		}
-		why := fmt.Sprintf("stage %d reaches this node", k)
+		why := Numbered(k) + " reaches this node"
 		if s := v.stages[k]; s.Nodes != nil || s.Percent != nil {
-			why = fmt.Sprintf("stage %d has room for this node", k)
+			why = Numbered(k) + " has room for this node"
 		}
 		return Verdict{Take: true, Stage: k, Why: why}, nil
 	}
 	if late > from {
-		why := fmt.Sprintf("the places of stage %d were taken before this node could ask; it waits for stage %d", late-1, late)
+		why := fmt.Sprintf("the places of %s were taken before this node could ask; it waits for %s", Numbered(late-1), Numbered(late))
 		if late == len(v.stages) {
-			why = fmt.Sprintf("the places of stage %d, the last, were taken before this node could ask", late-1)
+			why = fmt.Sprintf("the places of %s, the last, were taken before this node could ask", Numbered(late-1))
 		}
 		return Verdict{Defer: true, Stage: late, Why: why}, nil
 	}
 	switch {
 	case o < len(v.stages)-1 && !wake.IsZero():
-		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when its soak ends, at about %s", o, wake.UTC().Format(time.RFC3339)), WakeAt: wake}, nil
+		return Verdict{Why: fmt.Sprintf("%s does not reach this node; the next opens when its soak ends, at about %s", Numbered(o), wake.UTC().Format(time.RFC3339)), WakeAt: wake}, nil
 	case o < len(v.stages)-1 && r.Spec.Promotion.Mode == PromotionAuto:
-		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens once it succeeded and soaked", o)}, nil
+		return Verdict{Why: fmt.Sprintf("%s does not reach this node; the next opens once it succeeded and soaked", Numbered(o))}, nil
 	case o < len(v.stages)-1:
-		return Verdict{Why: fmt.Sprintf("stage %d does not reach this node; the next opens when promoted", o)}, nil
+		return Verdict{Why: fmt.Sprintf("%s does not reach this node; the next opens when promoted", Numbered(o))}, nil
 	}
 	return Verdict{Why: "no stage reaches this node", WakeAt: wake}, nil
 }

@@ -85,7 +85,7 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen See
 	default:
 		set(ConditionFailed, false, "NoFailure", doneMsg)
 		set(ConditionComplete, false, "InProgress", doneMsg)
-		reason, msg := "Running", fmt.Sprintf("stage %d of %d: %s", open, len(v.stages), doneMsg)
+		reason, msg := "Running", fmt.Sprintf("%s of %d: %s", Numbered(open), len(v.stages), doneMsg)
 		stageDone, _ := v.succeeded(open)
 		switch {
 		case r.Spec.Aborted:
@@ -98,9 +98,9 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen See
 			// About: each agent times the soak from when it saw the stage
 			// succeed, and a reader without an observation of its own
 			// estimates it from the times the nodes wrote.
-			reason, msg = "Soaking", fmt.Sprintf("stage %d succeeded; the next opens at about %s (each node waits %s from when it saw the stage succeed)", open, soakEnds.UTC().Format(time.RFC3339), v.soak())
+			reason, msg = "Soaking", fmt.Sprintf("%s succeeded; the next opens at about %s (each node waits %s from when it saw the stage succeed)", Numbered(open), soakEnds.UTC().Format(time.RFC3339), v.soak())
 		case stageDone:
-			reason, msg = "AwaitingPromotion", fmt.Sprintf("stage %d succeeded; kustodian-ctl rollout promote %s opens the next", open, r.Name)
+			reason, msg = "AwaitingPromotion", fmt.Sprintf("%s succeeded; kustodian-ctl rollout promote %s opens the next", Numbered(open), r.Name)
 		}
 		set(ConditionProgressing, !r.Spec.Aborted, reason, msg)
 	}
@@ -137,6 +137,11 @@ func (v *view) stageStatus(open int) []StageStatus {
 	}
 	return out
 }
+
+// Numbered names stage k as people count: "stage 1" is the first. The
+// object's fields (spec.promoted, status.stage, an entry's stage) index
+// the stages from 0; every message and the command line count from 1.
+func Numbered(k int) string { return fmt.Sprintf("stage %d", k+1) }
 
 // Describe says what a stage reaches: "1 node", "25%", a selector, "all".
 func Describe(s Stage) string {

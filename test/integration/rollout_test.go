@@ -171,7 +171,7 @@ func TestRolloutStagesPromotionAndNewNodes(t *testing.T) {
 		}
 	}
 	promoted := time.Now()
-	if out, err := ctl.Run(e.Ctx, "rollout", "promote", "fix"); err != nil || !strings.Contains(out, "promoted to stage 1") {
+	if out, err := ctl.Run(e.Ctx, "rollout", "promote", "fix"); err != nil || !strings.Contains(out, "promoted to stage 2") {
 		t.Fatalf("rollout promote: %v\n%s", err, out)
 	}
 	all := map[string]string{}
