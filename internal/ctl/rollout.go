@@ -223,7 +223,7 @@ nodes, a label selector, or all; default: 1, then all.`,
 	fl.StringVar(&f.onFailure, "on-failure", "", "stop (the default: hold the node, stop the rollout) or retry")
 	fl.IntVar(&f.retries, "retries", 0, "with --on-failure retry, how many times a node runs the script again")
 	fl.DurationVar(&f.backoff, "backoff", 0, "with --on-failure retry, the wait before the first retry, doubling (default 1m)")
-	fl.StringVar(&f.reboot, "reboot", "", "auto: reboot when the script leaves the reboot sentinel and run it again after the boot; never (the default)")
+	fl.StringVar(&f.reboot, "reboot", rollout.RebootAuto, "auto: reboot when the script leaves the reboot sentinel and run it again after the boot (as kustodian run); never: do not")
 	fl.BoolVar(&f.newNodes, "new-nodes", true, "nodes created later run it too once they match")
 	f.signing.add(cmd)
 	addDryRun(cmd, o, "print the rollout (-o yaml), create nothing: to sign it elsewhere")

@@ -40,8 +40,10 @@ type Spec struct {
 	// Files are put beside the script, by name.
 	Files []File `json:"files,omitempty"`
 	// Reboot: auto reboots the node when the script leaves the reboot
-	// sentinel, and runs it again after the boot; never (the default)
-	// does not.
+	// sentinel, and runs it again after the boot; never, or no value (as
+	// signed before kustodian-ctl wrote it always), does not.
+	// kustodian-ctl rollout create writes auto unless told never, as
+	// kustodian run and the playbooks default to.
 	Reboot string `json:"reboot,omitempty"`
 	// Signature is an SSH signature (ssh-keygen -Y sign -n
 	// kustodian-rollout, or kustodian-ctl rollout sign) over the
