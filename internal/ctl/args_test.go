@@ -70,3 +70,35 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version -o wide: %v", err)
 	}
 }
+
+// A command carries the output flags of what it prints: rows sort and
+// have custom columns; one object shown as a table has headers to leave
+// out and nothing to sort; one shown as a line has neither. (Seen:
+// rollout create took --no-headers and --sort-by and did nothing with
+// them.)
+func TestOutputFlagsFitWhatIsPrinted(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rollout", "create", "x", "--no-headers"}, "unknown flag: --no-headers"},
+		{[]string{"rollout", "create", "x", "--sort-by", ".node"}, "unknown flag: --sort-by"},
+		{[]string{"rollout", "create", "x", "-o", "custom-columns=N:.metadata.name"}, "this command prints one object, not rows"},
+		{[]string{"rollout", "status", "x", "--sort-by", ".node"}, "unknown flag: --sort-by"},
+		{[]string{"rollout", "status", "x", "-o", "custom-columns-file=/dev/null"}, "this command prints one object, not rows"},
+	} {
+		_, err := run(t, "kustodian-ctl", tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v\nwant it to say: %s", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"rollout", "status", "x", "--no-headers"},
+		{"status", "--no-headers", "--sort-by", ".node", "-o", "custom-columns=N:.node"},
+	} {
+		// Accepted: these go on to the cluster, which is not there.
+		if _, err := run(t, "kustodian-ctl", args...); err == nil || !strings.Contains(err.Error(), "no kubeconfig found") {
+			t.Errorf("%s: %v, want the flags taken and the kubeconfig missed", strings.Join(args, " "), err)
+		}
+	}
+}

@@ -39,22 +39,50 @@ type output struct {
 	// jsonpath-file's file); AllowMissing is --allow-missing-template-keys.
 	Template     string
 	AllowMissing bool
-	wide         bool // the command has a wide table
+	wide         bool  // the command has a wide table
+	shape        shape // what the command prints without -o
 }
 
+// shape is what a command prints without -o, which decides the flags of
+// its output: only a table of rows sorts (--sort-by) and has columns of
+// one's own (custom-columns); only a table has headers to leave out.
+type shape int
+
+const (
+	rows        shape = iota // a table, a row per item (status, queue, ...)
+	objectTable              // one object, shown as a table (rollout status)
+	object                   // one object, shown as a line (rollout create)
+)
+
 // addOutput registers -o, --no-headers, --sort-by, --template and
-// --allow-missing-template-keys on cmd.
+// --allow-missing-template-keys on a command that prints rows; wide: it
+// has a wide table too.
 func addOutput(cmd *cobra.Command, wide bool) *output {
-	o := &output{wide: wide}
+	return addOutputOf(cmd, rows, wide)
+}
+
+// addOutputOf registers the output flags a command of that shape has.
+func addOutputOf(cmd *cobra.Command, sh shape, wide bool) *output {
+	o := &output{wide: wide, shape: sh}
 	formats := []string{}
 	if wide {
 		formats = append(formats, outputWide)
 	}
-	formats = append(formats, outputJSON, outputYAML, outputName, "jsonpath=...", "jsonpath-file=...", "jsonpath-as-json=...",
-		"custom-columns=...", "custom-columns-file=...")
-	cmd.Flags().StringVarP(&o.Format, "output", "o", "", "output format: "+strings.Join(formats, ", ")+" (without -o: a table)")
-	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "print tables and custom-columns without their header line")
-	cmd.Flags().StringVar(&o.SortBy, "sort-by", "", "sort the rows by the value of this JSONPath in each (as in -o json), e.g. '{.node}' or .waitingSeconds")
+	formats = append(formats, outputJSON, outputYAML, outputName, "jsonpath=...", "jsonpath-file=...", "jsonpath-as-json=...")
+	if sh == rows {
+		formats = append(formats, "custom-columns=...", "custom-columns-file=...")
+	}
+	without := "a table"
+	if sh == object {
+		without = "one line"
+	}
+	cmd.Flags().StringVarP(&o.Format, "output", "o", "", "output format: "+strings.Join(formats, ", ")+" (without -o: "+without+")")
+	if sh != object {
+		cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "print tables and custom-columns without their header line")
+	}
+	if sh == rows {
+		cmd.Flags().StringVar(&o.SortBy, "sort-by", "", "sort the rows by the value of this JSONPath in each (as in -o json), e.g. '{.node}' or .waitingSeconds")
+	}
 	cmd.Flags().StringVar(&o.Template, "template", "", "the JSONPath (or the file holding it) of -o jsonpath, -o jsonpath-file or -o jsonpath-as-json given without one")
 	cmd.Flags().BoolVar(&o.AllowMissing, "allow-missing-template-keys", true, "ignore a field or map key that a JSONPath names and a document lacks")
 	// The formats that take no argument complete whole; the others up to
@@ -145,6 +173,8 @@ func (o *output) Check() error {
 		return fmt.Errorf("unknown output format %q: this command has no wide table", o.Format)
 	case o.Table(), o.Format == outputName:
 		return nil
+	case strings.HasPrefix(o.Format, "custom-columns") && o.shape != rows:
+		return fmt.Errorf("-o %s: this command prints one object, not rows; use -o jsonpath=... (e.g. '{.metadata.name}') or -o yaml", o.Format)
 	case strings.HasPrefix(o.Format, "custom-columns"):
 		_, err := o.customColumns()
 		return err

@@ -227,7 +227,7 @@ nodes, a label selector, or all; default: 1, then all.`,
 	fl.BoolVar(&f.newNodes, "new-nodes", true, "nodes created later run it too once they match")
 	f.signing.add(cmd)
 	addDryRun(cmd, o, "print the rollout (-o yaml), create nothing: to sign it elsewhere")
-	out = addOutput(cmd, false)
+	out = addOutputOf(cmd, object, false)
 	return cmd
 }
 

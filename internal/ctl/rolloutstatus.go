@@ -78,7 +78,7 @@ waits for it.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print each change and a progress line until the rollout is complete or stopped")
-	out = addOutput(cmd, false)
+	out = addOutputOf(cmd, objectTable, false)
 	return cmd
 }
 
