@@ -30,7 +30,12 @@ func newCredentialsCommand() *cobra.Command {
 		Long: `credentials reads the agent's kubeconfig (--kubeconfig, or the configuration's)
 and says which Node its token is bound to and when it expires, without asking the
 API server. -o json prints it for scripts: the Ansible role renews a kubeconfig
-whose expiresInSeconds falls below kustodian_renew_before_days.`,
+whose expiresInSeconds falls below kustodian_renew_before_days, or whose token
+is bound to no Node.
+
+Exit status: 0, a token bound to a Node and not expired; 2, a token the agent
+cannot work with (bound to no Node, or expired), printed all the same; 1, the
+configuration or the kubeconfig cannot be read.`,
 		Example: `  kustodian credentials
   kustodian credentials -o json`,
 		Args: cobra.NoArgs,
@@ -62,8 +67,17 @@ whose expiresInSeconds falls below kustodian_renew_before_days.`,
 			c.Expires, c.ExpiresInSeconds = exp.Format(time.RFC3339), int64(left.Seconds())
 		}
 		out := cmd.OutOrStdout()
+		// Printed in every case, then a token the agent cannot work with
+		// exits 2, as kustodian doctor's failures.
+		unusable := c.Node == "" || (c.Expires != "" && left <= 0)
 		if output != "" {
-			return printAs(out, output, c)
+			if err := printAs(out, output, c); err != nil {
+				return err
+			}
+			if unusable {
+				return exitCode(2)
+			}
+			return nil
 		}
 		who := "a token not bound to a Node"
 		if c.Node != "" {
@@ -77,8 +91,13 @@ whose expiresInSeconds falls below kustodian_renew_before_days.`,
 		default:
 			when = fmt.Sprintf("expires %s (in %s)", c.Expires, duration.HumanDuration(left))
 		}
-		_, err = fmt.Fprintf(out, "%s: %s; %s\n", c.Kubeconfig, who, when)
-		return err
+		if _, err := fmt.Fprintf(out, "%s: %s; %s\n", c.Kubeconfig, who, when); err != nil {
+			return err
+		}
+		if unusable {
+			return exitCode(2)
+		}
+		return nil
 	}
 	return cmd
 }

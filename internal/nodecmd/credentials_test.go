@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,11 +17,13 @@ import (
 	"github.com/kustodian/kustodian/internal/doctor"
 )
 
-func TestCredentials(t *testing.T) {
-	exp := time.Now().Add(10*24*time.Hour + time.Hour).Unix()
-	claims := fmt.Sprintf(`{"exp":%d,"kubernetes.io":{"namespace":"kustodian","node":{"name":"n1","uid":"u1"},"serviceaccount":{"name":"kustodian-agent"}}}`, exp)
+// credentialsRun runs kustodian credentials on a kubeconfig holding a
+// token with these claims.
+func credentialsRun(t *testing.T, claims string, args ...string) (string, error) {
+	t.Helper()
 	token := "e30." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".sig"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kubeconfig")
 	kc := `apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
@@ -28,22 +31,31 @@ users: [{name: u, user: {token: "` + token + `"}}]
 contexts: [{name: k, context: {cluster: c, user: u}}]
 current-context: k
 `
-	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
-		t.Fatal(err)
+	conf := filepath.Join(dir, "config.yaml")
+	for file, text := range map[string]string{path: kc, conf: "namespace: kustodian\n"} {
+		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
+	cmd := newCredentialsCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.SetArgs(append([]string{"--config", conf, "--kubeconfig", path}, args...))
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestCredentials(t *testing.T) {
+	exp := time.Now().Add(10*24*time.Hour + time.Hour).Unix()
+	claims := fmt.Sprintf(`{"exp":%d,"kubernetes.io":{"namespace":"kustodian","node":{"name":"n1","uid":"u1"},"serviceaccount":{"name":"kustodian-agent"}}}`, exp)
 	run := func(args ...string) string {
-		cmd := newCredentialsCommand()
-		var out bytes.Buffer
-		cmd.SetOut(&out)
-		conf := filepath.Join(t.TempDir(), "config.yaml")
-		if err := os.WriteFile(conf, []byte("namespace: kustodian\n"), 0o644); err != nil {
-			t.Fatal(err)
+		out, err := credentialsRun(t, claims, args...)
+		if err != nil {
+			t.Fatalf("credentials %v: %v\n%s", args, err, out)
 		}
-		cmd.SetArgs(append([]string{"--config", conf, "--kubeconfig", path}, args...))
-		if err := cmd.Execute(); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
+		return out
 	}
 	if got := run(); !strings.Contains(got, "a token of kustodian/kustodian-agent bound to node n1; expires ") || !strings.Contains(got, "(in 10d)") {
 		t.Errorf("text: %q", got)
@@ -58,6 +70,34 @@ current-context: k
 	var y Credentials
 	if err := yaml.Unmarshal([]byte(run("-o", "yaml")), &y); err != nil || y.Node != "n1" || y.Expires != c.Expires {
 		t.Errorf("yaml: %+v, %v", y, err)
+	}
+}
+
+// A token the agent cannot work with (bound to no Node, or expired) is
+// said, printed all the same, and exits 2, so that a script that reads
+// only the exit status does not take it for a good one. (Seen: a
+// ServiceAccount's token bound to no Node exited 0.)
+func TestCredentialsRefuseATokenTheAgentCannotUse(t *testing.T) {
+	later, earlier := time.Now().Add(24*time.Hour).Unix(), time.Now().Add(-time.Hour).Unix()
+	for _, tc := range []struct {
+		name, claims, says string
+	}{
+		{"bound to no Node", fmt.Sprintf(`{"exp":%d,"kubernetes.io":{"namespace":"kustodian","serviceaccount":{"name":"kustodian-agent"}}}`, later), "a token not bound to a Node"},
+		{"expired", fmt.Sprintf(`{"exp":%d,"kubernetes.io":{"namespace":"kustodian","node":{"name":"n1","uid":"u1"},"serviceaccount":{"name":"kustodian-agent"}}}`, earlier), "expired at "},
+	} {
+		for _, args := range [][]string{nil, {"-o", "json"}} {
+			out, err := credentialsRun(t, tc.claims, args...)
+			var code interface{ ExitCode() int }
+			if !errors.As(err, &code) || code.ExitCode() != 2 {
+				t.Errorf("%s %v: %v, want exit 2\n%s", tc.name, args, err, out)
+			}
+			if args == nil && !strings.Contains(out, tc.says) {
+				t.Errorf("%s: %q does not say %q", tc.name, out, tc.says)
+			}
+			if args != nil && json.Unmarshal([]byte(out), &Credentials{}) != nil {
+				t.Errorf("%s -o json: not JSON: %q", tc.name, out)
+			}
+		}
 	}
 }
 

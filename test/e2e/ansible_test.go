@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	authv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/manifests"
 	"github.com/kustodian/kustodian/test/buildbin"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/dist"
@@ -240,17 +244,37 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 		}
 	}
 	playbook(t, inv, "renew-kubeconfigs.yml", "-e", "kustodian_renew_before_days=91", "-e", "kustodian_token_duration=2200h")
+	var c struct {
+		Node             string `json:"node"`
+		ExpiresInSeconds int64  `json:"expiresInSeconds"`
+	}
 	for _, h := range hosts {
 		if readKubeconfig(h) == kubeconfigs[h.Name] {
 			t.Errorf("%s: a token within kustodian_renew_before_days not renewed", h.Name)
 		}
-		var c struct {
-			Node             string `json:"node"`
-			ExpiresInSeconds int64  `json:"expiresInSeconds"`
-		}
+		c.Node = ""
 		if out := h.run("kustodian", "credentials", "-o", "json"); json.Unmarshal([]byte(out), &c) != nil || c.Node != h.Name || c.ExpiresInSeconds < 91*24*3600 {
 			t.Errorf("%s: kustodian credentials after the renewal: %s", h.Name, out)
 		}
+	}
+	// A token of the agents' ServiceAccount bound to no Node, far from its
+	// expiry: kustodian credentials exits 2 and the role mints a bound one.
+	unbound, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h0 := hosts[0]
+	withUnbound := regexp.MustCompile(`(?m)^(\s*token:\s*).*$`).ReplaceAllString(readKubeconfig(h0), "${1}"+unbound.Status.Token)
+	if err := os.WriteFile(filepath.Join(h0.Dir, "etc/kustodian/kubeconfig"), []byte(withUnbound), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h0.Exec(e.Ctx, "kustodian", "credentials"); !strings.Contains(out, "a token not bound to a Node") || err == nil {
+		t.Fatalf("%s: kustodian credentials on an unbound token: %v\n%s", h0.Name, err, out)
+	}
+	playbook(t, inv, "renew-kubeconfigs.yml", "--limit", h0.Name)
+	c.Node = ""
+	if out := h0.run("kustodian", "credentials", "-o", "json"); json.Unmarshal([]byte(out), &c) != nil || c.Node != h0.Name {
+		t.Errorf("%s: the role left a token bound to no Node: %s", h0.Name, out)
 	}
 
 	// A script that fails: its node stays Failed with the lock, and the
