@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: go-check repo-deps bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -41,7 +41,7 @@ GORELEASER_SNAPSHOT = KUSTODIAN_VERSION='$(KUSTODIAN_VERSION)' KUSTODIAN_COMMIT=
 	  KUSTODIAN_TIMESTAMP="$$(git log -1 --format=%ct 2>/dev/null || date +%s)" \
 	  $(GORELEASER) release --snapshot --clean
 
-packages: deps $(GORELEASER) ## the release snapshot into dist/, offline: kustodian and kustodian-ctl .deb/.rpm (amd64, arm64), kustodian-ctl archives (linux, darwin, windows), checksums, krew manifest
+packages: go-check $(GORELEASER) ## the release snapshot into dist/, offline: kustodian and kustodian-ctl .deb/.rpm (amd64, arm64), kustodian-ctl archives (linux, darwin, windows), checksums, krew manifest
 	$(GORELEASER_SNAPSHOT)
 	@ls dist/*.deb dist/*.rpm dist/*.tar.gz dist/*.zip dist/checksums.txt dist/krew/*.yaml 2>/dev/null
 
@@ -49,7 +49,7 @@ packages: deps $(GORELEASER) ## the release snapshot into dist/, offline: kustod
 # --single-target, so a copy of the configuration with this architecture
 # alone builds them (the cross builds cost minutes on a cold cache).
 HOST_ARCH := $(shell go env GOARCH 2>/dev/null)
-packages-host: deps $(GORELEASER) ## .deb and .rpm for this machine's architecture only (what make test installs)
+packages-host: go-check $(GORELEASER) ## .deb and .rpm for this machine's architecture only (what make test installs)
 	mkdir -p build
 	sed -e 's/^\(    goarch: \)\[amd64, arm64\]$$/\1[$(HOST_ARCH)]/' \
 	  -e 's/^\(    goos: \)\[linux, darwin, windows\]$$/\1[linux]/' .goreleaser.yaml > build/goreleaser-host.yaml
@@ -61,7 +61,7 @@ packages-host: deps $(GORELEASER) ## .deb and .rpm for this machine's architectu
 # Signed APT and RPM repositories of the packages in dist/ (run make
 # packages first), into dist/repo: REPO_KEY is the signing key in your GnuPG
 # keyring; without it, a throwaway key in build/repo-gnupg.
-repo: deps ## signed APT (reprepro) and RPM (createrepo_c) repositories of dist/'s packages into dist/repo; REPO_KEY=<key>, else a throwaway key
+repo: repo-deps ## signed APT (reprepro) and RPM (createrepo_c) repositories of dist/'s packages into dist/repo; REPO_KEY=<key>, else a throwaway key
 	packaging/make-repo.sh dist dist/repo
 
 # Prometheus's own tools from Debian's packages, unpacked into the cache and
@@ -174,7 +174,7 @@ fuzz: ## run each fuzz test for FUZZTIME executions (3000x)
 # the tests with Kured's own binary (KURED, sandboxed per node by
 # test/kuredproc) mostly wait for Kured's own 30-90 s start delay, so the
 # three of them run side by side, after the others.
-INTEGRATION_ENV = KURED=$(KURED) PATH=$(dir $(PROMTOOL)):$$PATH
+INTEGRATION_ENV = KURED=$(KURED) KURED_SRC=$(KURED_SRC) PATH=$(dir $(PROMTOOL)):$$PATH
 test-integration: deps tools packages-host $(PROMTOOL) $(ALERTMANAGER) $(KURED)
 	$(INTEGRATION_ENV) go test -count=1 -p 1 -parallel 3 -timeout 30m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
 
@@ -194,23 +194,39 @@ lint: deps
 	go vet ./...
 	go vet -tags bench ./test/e2e/
 
-tools: deps ## build the control plane into the cache (minutes the first time)
+tools: go-check ## build the control plane into the cache (minutes the first time)
 	test/tools/build.sh >/dev/null
 
 # Debian packages the tests need: debootstrap makes the hosts' root file
 # system, systemd-container boots them (systemd-nspawn); lintian, rpm and
 # rpmlint check the packages; ansible and ansible-lint run and check the
 # rollout; dpkg-dev's dpkg-scanpackages makes a test's apt repository;
-# openssh-client's ssh-keygen signs and verifies rollouts beside ours.
-APT_PACKAGES := debootstrap systemd-container lintian rpm rpmlint ansible ansible-lint dpkg-dev gcc reprepro createrepo-c gnupg openssh-client
-deps: ## install what the tests need (Debian packages, as root), check Go
-	@command -v go >/dev/null || { echo "make: go is not installed; install Go 1.26 or newer" >&2; exit 1; }
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# openssh-client's ssh-keygen signs and verifies rollouts beside ours; gcc
+# builds the race detector's tests. make repo needs only REPO_PACKAGES;
+# make build, packages and demo need Go alone.
+REPO_PACKAGES := reprepro createrepo-c gnupg rpm
+APT_PACKAGES := debootstrap systemd-container lintian rpmlint ansible ansible-lint dpkg-dev gcc openssh-client $(REPO_PACKAGES)
+
+# $(call need,PACKAGES): check Go, and install the Debian packages named
+# that are missing (as root; another user is told what to install).
+define need
+	@command -v go >/dev/null || { echo "make $@: go is not installed; install Go 1.26 or newer" >&2; exit 1; }
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" != 0 ]; then echo "make: install these Debian packages as root:$$missing" >&2; exit 1; fi; \
-	  echo "installing$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make $@: install these Debian packages as root:$$missing" >&2; exit 1; fi; \
+	  echo "make $@: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
+endef
+
+deps: ## install what the tests need (Debian packages, as root), check Go
+	$(call need,$(APT_PACKAGES))
+
+go-check:
+	$(call need,)
+
+repo-deps:
+	$(call need,$(REPO_PACKAGES))
 
 cluster-up: tools ## start (or reuse) the local cluster; prints its kubeconfig path
 	go run ./test/cmd/devcluster up --name $(CLUSTER_NAME) --nodes $(NODES) --port $(PORT)
@@ -223,7 +239,7 @@ demo: tools build ## a rolling maintenance of $(NODES) nodes on the local contro
 	go run ./test/cmd/demo --name $(CLUSTER_NAME) --nodes $(NODES) --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl $(DEMO_FLAGS)
 
 BENCH_FLAGS ?=
-bench: tools build ## latency, rollout makespan, API requests and memory of the agents (README, "Scale figures")
+bench: tools build ## latency, rollout makespan, API requests and memory of the agents (docs/performance.md)
 	go run ./test/cmd/bench --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl $(BENCH_FLAGS)
 
 # Kured's own binary and Kustodian rebooting the same five systemd hosts,

@@ -330,15 +330,24 @@ func kured(f Facts) Finding {
 		r.Status, r.Message = OK, fmt.Sprintf("Kured does not run here (no DaemonSet %s)", f.KuredDaemonSet)
 		return r
 	}
+	// Kured parses its flags with pflag: of two values the last wins (the
+	// Helm chart puts one of its own in args, after the command).
+	sentinel := ""
 	for _, a := range f.KuredArgs {
-		if v, ok := strings.CutPrefix(a, "--reboot-sentinel-command="); ok && strings.Contains(v, GateCommand) {
-			r.Status, r.Message = OK, fmt.Sprintf("Kured (%s) asks %q before it reboots", f.KuredDaemonSet, v)
-			return r
+		if v, ok := strings.CutPrefix(a, "--reboot-sentinel-command="); ok {
+			sentinel = v
 		}
+	}
+	if strings.Contains(sentinel, GateCommand) {
+		r.Status, r.Message = OK, fmt.Sprintf("Kured (%s) asks %q before it reboots", f.KuredDaemonSet, sentinel)
+		return r
 	}
 	r.Status = Warn
 	r.Message = fmt.Sprintf("Kured (%s) runs without Kustodian's reboot gate: it may reboot this node while it waits for a maintenance, or past a logind block inhibitor", f.KuredDaemonSet)
-	r.Fix = fmt.Sprintf("add --reboot-sentinel-command=%q to Kured's container arguments (examples/kured/ in Kustodian's documentation)", GateCommand)
+	if sentinel != "" {
+		r.Message = fmt.Sprintf("Kured (%s) asks %q, not Kustodian's reboot gate, before it reboots: it may reboot this node while it waits for a maintenance, or past a logind block inhibitor", f.KuredDaemonSet, sentinel)
+	}
+	r.Fix = fmt.Sprintf("make Kured's last --reboot-sentinel-command=%q (docs/kured.md in Kustodian's documentation: a Helm value, or a patch that keeps Kured's other flags)", "/usr/bin/"+GateCommand)
 	return r
 }
 

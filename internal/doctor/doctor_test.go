@@ -82,7 +82,11 @@ func TestFindings(t *testing.T) {
 		{"token expired", func(f *Facts) { f.TokenExpires = f.Now.Add(-time.Hour) }, CheckKubeconfig, Fail, "expired at 2026-11-27T11:00:00Z", "--rotate", 2},
 		{"API server unreachable", func(f *Facts) { f.ReachErr = errors.New("connection refused") }, CheckKubeconfig, Fail, "does not accept /etc/kustodian/kubeconfig: connection refused", "network", 2},
 		{"no kubeconfig", func(f *Facts) { f.KubeconfigOK, f.ReachErr = false, errors.New("does not exist") }, CheckKubeconfig, Fail, "cannot be used: does not exist", "kustodian-ctl kubeconfig node-1", 2},
-		{"Kured without the gate", func(f *Facts) { f.KuredArgs = []string{"/usr/bin/kured", "--period=1h"} }, CheckKured, Warn, "without Kustodian's reboot gate", `--reboot-sentinel-command="kustodian reboot-gate"`, 1},
+		{"Kured without the gate", func(f *Facts) { f.KuredArgs = []string{"/usr/bin/kured", "--period=1h"} }, CheckKured, Warn, "without Kustodian's reboot gate", `--reboot-sentinel-command="/usr/bin/kustodian reboot-gate"`, 1},
+		// The Helm chart's own sentinel command comes after a patched one.
+		{"Kured's gate overridden by a later flag", func(f *Facts) {
+			f.KuredArgs = []string{"/usr/bin/kured", "--reboot-sentinel-command=/usr/bin/kustodian reboot-gate", "--ds-name=kured", "--reboot-sentinel-command=/sentinel/reboot-required"}
+		}, CheckKured, Warn, `asks "/sentinel/reboot-required", not Kustodian's reboot gate`, "last --reboot-sentinel-command", 1},
 		{"Kured absent", func(f *Facts) { f.KuredFound, f.KuredArgs = false, nil }, CheckKured, OK, "does not run here", "", 0},
 		{"kubelet kubeconfig of another node", func(f *Facts) { f.KubeletUser = "system:node:node-2" }, CheckKubeletEvictions, Warn, "authenticates as system:node:node-2, not system:node:node-1", "", 1},
 		{"no kubelet kubeconfig", func(f *Facts) { f.KubeletKubeconfig = "" }, CheckKubeletEvictions, Warn, "--kubelet-evictions would leave it unable to drain", "drain.kubeletKubeconfig", 1},

@@ -191,7 +191,11 @@ func TestDocumentsNameWhatExists(t *testing.T) {
 	for _, bin := range []string{"kustodian", "kustodian-ctl"} {
 		walk(bin)
 	}
+	kured := kuredTableFlags(t) // docs/kured.md names Kured's flags
 	for _, a := range alone {
+		if a.file == filepath.Join("docs", "kured.md") && kured[a.flag] {
+			continue
+		}
 		if !all[a.flag] && foreign[a.flag] == "" {
 			t.Errorf("%s names the flag %s, which no command of kustodian or kustodian-ctl has", a.file, a.flag)
 		}

@@ -1,5 +1,5 @@
 // Command bench is `make bench`: it measures the agent against its targets
-// (README, "Scale figures") on a control plane of its own and prints medians of
+// (docs/performance.md, "The queue at scale") on a control plane of its own and prints medians of
 // several runs:
 //
 //   - request to cordon on an idle cluster;
@@ -143,7 +143,7 @@ func parseSizes(v string) ([]int, error) {
 	return sizes, nil
 }
 
-// runMain measures latencies and rolling maintenances (README, "Scale figures").
+// runMain measures latencies and rolling maintenances (docs/performance.md, "The queue at scale").
 func runMain(ctx context.Context, o options) error {
 	policy := filepath.Join(o.workdir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
