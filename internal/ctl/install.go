@@ -34,7 +34,8 @@ func newInstallCommand(o *options) *cobra.Command {
 		Use:   "install",
 		Short: "Install Kustodian's namespace, ServiceAccount, RBAC and admission policies into the cluster",
 		Long: `install applies (server-side apply, field manager kustodian-ctl) the
-MaintenancePolicy CustomResourceDefinition (and waits until it is served), the namespace,
+MaintenancePolicy and MaintenanceRollout CustomResourceDefinitions (and waits until
+each is served), the namespace,
 the ServiceAccount kustodian-agent whose Node-bound tokens the agents use, the
 RBAC the protocol needs and nothing more, ValidatingAdmissionPolicies that
 keep each node's token to its own Node, its own record and the locks it holds

@@ -26,8 +26,9 @@ func newUninstallCommand(o *options) *cobra.Command {
 		Long: `uninstall deletes the RBAC, the ServiceAccount (every node's token stops working)
 and the namespace with its Leases and control ConfigMap. While a node holds a lock
 it refuses: that node is in maintenance, cordoned, and would be left so. --force
-removes everything anyway. The MaintenancePolicy CustomResourceDefinition is shared
-by every installation: it is deleted only when no other namespace has policies.`,
+removes everything anyway. The MaintenancePolicy and MaintenanceRollout
+CustomResourceDefinitions are shared by every installation: each is deleted only
+when no other namespace has objects of it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
