@@ -30,6 +30,7 @@ import (
 	"github.com/kustodian/kustodian/internal/notify"
 	"github.com/kustodian/kustodian/internal/rollout"
 	"github.com/kustodian/kustodian/internal/systemd"
+	"github.com/kustodian/kustodian/internal/version"
 )
 
 // Agent runs the maintenance protocol for one node.
@@ -60,7 +61,7 @@ type Agent struct {
 	gates   gateSide   // the last answers of the gates a decision asked for
 	metrics metricSide // the metrics in the state directory
 	// reported is what the agent last said outside its record: systemd's
-	// status line, the Node's conditions, the token's expiry.
+	// status line, the Node's conditions and marks, the token's expiry.
 	reported reportedSide
 	signals  signals
 
@@ -114,6 +115,7 @@ func New(o Options) *Agent {
 	a.evict.client = o.Evictor
 	a.silences = newSilencer(a)
 	a.evict.config = o.EvictorKubeconfig
+	a.reported.marks.version = version.Version
 	a.jobs.store = jobs.StoreIn(o.Config.StateDir)
 	a.jobs.runner = newJobRunner(o.Config.StateDir)
 	a.rollouts = newRollouter(a)
@@ -294,7 +296,7 @@ func (a *Agent) step(ctx context.Context) (done bool, err error) {
 	if err := a.rollouts.step(ctx, state, node); err != nil {
 		return false, err
 	}
-	a.markEvictions(ctx, node)
+	a.markNode(ctx, node)
 	return done, nil
 }
 

@@ -39,10 +39,10 @@ func (a *Agent) checkEvictor(ctx context.Context) error {
 			return a.unready(ctx, fmt.Errorf("drain.kubeletKubeconfig %s authenticates as %q, not as %q: it is not this node's kubelet identity; set drain.kubeletKubeconfig to this node's kubelet kubeconfig, or to none", a.evict.config, got, want))
 		}
 		a.log.Info("evicting with the kubelet's identity", "kubeconfig", a.evict.config, "user", r.Status.UserInfo.Username)
-		a.evict.label = "ready"
+		a.reported.marks.evictions = "ready"
 		return nil
 	}
-	a.evict.label = "unready"
+	a.reported.marks.evictions = "unready"
 	r, err := a.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
 		ResourceAttributes: &authzv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction"},
 	}}, metav1.CreateOptions{})
@@ -64,16 +64,26 @@ func (a *Agent) unready(ctx context.Context, err error) error {
 	return permanent(err)
 }
 
-// markEvictions keeps the Node's label kustodian.io/kubelet-evictions as
-// the agent found the kubelet's kubeconfig at its start. It only informs
-// kustodian-ctl install: an admission policy older than it (install not
-// run again since an upgrade) refuses it, which is said once and holds
-// nothing back.
-func (a *Agent) markEvictions(ctx context.Context, node *corev1.Node) {
-	if v := a.evict.label; node != nil && v != "" && node.Labels[nodemarks.LabelKubeletEvictions] != v {
+// markNode keeps what the agent says of itself on its Node, as it found it
+// at its start: the label kustodian.io/kubelet-evictions (for
+// kustodian-ctl install --kubelet-evictions) and its version (for
+// kustodian-ctl version). They only inform: an admission policy older than
+// the agent (install not run again since an upgrade) refuses them, which is
+// said once and holds nothing back.
+func (a *Agent) markNode(ctx context.Context, node *corev1.Node) {
+	if node == nil {
+		return
+	}
+	if v := a.reported.marks.evictions; v != "" && node.Labels[nodemarks.LabelKubeletEvictions] != v {
 		if err := a.nodes.label(ctx, nodemarks.LabelKubeletEvictions, &v); err != nil {
 			a.log.Warn("cannot label the node for kustodian-ctl install --kubelet-evictions (run kustodian-ctl install again after an upgrade); going on without it", "err", err)
-			a.evict.label = ""
+			a.reported.marks.evictions = ""
+		}
+	}
+	if v := a.reported.marks.version; v != "" && node.Annotations[nodemarks.AnnotationAgentVersion] != v {
+		if err := a.nodes.annotate(ctx, nodemarks.AnnotationAgentVersion, &v); err != nil {
+			a.log.Warn("cannot show this agent's version on its node for kustodian-ctl version (run kustodian-ctl install again after an upgrade); going on without it", "err", err)
+			a.reported.marks.version = ""
 		}
 	}
 }

@@ -72,13 +72,21 @@ type drainSide struct {
 
 // evictSide is whom the drain evicts as: client is the kubelet's identity
 // when it is not the agent's own (drain.kubeletKubeconfig; nil
-// otherwise), config its kubeconfig, and label what checkEvictor found,
-// for the Node's label: "ready", "unready", or "" (not known: the label
-// is left).
+// otherwise), and config its kubeconfig.
 type evictSide struct {
 	client kubernetes.Interface
 	config string
-	label  string
+}
+
+// markSide is what the agent says of itself on its Node (markNode):
+// evictions, what checkEvictor found for the label
+// kustodian.io/kubelet-evictions ("ready", "unready", or "": not known,
+// the label is left), and version, this agent's version for the
+// annotation kustodian.io/agent-version. Either is "" once an admission
+// policy older than the agent refused it.
+type markSide struct {
+	evictions string
+	version   string
 }
 
 // hostSide is logind: reboot reboots the host (nil without logind); block
@@ -134,9 +142,11 @@ type metricSide struct {
 // reportedSide is what the agent last said outside its record: systemd's
 // status line (and the host's warning added to it); the state and message
 // of the Node conditions last written (until the cache shows them), and
-// whether the installation gives no right to write them (said once); when
-// its token expires, and whether the TokenExpiring Event is recorded.
+// whether the installation gives no right to write them (said once); what
+// it says of itself on its Node (marks); when its token expires, and
+// whether the TokenExpiring Event is recorded.
 type reportedSide struct {
+	marks             markSide
 	status            string
 	hostWarning       string // Options.HostWarning
 	conditions        string

@@ -39,7 +39,8 @@ func TestCommandLineMistakesAreNamed(t *testing.T) {
 }
 
 // version: this binary's alone with --client (no cluster asked), the API
-// server's beside it otherwise, as lines, json or yaml.
+// server's and the agents' beside it otherwise (with a warning on skew), as
+// lines, json or yaml.
 func TestVersion(t *testing.T) {
 	out, err := run(t, "kustodian-ctl", "version", "--client", "-o", "json")
 	var v versions
@@ -50,17 +51,45 @@ func TestVersion(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no kubeconfig found") || !strings.HasPrefix(out, "Client: kustodian-ctl ") {
 		t.Fatalf("version without a cluster: %v\n%s", err, out)
 	}
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/version" {
-			http.NotFound(w, r)
-			return
+	// Three agents said their versions on their Nodes, two of one, one of
+	// another; a fourth Node has no agent that said one.
+	node := func(name, version string) string {
+		if version == "" {
+			return `{"metadata": {"name": "` + name + `"}}`
 		}
-		_, _ = w.Write([]byte(`{"gitVersion": "v1.37.1", "platform": "linux/amd64"}`))
+		return `{"metadata": {"name": "` + name + `", "annotations": {"kustodian.io/agent-version": "` + version + `"}}}`
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/version":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"gitVersion": "v1.37.1", "platform": "linux/amd64"}`))
+		case "/api/v1/nodes":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"kind": "NodeList", "apiVersion": "v1", "items": [` + strings.Join([]string{
+				node("node-c", "v9.9.9"), node("node-a", "v9.9.8"), node("node-b", "v9.9.9"), node("node-d", "")}, ",") + `]}`))
+		default:
+			http.NotFound(w, r)
+		}
 	}))
 	defer api.Close()
 	out, err = run(t, "kustodian-ctl", "version", "-s", api.URL)
-	if err != nil || !strings.Contains(out, "Server: Kubernetes v1.37.1 (linux/amd64)") {
-		t.Fatalf("version: %v\n%s", err, out)
+	for _, want := range []string{
+		"Server: Kubernetes v1.37.1 (linux/amd64)",
+		"Agents: kustodian v9.9.9 on 2 node(s): node-b, node-c\nAgents: kustodian v9.9.8 on 1 node(s): node-a\n",
+		"Agents: none has said its version on 1 node(s) (no agent started there since it could): node-d",
+		"warning: the agents run 2 versions (v9.9.9 on 2, v9.9.8 on 1)",
+		"warning: no agent runs kustodian-ctl's version v0.0.0-dev",
+	} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("version: %v; want %q in:\n%s", err, want, out)
+		}
+	}
+	out, err = run(t, "kustodian-ctl", "version", "-s", api.URL, "-o", "json")
+	v = versions{}
+	if err != nil || json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &v) != nil || len(v.Agents) != 2 || v.Agents[0].Version != "v9.9.9" ||
+		strings.Join(v.Agents[0].Nodes, ",") != "node-b,node-c" || strings.Join(v.Unsaid, ",") != "node-d" {
+		t.Errorf("version -o json: %v %+v\n%s", err, v, out)
 	}
 	out, err = run(t, "kustodian-ctl", "version", "-s", api.URL, "-o", "yaml")
 	if err != nil || !strings.Contains(out, "gitVersion: v1.37.1") || !strings.Contains(out, "client:") {

@@ -121,6 +121,8 @@ func policies(kuredKeys []string) []policy {
 				self+" + ' may change only the annotations "+strings.Join(nodeAnnotations, ", ")+" of its Node, not ' + variables.annotations.join(', ')"),
 			check(fmt.Sprintf("size(bytes(object.metadata.?annotations.orValue({})[?'%s'].orValue(''))) <= %d", history.Annotation, history.MaxBytes),
 				self+fmt.Sprintf(" + ' may keep at most %d bytes of history in its annotation %s'", history.MaxBytes, history.Annotation)),
+			check(fmt.Sprintf("size(object.metadata.?annotations.orValue({})[?'%s'].orValue('')) <= %d", nodemarks.AnnotationAgentVersion, nodemarks.MaxAgentVersionBytes),
+				self+fmt.Sprintf(" + ' may say its version in at most %d characters (annotation %s)'", nodemarks.MaxAgentVersionBytes, nodemarks.AnnotationAgentVersion)),
 			check(unchangedBut("metadata", append([]string{"labels", "annotations"}, serverMetadata...)...),
 				self+" + ' may change only labels and annotations of its Node\\'s metadata, not ' + "+changedBut("metadata", append([]string{"labels", "annotations"}, serverMetadata...)...)+".join(', ')"),
 		},
@@ -300,7 +302,7 @@ func policies(kuredKeys []string) []policy {
 // admin's: a node may not move itself up the queue or lift its own hold.
 var (
 	nodeLabels      = []string{lock.LabelState, rollout.LabelRollouts, nodemarks.LabelKubeletEvictions}
-	nodeAnnotations = []string{lock.AnnotationCordoned, nodemarks.AnnotationProtected, scaleDownDisabled, history.Annotation, nodemarks.AnnotationQuarantined}
+	nodeAnnotations = []string{lock.AnnotationCordoned, nodemarks.AnnotationProtected, scaleDownDisabled, history.Annotation, nodemarks.AnnotationQuarantined, nodemarks.AnnotationAgentVersion}
 	leaseLabels     = []string{lock.LabelManagedBy, lock.LabelPolicy}
 )
 

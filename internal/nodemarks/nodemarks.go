@@ -36,6 +36,11 @@ const (
 	// --kubelet-evictions, which takes the eviction right away from the
 	// agents, leaves this node able to drain. The node says it of itself.
 	LabelKubeletEvictions = "kustodian.io/kubelet-evictions"
+	// AnnotationAgentVersion is the version of the agent that last started
+	// on the node (kustodian-ctl version lists them). The node says it of
+	// itself, in at most MaxAgentVersionBytes.
+	AnnotationAgentVersion = "kustodian.io/agent-version"
+	MaxAgentVersionBytes   = 64
 )
 
 // Cordon makes the node unschedulable and marks that Kustodian did it, in one

@@ -317,13 +317,19 @@ func TestNodeScopedPolicy(t *testing.T) {
 	denied(t, "drop a label of its own", patchA(`{"metadata":{"labels":{"`+cluster.LabelTestEnv+`":null}}}`),
 		"may change only the labels kustodian.io/state, kustodian.io/rollouts, kustodian.io/kubelet-evictions of its Node, not "+cluster.LabelTestEnv)
 	denied(t, "annotate itself outside kustodian.io/", patchA(`{"metadata":{"annotations":{"example.com/x":"y"}}}`),
-		"may change only the annotations kustodian.io/cordoned, kustodian.io/autoscaler-protected, cluster-autoscaler.kubernetes.io/scale-down-disabled, kustodian.io/history, kustodian.io/quarantined of its Node, not example.com/x")
+		"may change only the annotations kustodian.io/cordoned, kustodian.io/autoscaler-protected, cluster-autoscaler.kubernetes.io/scale-down-disabled, kustodian.io/history, kustodian.io/quarantined, kustodian.io/agent-version of its Node, not example.com/x")
 	// Its history: bounded.
 	if err := patchA(`{"metadata":{"annotations":{"kustodian.io/history":"[]"}}}`); err != nil {
 		t.Errorf("node %s may not keep its history: %v", a, err)
 	}
 	denied(t, "keep an unbounded history", patchA(`{"metadata":{"annotations":{"kustodian.io/history":"`+strings.Repeat("x", 8193)+`"}}}`),
 		"may keep at most 8192 bytes of history in its annotation kustodian.io/history")
+	// Its agent's version: bounded too.
+	if err := patchA(`{"metadata":{"annotations":{"kustodian.io/agent-version":"v1.2.3"}}}`); err != nil {
+		t.Errorf("node %s may not say its agent's version: %v", a, err)
+	}
+	denied(t, "say an unbounded version", patchA(`{"metadata":{"annotations":{"kustodian.io/agent-version":"`+strings.Repeat("x", 65)+`"}}}`),
+		"may say its version in at most 64 characters (annotation kustodian.io/agent-version)")
 	// An admin's annotations: its place in the queue, its hold.
 	denied(t, "raise its own priority", patchA(`{"metadata":{"annotations":{"kustodian.io/priority":"2147483647"}}}`),
 		"of its Node, not kustodian.io/priority")
