@@ -45,18 +45,32 @@ packages: go-check $(GORELEASER) ## the release snapshot into dist/, offline: ku
 	$(GORELEASER_SNAPSHOT)
 	@ls dist/*.deb dist/*.rpm dist/*.tar.gz dist/*.zip dist/checksums.txt dist/krew/*.yaml 2>/dev/null
 
-# The tests install only this machine's packages: goreleaser's release has no
-# --single-target, so a copy of the configuration with this architecture
-# alone builds them (the cross builds cost minutes on a cold cache).
+# The tests install only this machine's packages, built by nfpm alone (the
+# version goreleaser $(GORELEASER_VERSION) builds its packages with) from
+# the nfpms of .goreleaser.yaml (test/cmd/nfpmconf): building goreleaser
+# takes minutes on a cold cache, nfpm about one. The binaries are built as
+# goreleaser builds them (static, -trimpath, the same version stamps).
+NFPM_VERSION := v2.45.2
+NFPM := $(CACHE)/tools/nfpm-$(NFPM_VERSION)/nfpm
 HOST_ARCH := $(shell go env GOARCH 2>/dev/null)
-packages-host: go-check $(GORELEASER) ## .deb and .rpm for this machine's architecture only (what make test installs)
-	mkdir -p build
-	sed -e 's/^\(    goarch: \)\[amd64, arm64\]$$/\1[$(HOST_ARCH)]/' \
-	  -e 's/^\(    goos: \)\[linux, darwin, windows\]$$/\1[linux]/' .goreleaser.yaml > build/goreleaser-host.yaml
-	@grep -q '^    goarch: \[$(HOST_ARCH)\]$$' build/goreleaser-host.yaml && ! grep -q '^    goos: .*darwin' build/goreleaser-host.yaml || \
-	  { echo "make: .goreleaser.yaml has no 'goarch: [amd64, arm64]' or 'goos: [linux, darwin, windows]' line to narrow to linux/$(HOST_ARCH)" >&2; exit 1; }
-	$(GORELEASER_SNAPSHOT) --config build/goreleaser-host.yaml
+PACKAGE_LDFLAGS = -s -w \
+  -X github.com/kustodian/kustodian/internal/version.Version=$(KUSTODIAN_VERSION) \
+  -X github.com/kustodian/kustodian/internal/version.Commit=$(COMMIT) \
+  -X github.com/kustodian/kustodian/internal/version.Date=$(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
+packages-host: go-check $(NFPM) ## .deb and .rpm for this machine's architecture only (what make test installs), with nfpm
+	rm -rf build/host build/nfpm && mkdir -p build/host dist
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(PACKAGE_LDFLAGS)' -o build/host/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
+	$(MAKE) --no-print-directory package-assets KUSTODIAN_VERSION='$(KUSTODIAN_VERSION)'
+	go run ./test/cmd/nfpmconf -goreleaser .goreleaser.yaml -version '$(KUSTODIAN_VERSION)' -arch $(HOST_ARCH) -bin build/host -out build/nfpm
+	rm -f dist/*.deb dist/*.rpm
+	for config in build/nfpm/*.yaml; do id=$$(basename "$$config" .yaml); for format in deb rpm; do \
+	  $(NFPM) package --config "$$config" --packager $$format --target "dist/$${id}_$(KUSTODIAN_VERSION)_linux_$(HOST_ARCH).$$format" >/dev/null; \
+	done; done
 	@ls dist/*.deb dist/*.rpm
+
+$(NFPM):
+	@echo "building nfpm $(NFPM_VERSION) into $(dir $@) (about a minute, once)"
+	GOBIN=$(dir $@) go install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 
 # Signed APT and RPM repositories of the packages in dist/ (run make
 # packages first), into dist/repo: REPO_KEY is the signing key in your GnuPG
