@@ -81,9 +81,13 @@ func (a *Agent) markNode(ctx context.Context, node *corev1.Node) {
 		}
 	}
 	if v := a.reported.marks.version; v != "" && node.Annotations[nodemarks.AnnotationAgentVersion] != v {
-		if err := a.nodes.annotate(ctx, nodemarks.AnnotationAgentVersion, &v); err != nil {
+		switch err := a.nodes.annotate(ctx, nodemarks.AnnotationAgentVersion, &v); {
+		case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+			// Refused for good: said once.
 			a.log.Warn("cannot show this agent's version on its node for kustodian-ctl version (run kustodian-ctl install again after an upgrade); going on without it", "err", err)
 			a.reported.marks.version = ""
+		case err != nil:
+			a.log.Debug("showing this agent's version on its node; again at the next step", "err", err)
 		}
 	}
 }

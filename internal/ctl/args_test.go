@@ -67,7 +67,7 @@ func TestVersion(t *testing.T) {
 		case "/api/v1/nodes":
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"kind": "NodeList", "apiVersion": "v1", "items": [` + strings.Join([]string{
-				node("node-c", "v9.9.9"), node("node-a", "v9.9.8"), node("node-b", "v9.9.9"), node("node-d", "")}, ",") + `]}`))
+				node("node-c", "v9.9.9"), node("node-a", "v9.9.8"), node("node-b", "v9.9.9"), node("node-d", ""), node("node-e", `v1\u001b[2J`)}, ",") + `]}`))
 		default:
 			http.NotFound(w, r)
 		}
@@ -76,10 +76,13 @@ func TestVersion(t *testing.T) {
 	out, err = run(t, "kustodian-ctl", "version", "-s", api.URL)
 	for _, want := range []string{
 		"Server: Kubernetes v1.37.1 (linux/amd64)",
-		"Agents: kustodian v9.9.9 on 2 node(s): node-b, node-c\nAgents: kustodian v9.9.8 on 1 node(s): node-a\n",
+		"Agents: kustodian v9.9.9 on 2 node(s): node-b, node-c\n",
+		"Agents: kustodian v9.9.8 on 1 node(s): node-a\n",
 		"Agents: none has said its version on 1 node(s) (no agent started there since it could): node-d",
-		"warning: the agents run 2 versions (v9.9.9 on 2, v9.9.8 on 1)",
+		"warning: the agents run 3 versions (v9.9.9 on 2, v1\\x1b[2J on 1, v9.9.8 on 1)",
 		"warning: no agent runs kustodian-ctl's version v0.0.0-dev",
+		// A node's own words, written out visibly.
+		`Agents: kustodian v1\x1b[2J on 1 node(s): node-e`,
 	} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("version: %v; want %q in:\n%s", err, want, out)
@@ -87,7 +90,7 @@ func TestVersion(t *testing.T) {
 	}
 	out, err = run(t, "kustodian-ctl", "version", "-s", api.URL, "-o", "json")
 	v = versions{}
-	if err != nil || json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &v) != nil || len(v.Agents) != 2 || v.Agents[0].Version != "v9.9.9" ||
+	if err != nil || json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &v) != nil || len(v.Agents) != 3 || v.Agents[0].Version != "v9.9.9" ||
 		strings.Join(v.Agents[0].Nodes, ",") != "node-b,node-c" || strings.Join(v.Unsaid, ",") != "node-d" {
 		t.Errorf("version -o json: %v %+v\n%s", err, v, out)
 	}

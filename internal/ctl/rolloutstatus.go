@@ -201,7 +201,7 @@ func conditionLine(v rolloutView) string {
 func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 	stages := rollout.StagesOf(v.r.Spec)
 	fmt.Fprintf(w, "maintenancerollout %s: revision %s, %s of %d (%s)\n", v.r.Name, v.summary.Revision, rollout.Numbered(v.summary.Stage), len(stages), rollout.Describe(stages[v.summary.Stage]))
-	fmt.Fprintln(w, conditionLine(v))
+	fmt.Fprintln(w, status.Printable(conditionLine(v)))
 	fmt.Fprintln(w, progressLine(v))
 	// Each stage with the nodes that succeeded in it and before it, of
 	// those it reaches with the stages before.
@@ -213,9 +213,9 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 	}
 	fmt.Fprintln(w, "stages: "+strings.Join(line, "; "))
 	if f := v.summary.FirstFailure; f != nil {
-		fmt.Fprintf(w, "first failure: node %s, %s: %s\n", f.Name, f.State, f.Message)
+		fmt.Fprintf(w, "first failure: node %s, %s: %s\n", status.Printable(f.Name), status.Printable(f.State), status.Printable(f.Message))
 		for _, l := range f.LastLines {
-			fmt.Fprintf(w, "  | %s\n", l)
+			fmt.Fprintf(w, "  | %s\n", status.Printable(l))
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -233,7 +233,7 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 		if t, err := time.Parse(time.RFC3339, r.Finished); err == nil {
 			finished = age(&t, now) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, stage, r.State, attempts, finished, r.Message)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", status.Printable(r.Node), stage, status.Printable(r.State), attempts, finished, status.Printable(r.Message))
 	}
 	tw.Flush()
 }
@@ -254,13 +254,13 @@ func (o *options) watchRollout(ctx context.Context, name string) error {
 			return err
 		}
 		for _, r := range v.rows {
-			line := r.State + ": " + r.Message
+			line := status.Printable(r.State + ": " + r.Message)
 			if last[r.Node] != line {
 				fmt.Fprintf(o.streams.Out, "%s %s %s\n", time.Now().Format("15:04:05"), r.Node, line)
 				last[r.Node] = line
 			}
 		}
-		progress := progressLine(v) + "; " + conditionLine(v)
+		progress := progressLine(v) + "; " + status.Printable(conditionLine(v))
 		if progress != lastProgress {
 			fmt.Fprintf(o.streams.Out, "%s %s\n", time.Now().Format("15:04:05"), progress)
 			lastProgress = progress

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +123,55 @@ func TestStagesAreCountedFromOne(t *testing.T) {
 	}
 	if _, err := promoteTo("fix", 2, 0, 0, 3, true); err == nil || !strings.Contains(err.Error(), "stages 1 to 2") {
 		t.Errorf("--to 3 of 2: %v, want it to name stages 1 to 2", err)
+	}
+}
+
+// What a node writes in its entry reaches the admin's terminal written out
+// visibly, never as escape sequences: a compromised node may write what it
+// likes in its own entry.
+func TestRolloutStatusShowsNodesWordsVisibly(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
+	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "fix", UID: "uid-4", CreationTimestamp: metav1.NewTime(t0)},
+		Spec: rollout.Spec{Script: rollout.Source{Inline: "true\n", SHA256: rollout.SHA256([]byte("true\n"))}}}
+	nodes := []rollout.NodeFacts{{Name: "n1", Created: t0.Add(-time.Hour), Labels: map[string]string{rollout.LabelRollouts: "enabled"}}}
+	finished := metav1.NewTime(t0)
+	r.Status.Nodes = []rollout.NodeStatus{{Name: "n1", Revision: rollout.Revision(r.Namespace, r.Name, r.Spec), State: rollout.Failed, Finished: &finished,
+		Message: "exit 1\x1b]0;owned\x07", LastLines: []string{"\x1b[2Jcleared"}}}
+	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printRollout(&b, v, t0.Add(time.Minute), true)
+	if out := b.String(); strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `\x1b]0;owned\x07`) {
+		t.Errorf("rollout status passes a node's escape sequences to the terminal:\n%q", out)
+	}
+}
+
+// A rollout stopped by a failure says at which stage as people count them.
+func TestStoppedAtStageCountedFromOne(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
+	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "fix", UID: "uid-5", CreationTimestamp: metav1.NewTime(t0)},
+		Spec: rollout.Spec{Script: rollout.Source{Inline: "true\n", SHA256: rollout.SHA256([]byte("true\n"))}, Promoted: 1}}
+	var nodes []rollout.NodeFacts
+	for _, n := range []string{"n1", "n2", "n3"} {
+		nodes = append(nodes, rollout.NodeFacts{Name: n, Created: t0.Add(-time.Hour), Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
+	}
+	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
+	finished := metav1.NewTime(t0)
+	r.Status.Nodes = []rollout.NodeStatus{
+		{Name: "n1", Revision: rev, Stage: 0, State: rollout.Succeeded, Finished: &finished},
+		{Name: "n2", Revision: rev, Stage: 1, State: rollout.Failed, Finished: &finished, Message: "exit 1"},
+	}
+	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, c := range v.summary.Conditions {
+		msgs = append(msgs, c.Type+": "+c.Message)
+	}
+	if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, "stopped at stage 2 by node n2") }) {
+		t.Errorf("the conditions do not say it stopped at stage 2 (the second):\n%s", strings.Join(msgs, "\n"))
 	}
 }

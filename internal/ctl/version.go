@@ -126,7 +126,10 @@ func (o *options) agentVersions(ctx context.Context) ([]agentVersion, []string, 
 	byVersion := map[string][]string{}
 	var unsaid []string
 	for _, n := range list.Items {
-		if v := n.Annotations[nodemarks.AnnotationAgentVersion]; v != "" {
+		// Each node writes its own (its kubelet's credentials at any
+		// length): kept to what a version needs and written out visibly,
+		// in every format, as every string a node writes.
+		if v := shownVersion(n.Annotations[nodemarks.AnnotationAgentVersion]); v != "" {
 			byVersion[v] = append(byVersion[v], n.Name)
 		} else {
 			unsaid = append(unsaid, n.Name)
@@ -145,6 +148,17 @@ func (o *options) agentVersions(ctx context.Context) ([]agentVersion, []string, 
 	})
 	slices.Sort(unsaid)
 	return out, unsaid, nil
+}
+
+// shownVersion is a version a node said, as kustodian-ctl shows it: its
+// characters that could steer a terminal written out, and no longer than a
+// version is.
+func shownVersion(said string) string {
+	v := status.Printable(said)
+	if r := []rune(v); len(r) > nodemarks.MaxAgentVersionLength {
+		v = string(r[:nodemarks.MaxAgentVersionLength]) + "..."
+	}
+	return v
 }
 
 // skew says what a reader should know about the versions: agents of more

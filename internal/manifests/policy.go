@@ -121,8 +121,11 @@ func policies(kuredKeys []string) []policy {
 				self+" + ' may change only the annotations "+strings.Join(nodeAnnotations, ", ")+" of its Node, not ' + variables.annotations.join(', ')"),
 			check(fmt.Sprintf("size(bytes(object.metadata.?annotations.orValue({})[?'%s'].orValue(''))) <= %d", history.Annotation, history.MaxBytes),
 				self+fmt.Sprintf(" + ' may keep at most %d bytes of history in its annotation %s'", history.MaxBytes, history.Annotation)),
-			check(fmt.Sprintf("size(object.metadata.?annotations.orValue({})[?'%s'].orValue('')) <= %d", nodemarks.AnnotationAgentVersion, nodemarks.MaxAgentVersionBytes),
-				self+fmt.Sprintf(" + ' may say its version in at most %d characters (annotation %s)'", nodemarks.MaxAgentVersionBytes, nodemarks.AnnotationAgentVersion)),
+			// A version as versions are written, checked when it changes
+			// (so that one set otherwise holds no write of the agent's).
+			check(fmt.Sprintf("object.metadata.?annotations.orValue({})[?'%[1]s'].orValue('') == oldObject.metadata.?annotations.orValue({})[?'%[1]s'].orValue('') || "+
+				"object.metadata.?annotations.orValue({})[?'%[1]s'].orValue('').matches('^[%[2]s]{0,%[3]d}$')", nodemarks.AnnotationAgentVersion, nodemarks.AgentVersionChars, nodemarks.MaxAgentVersionLength),
+				self+fmt.Sprintf(" + ' may say its version in at most %d letters, digits and . + ~ _ - (annotation %s)'", nodemarks.MaxAgentVersionLength, nodemarks.AnnotationAgentVersion)),
 			check(unchangedBut("metadata", append([]string{"labels", "annotations"}, serverMetadata...)...),
 				self+" + ' may change only labels and annotations of its Node\\'s metadata, not ' + "+changedBut("metadata", append([]string{"labels", "annotations"}, serverMetadata...)...)+".join(', ')"),
 		},

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kustodian/kustodian/internal/doctor"
@@ -117,5 +119,21 @@ func TestFindingsAsYAML(t *testing.T) {
 	}
 	if err := yaml.Unmarshal(y.Bytes(), &fromYAML); err != nil || !strings.Contains(y.String(), "status: ok") || fmt.Sprint(fromJSON) != fmt.Sprint(fromYAML) {
 		t.Errorf("yaml %v:\n%s\njson:\n%s", err, y.String(), j.String())
+	}
+}
+
+// Kured's flags as Kured takes them: a KURED_REBOOT_SENTINEL_COMMAND
+// variable comes after every flag of the command line, so the doctor
+// judges the value Kured uses.
+func TestKuredArgsEndWithItsVariables(t *testing.T) {
+	ds := &appsv1.DaemonSet{}
+	ds.Spec.Template.Spec.Containers = []corev1.Container{{
+		Command: []string{"/usr/bin/kured", "--reboot-sentinel-command=/usr/bin/kustodian reboot-gate"},
+		Args:    []string{"--period=1h"},
+		Env:     []corev1.EnvVar{{Name: "KURED_NODE_ID", Value: "n1"}, {Name: "KURED_REBOOT_SENTINEL_COMMAND", Value: "/bin/true"}},
+	}}
+	got := strings.Join(kuredArgs(ds), " ")
+	if want := "/usr/bin/kured --reboot-sentinel-command=/usr/bin/kustodian reboot-gate --period=1h --reboot-sentinel-command=/bin/true"; got != want {
+		t.Errorf("kuredArgs = %q, want %q", got, want)
 	}
 }

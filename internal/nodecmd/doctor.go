@@ -14,6 +14,7 @@ import (
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -140,9 +141,8 @@ func gatherDoctorFacts(ctx context.Context, cfg config.Agent, kubeletConfig stri
 			f.KuredErr = err
 		default:
 			f.KuredFound = true
-			for _, c := range ds.Spec.Template.Spec.Containers {
-				f.KuredArgs = append(append(f.KuredArgs, c.Command...), c.Args...)
-			}
+			f.KuredArgs = kuredArgs(ds)
+
 		}
 	}
 	return f
@@ -282,4 +282,21 @@ func printAs(w io.Writer, format string, v any) error {
 	}
 	_, err = w.Write(b)
 	return err
+}
+
+// kuredArgs are the flags Kured's DaemonSet gives it, in the order Kured
+// takes them: each container's command and args, then the flags it reads
+// from KURED_* variables after the command line (a variable wins, as a
+// last flag does).
+func kuredArgs(ds *appsv1.DaemonSet) []string {
+	var args []string
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		args = append(append(args, c.Command...), c.Args...)
+		for _, e := range c.Env {
+			if e.Name == "KURED_REBOOT_SENTINEL_COMMAND" && e.ValueFrom == nil {
+				args = append(args, "--reboot-sentinel-command="+e.Value)
+			}
+		}
+	}
+	return args
 }

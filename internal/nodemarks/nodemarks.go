@@ -38,9 +38,11 @@ const (
 	LabelKubeletEvictions = "kustodian.io/kubelet-evictions"
 	// AnnotationAgentVersion is the version of the agent that last started
 	// on the node (kustodian-ctl version lists them). The node says it of
-	// itself, in at most MaxAgentVersionBytes.
+	// itself, in at most MaxAgentVersionLength of the characters
+	// AgentVersionChars (the admission policy holds it to them).
 	AnnotationAgentVersion = "kustodian.io/agent-version"
-	MaxAgentVersionBytes   = 64
+	MaxAgentVersionLength  = 64
+	AgentVersionChars      = "0-9A-Za-z.+~_-"
 )
 
 // Cordon makes the node unschedulable and marks that Kustodian did it, in one

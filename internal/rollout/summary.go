@@ -74,7 +74,7 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen See
 		set(ConditionFailed, true, f.State, fmt.Sprintf("node %s: %s", f.Name, f.Message))
 		set(ConditionComplete, false, "Stopped", doneMsg)
 		if v.stopped != nil {
-			set(ConditionProgressing, false, "Stopped", "stopped at stage "+fmt.Sprint(open)+" by node "+v.stopped.Name)
+			set(ConditionProgressing, false, "Stopped", "stopped at "+Numbered(open)+" by node "+v.stopped.Name)
 		} else {
 			set(ConditionProgressing, true, "Refused", "node "+f.Name+" refused it; the others go on")
 		}

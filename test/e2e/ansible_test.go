@@ -258,8 +258,11 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 		}
 	}
 	// A token of the agents' ServiceAccount bound to no Node, far from its
-	// expiry: kustodian credentials exits 2 and the role mints a bound one.
-	unbound, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{}, metav1.CreateOptions{})
+	// expiry (200 days, beyond kustodian_renew_before_days): kustodian
+	// credentials exits 2, and that alone makes the role mint a bound one.
+	far := int64(200 * 24 * 3600)
+	unbound, err := e.Client.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, manifests.AgentServiceAccount,
+		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &far}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +273,10 @@ kustodian_config={"queue": {"heartbeat": "1s"}, "drain": {"evictErrorRetryDelay"
 	}
 	if out, err := h0.Exec(e.Ctx, "kustodian", "credentials"); !strings.Contains(out, "a token not bound to a Node") || err == nil {
 		t.Fatalf("%s: kustodian credentials on an unbound token: %v\n%s", h0.Name, err, out)
+	}
+	out, _ = h0.Exec(e.Ctx, "kustodian", "credentials", "-o", "json")
+	if c.ExpiresInSeconds = 0; json.Unmarshal([]byte(out), &c) != nil || c.ExpiresInSeconds < 31*24*3600 {
+		t.Fatalf("%s: the unbound token expires too soon for the test to judge exit 2 alone: %s", h0.Name, out)
 	}
 	playbook(t, inv, "renew-kubeconfigs.yml", "--limit", h0.Name)
 	c.Node = ""

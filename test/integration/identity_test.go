@@ -328,8 +328,11 @@ func TestNodeScopedPolicy(t *testing.T) {
 	if err := patchA(`{"metadata":{"annotations":{"kustodian.io/agent-version":"v1.2.3"}}}`); err != nil {
 		t.Errorf("node %s may not say its agent's version: %v", a, err)
 	}
-	denied(t, "say an unbounded version", patchA(`{"metadata":{"annotations":{"kustodian.io/agent-version":"`+strings.Repeat("x", 65)+`"}}}`),
-		"may say its version in at most 64 characters (annotation kustodian.io/agent-version)")
+	for what, v := range map[string]string{"an unbounded version": strings.Repeat("x", 65), "a version with a space": "v1 on 30 node(s)",
+		"a version of other letters": strings.Repeat("é", 10), "a version with an escape": `v1\u001b[2J`} {
+		denied(t, "say "+what, patchA(`{"metadata":{"annotations":{"kustodian.io/agent-version":"`+v+`"}}}`),
+			"may say its version in at most 64 letters, digits and . + ~ _ - (annotation kustodian.io/agent-version)")
+	}
 	// An admin's annotations: its place in the queue, its hold.
 	denied(t, "raise its own priority", patchA(`{"metadata":{"annotations":{"kustodian.io/priority":"2147483647"}}}`),
 		"of its Node, not kustodian.io/priority")

@@ -20,28 +20,37 @@ type RolloutKey struct {
 	Public []byte
 }
 
-// NewRolloutKey makes an ed25519 key in OpenSSH's formats.
+// NewRolloutKey makes an ed25519 key in OpenSSH's formats, in a
+// directory of the test's.
 func NewRolloutKey(t testing.TB) RolloutKey {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	k, err := WriteRolloutKey(t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "rollout admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	k := RolloutKey{Private: filepath.Join(dir, "id_ed25519"), Trusted: filepath.Join(dir, "rollout-keys"), Public: ssh.MarshalAuthorizedKey(sshPub)}
-	if err := os.WriteFile(k.Private, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(k.Trusted, k.Public, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// WriteRolloutKey makes an ed25519 key in OpenSSH's formats in dir.
+func WriteRolloutKey(dir string) (RolloutKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return RolloutKey{}, err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "rollout admin")
+	if err != nil {
+		return RolloutKey{}, err
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return RolloutKey{}, err
+	}
+	k := RolloutKey{Private: filepath.Join(dir, "id_ed25519"), Trusted: filepath.Join(dir, "rollout-keys"), Public: ssh.MarshalAuthorizedKey(sshPub)}
+	if err := os.WriteFile(k.Private, pem.EncodeToMemory(block), 0o600); err != nil {
+		return RolloutKey{}, err
+	}
+	if err := os.WriteFile(k.Trusted, k.Public, 0o644); err != nil {
+		return RolloutKey{}, err
+	}
+	return k, nil
 }

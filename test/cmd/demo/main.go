@@ -33,7 +33,6 @@ import (
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
-	"github.com/kustodian/kustodian/test/agentproc"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
 	"github.com/kustodian/kustodian/test/timeline"
@@ -42,7 +41,7 @@ import (
 type options struct {
 	name, namespace, kustodian, ctl, script, workdir string
 	nodes, workMS, failPercent                       int
-	keep, notify                                     bool
+	keep, notify, rollout                            bool
 	zones                                            int
 }
 
@@ -60,6 +59,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep-cluster", false, "leave the cluster running at the end")
 	flag.IntVar(&o.zones, "zones", 0, "spread the nodes over this many zones and apply a MaintenancePolicy with groupBy zone, one node per zone at a time (0: no policy, one node at a time)")
 	flag.BoolVar(&o.notify, "notify", false, "send the agents' notifications (notify.urls) to a local webhook receiver and print what it gets")
+	flag.BoolVar(&o.rollout, "rollout", true, "after the maintenance, roll a signed script across the nodes in two stages, with a node that joins midway")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -101,6 +101,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	fmt.Printf("kustodian-ctl install: namespace %s, RBAC and admission policies; each agent runs with its node's own kubeconfig\n", o.namespace)
+	// The key an admin signs rollouts with, which every host trusts.
+	if err := os.MkdirAll(o.workdir, 0o755); err != nil {
+		return err
+	}
+	key, err := nodecreds.WriteRolloutKey(o.workdir)
+	if err != nil {
+		return err
+	}
 	slots := 1
 	if o.zones > 0 {
 		if err := zonePolicy(ctx, c, o.namespace, nodes, o.zones); err != nil {
@@ -168,31 +176,11 @@ func run(ctx context.Context, o options) error {
 		}
 	}()
 	for i, n := range nodes {
-		dir := filepath.Join(o.workdir, n)
-		if err := os.RemoveAll(dir); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		// Each agent with its node's own kubeconfig, as on a fleet.
-		kubeconfig := filepath.Join(dir, "kubeconfig")
-		if err := ctl.NodeKubeconfig(ctx, n, kubeconfig); err != nil {
-			return err
-		}
-		textfile, listen := filepath.Join(dir, "kustodian.prom"), fmt.Sprintf("127.0.0.1:%d", 9842+i)
-		extra := []string{"--stay", "--queue-heartbeat", "2s", "--drain-evict-error-retry-delay", "1s",
-			"--metrics-textfile", textfile, "--metrics-listen", listen}
-		if notifyURL != "" {
-			extra = append(extra, "--notify-urls", notifyURL)
-		}
-		p, err := agentproc.Start(agentproc.Spec{Binary: o.kustodian, Kubeconfig: kubeconfig, Namespace: o.namespace,
-			Node: n, Dir: dir, Extra: extra})
+		p, err := startAgent(ctx, o, ctl, n, i, notifyURL, key)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, p)
-		fmt.Printf("metrics of %s: curl -s http://%s/metrics (while its agent runs), and %s (node_exporter's textfile, kept)\n", n, listen, textfile)
 	}
 
 	type result struct {
@@ -246,6 +234,15 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("kustodian-ctl history: %w\n%s", err, out)
 	}
 	fmt.Printf("\nkustodian-ctl history (each node keeps its last maintenances on its Node):\n%s", out)
+	if !o.rollout {
+		return nil
+	}
+	if err := showRollout(ctx, o, c, ctl, key, nodes, &procs, notifyURL); err != nil {
+		return err
+	}
+	if err := tl.CheckExclusive(slots); err != nil {
+		return fmt.Errorf("the rollout broke its promise: %w", err)
+	}
 	return nil
 }
 
