@@ -46,10 +46,7 @@ func TestRolloutStatusSaysWhyADeferredNodeWaits(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)
 	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "bad", UID: "uid-2", CreationTimestamp: metav1.NewTime(t0)},
 		Spec: rollout.Spec{Script: rollout.Source{Inline: "false\n", SHA256: rollout.SHA256([]byte("false\n"))}, Promoted: 1}}
-	var nodes []rollout.NodeFacts
-	for _, n := range []string{"n1", "n2"} {
-		nodes = append(nodes, rollout.NodeFacts{Name: n, Created: t0.Add(-time.Hour), Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
-	}
+	nodes := enabledNodes(t0, "n1", "n2")
 	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
 	finished := metav1.NewTime(t0)
 	r.Status.Nodes = []rollout.NodeStatus{
@@ -73,10 +70,7 @@ func TestStagesAreCountedFromOne(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
 	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "fix", UID: "uid-3", CreationTimestamp: metav1.NewTime(t0)},
 		Spec: rollout.Spec{Script: rollout.Source{Inline: "true\n", SHA256: rollout.SHA256([]byte("true\n"))}, Promoted: 1}}
-	var nodes []rollout.NodeFacts
-	for _, n := range []string{"n1", "n2", "n3"} {
-		nodes = append(nodes, rollout.NodeFacts{Name: n, Created: t0.Add(-time.Hour), Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
-	}
+	nodes := enabledNodes(t0, "n1", "n2", "n3")
 	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
 	finished := metav1.NewTime(t0)
 	r.Status.Nodes = []rollout.NodeStatus{
@@ -133,7 +127,7 @@ func TestRolloutStatusShowsNodesWordsVisibly(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
 	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "fix", UID: "uid-4", CreationTimestamp: metav1.NewTime(t0)},
 		Spec: rollout.Spec{Script: rollout.Source{Inline: "true\n", SHA256: rollout.SHA256([]byte("true\n"))}}}
-	nodes := []rollout.NodeFacts{{Name: "n1", Created: t0.Add(-time.Hour), Labels: map[string]string{rollout.LabelRollouts: "enabled"}}}
+	nodes := enabledNodes(t0, "n1")
 	finished := metav1.NewTime(t0)
 	r.Status.Nodes = []rollout.NodeStatus{{Name: "n1", Revision: rollout.Revision(r.Namespace, r.Name, r.Spec), State: rollout.Failed, Finished: &finished,
 		Message: "exit 1\x1b]0;owned\x07", LastLines: []string{"\x1b[2Jcleared"}}}
@@ -153,10 +147,7 @@ func TestStoppedAtStageCountedFromOne(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 2, 0, 0, 0, time.UTC)
 	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "fix", UID: "uid-5", CreationTimestamp: metav1.NewTime(t0)},
 		Spec: rollout.Spec{Script: rollout.Source{Inline: "true\n", SHA256: rollout.SHA256([]byte("true\n"))}, Promoted: 1}}
-	var nodes []rollout.NodeFacts
-	for _, n := range []string{"n1", "n2", "n3"} {
-		nodes = append(nodes, rollout.NodeFacts{Name: n, Created: t0.Add(-time.Hour), Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
-	}
+	nodes := enabledNodes(t0, "n1", "n2", "n3")
 	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
 	finished := metav1.NewTime(t0)
 	r.Status.Nodes = []rollout.NodeStatus{
@@ -174,4 +165,14 @@ func TestStoppedAtStageCountedFromOne(t *testing.T) {
 	if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, "stopped at stage 2 by node n2") }) {
 		t.Errorf("the conditions do not say it stopped at stage 2 (the second):\n%s", strings.Join(msgs, "\n"))
 	}
+}
+
+// enabledNodes are nodes created an hour before t0 whose hosts run
+// rollouts.
+func enabledNodes(t0 time.Time, names ...string) []rollout.NodeFacts {
+	var nodes []rollout.NodeFacts
+	for _, n := range names {
+		nodes = append(nodes, rollout.NodeFacts{Name: n, Created: t0.Add(-time.Hour), Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
+	}
+	return nodes
 }

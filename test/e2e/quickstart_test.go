@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -309,20 +308,23 @@ func quickstartTable(t *testing.T, q quickstart, root string, h *host, served st
 // waitHTTP waits until url answers 200.
 func waitHTTP(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(cluster.DefaultTimeout)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = fmt.Errorf("%s", resp.Status)
+	err := cluster.Eventually(context.Background(), cluster.DefaultTimeout, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s", resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
 	}
 }
 

@@ -5,7 +5,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -141,22 +140,11 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("\n%d agents, a maintenance requested on every node at once (%s, up to %d ms of work each)\n", len(nodes), filepath.Base(o.script), o.workMS)
 	fmt.Printf("lines starting with \"ctl |\" are kustodian-ctl status --watch, run beside the timeline\n\n")
 	fmt.Printf("%9s  %-22s %-14s %s\n", "time", "node", "state", "message")
-	watch := exec.CommandContext(ctx, o.ctl, "--kubeconfig", c.Kubeconfig, "-n", o.namespace, "status", "--watch")
-	watchOut, err := watch.StdoutPipe()
+	stopWatch, err := prefixed(exec.CommandContext(ctx, o.ctl, "--kubeconfig", c.Kubeconfig, "-n", o.namespace, "status", "--watch"), "ctl | ")
 	if err != nil {
 		return err
 	}
-	watch.Stderr = os.Stderr
-	if err := watch.Start(); err != nil {
-		return fmt.Errorf("starting kustodian-ctl status --watch: %w", err)
-	}
-	defer func() { _ = watch.Process.Signal(syscall.SIGTERM); _ = watch.Wait() }()
-	go func() {
-		sc := bufio.NewScanner(watchOut)
-		for sc.Scan() {
-			fmt.Println("ctl | " + sc.Text())
-		}
-	}()
+	defer stopWatch()
 
 	var notifyURL string
 	if o.notify {

@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
@@ -81,22 +83,11 @@ func showRollout(ctx context.Context, o options, c *cluster.Cluster, ctl nodecre
 		return fmt.Errorf("kustodian-ctl rollout create: %w\n%s", err, out)
 	}
 	fmt.Print(out)
-	watch := ctl.Command(ctx, "rollout", "status", rolloutName, "--watch")
-	watchOut, err := watch.StdoutPipe()
+	stopWatch, err := prefixed(ctl.Command(ctx, "rollout", "status", rolloutName, "--watch"), "rollout | ")
 	if err != nil {
 		return err
 	}
-	watch.Stderr = os.Stderr
-	if err := watch.Start(); err != nil {
-		return fmt.Errorf("starting kustodian-ctl rollout status --watch: %w", err)
-	}
-	defer func() { _ = watch.Process.Signal(syscall.SIGTERM); _ = watch.Wait() }()
-	go func() {
-		sc := bufio.NewScanner(watchOut)
-		for sc.Scan() {
-			fmt.Println("rollout | " + sc.Text())
-		}
-	}()
+	defer stopWatch()
 
 	entries := func(ctx context.Context) (*rollout.MaintenanceRollout, error) {
 		u, err := dyn.Resource(rollout.GVR).Namespace(o.namespace).Get(ctx, rolloutName, metav1.GetOptions{})
@@ -139,8 +130,8 @@ func showRollout(ctx context.Context, o options, c *cluster.Cluster, ctl nodecre
 		if err != nil {
 			return err
 		}
-		failed = conditionTrue(r, rollout.ConditionFailed)
-		if failed || conditionTrue(r, rollout.ConditionComplete) {
+		failed = meta.IsStatusConditionTrue(r.Status.Conditions, rollout.ConditionFailed)
+		if failed || meta.IsStatusConditionTrue(r.Status.Conditions, rollout.ConditionComplete) {
 			return nil
 		}
 		b, _ := json.Marshal(r.Status.Counts)
@@ -159,12 +150,22 @@ func showRollout(ctx context.Context, o options, c *cluster.Cluster, ctl nodecre
 	return nil
 }
 
-// conditionTrue tells whether the rollout's summary has condition t True.
-func conditionTrue(r *rollout.MaintenanceRollout, t string) bool {
-	for _, c := range r.Status.Conditions {
-		if c.Type == t && c.Status == metav1.ConditionTrue {
-			return true
-		}
+// prefixed starts cmd (a kustodian-ctl --watch) and prints each line of
+// its output after prefix; stop ends it.
+func prefixed(cmd *exec.Cmd, prefix string) (stop func(), err error) {
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
 	}
-	return false
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			fmt.Println(prefix + sc.Text())
+		}
+	}()
+	return func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }, nil
 }
