@@ -301,11 +301,13 @@ func (a *Agent) lookUpJob(ctx context.Context, sentinel bool) *decide.JobLookup 
 	return l
 }
 
-// jobFacts gathers what jobs.Next needs of job j: whether a reboot is
-// pending after it, and whether it still runs (read again when it does
-// not: it may have ended just now).
+// jobFacts gathers what jobs.Next needs of job j: whether it still runs
+// (read again when it does not: it may have ended just now), and whether a
+// reboot is pending after it. sentinel is the reboot sentinel as the step
+// read the host's files, before the job's state: a job that ended since
+// may have left it, so once the job has ended it is read again.
 func (a *Agent) jobFacts(ctx context.Context, j *jobs.Job, sentinel bool) (*decide.JobLookup, error) {
-	f := jobs.Facts{Now: a.now(), Boot: bootID(), RebootPending: a.rebootPendingAfter(ctx, j, sentinel), CanReboot: a.host.reboot != nil,
+	f := jobs.Facts{Now: a.now(), Boot: bootID(), CanReboot: a.host.reboot != nil,
 		RebootAsked: a.jobs.rebootAsked == jobUnit(j), Unit: jobUnit(j)}
 	if j.State == jobs.Running || j.State == jobs.RollingBack {
 		alive, err := a.jobs.runner.Alive(ctx, j)
@@ -319,6 +321,13 @@ func (a *Agent) jobFacts(ctx context.Context, j *jobs.Job, sentinel bool) (*deci
 		}
 		f.Alive = alive
 	}
+	if !f.Alive && !sentinel {
+		var err error
+		if sentinel, err = a.files.RebootPending(); err != nil {
+			return nil, err
+		}
+	}
+	f.RebootPending = a.rebootPendingAfter(ctx, j, sentinel)
 	return &decide.JobLookup{Job: j, Facts: f}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
 )
 
@@ -68,5 +69,48 @@ func TestExecRunnerFindsItsJobAfterARestart(t *testing.T) {
 	}
 	if again.alive(j) {
 		t.Error("a recycled PID is taken for the job")
+	}
+}
+
+// stoppedRunner is a job runner whose jobs have all ended.
+type stoppedRunner struct{}
+
+func (stoppedRunner) Start(context.Context, *jobs.Job) error         { return nil }
+func (stoppedRunner) Alive(context.Context, *jobs.Job) (bool, error) { return false, nil }
+
+// A job that ends between the step's reading of the host's files and its
+// asking the job's state leaves its reboot sentinel (an upgrade's
+// /run/reboot-required) after the files were read: the step still sees it,
+// and reboots instead of ending the maintenance without the reboot.
+func TestJobFactsSeeTheSentinelTheJobLeft(t *testing.T) {
+	dir := t.TempDir()
+	store := jobs.Store{Dir: filepath.Join(dir, "jobs")}
+	if err := os.MkdirAll(store.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	running := &jobs.Job{ID: "upgrade", Reboot: jobs.RebootAuto, State: jobs.Running, Runs: 1}
+	if err := store.Create(running); err != nil {
+		t.Fatal(err)
+	}
+	sentinel := filepath.Join(dir, "reboot-required")
+	a := &Agent{files: hostfiles.Files{RebootSentinel: sentinel}}
+	a.jobs.store, a.jobs.runner = store, stoppedRunner{}
+	a.now = time.Now
+
+	// Meanwhile the job ended well, and left the sentinel.
+	ended := *running
+	ended.State, ended.ExitCode = jobs.Succeeded, new(int)
+	if err := store.Save(&ended); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sentinel, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.jobFacts(context.Background(), running, false) // the step read no sentinel
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Job.State != jobs.Succeeded || !l.Facts.RebootPending {
+		t.Fatalf("job %s, reboot pending %v; want succeeded, with the reboot its sentinel asks for", l.Job.State, l.Facts.RebootPending)
 	}
 }

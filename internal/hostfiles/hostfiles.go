@@ -65,12 +65,19 @@ func (f Files) Observe() (Observation, error) {
 	if o.InProgress, err = exists(f.InProgress); err != nil {
 		return o, err
 	}
-	if f.RebootSentinel != "" {
-		if o.RebootPending, err = exists(f.RebootSentinel); err != nil {
-			return o, err
-		}
+	if o.RebootPending, err = f.RebootPending(); err != nil {
+		return o, err
 	}
 	return o, nil
+}
+
+// RebootPending says whether the reboot sentinel exists now (false when
+// there is none to watch).
+func (f Files) RebootPending() (bool, error) {
+	if f.RebootSentinel == "" {
+		return false, nil
+	}
+	return exists(f.RebootSentinel)
 }
 
 func readRequest(path string) (*Request, error) {
