@@ -177,7 +177,7 @@ sim: deps ## the protocol's seeded simulation, SIM_SEEDS seeds (1200)
 # "context deadline exceeded" failure when a worker is slow to stop at the
 # deadline (golang/go#75804), which a loaded CI machine hits now and then.
 FUZZTIME ?= 3000x
-FUZZ_TESTS := FuzzKuredLock:./internal/kured FuzzQueueSummary:./internal/lock FuzzRequestFile:./internal/hostfiles FuzzConfigFile:./internal/nodecmd
+FUZZ_TESTS := FuzzKuredLock:./internal/kured FuzzQueueSummary:./internal/lock FuzzRequestFile:./internal/hostfiles FuzzConfigFile:./internal/agentopts
 fuzz: ## run each fuzz test for FUZZTIME executions (3000x)
 	@for t in $(FUZZ_TESTS); do \
 	  go test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) -timeout 5m "$${t#*:}" || exit 1; \

@@ -1,4 +1,4 @@
-package nodecmd
+package agentopts
 
 import (
 	"bytes"
@@ -25,10 +25,10 @@ func DefaultConfigFile() []byte {
 `)
 	defaults := config.Defaults()
 	section := ""
-	for _, o := range agentOptions {
-		parent, leaf, nested := strings.Cut(o.key, ".")
+	for _, o := range Options {
+		parent, leaf, nested := strings.Cut(o.Key, ".")
 		if !nested {
-			parent, leaf = "", o.key
+			parent, leaf = "", o.Key
 		}
 		indent := ""
 		if parent != "" {
@@ -40,7 +40,7 @@ func DefaultConfigFile() []byte {
 			b.WriteString("\n")
 		}
 		section = parent
-		fmt.Fprintf(&b, "#%s# %s\n#%s%s: %s\n", indent, o.usage, indent, leaf, yamlValue(o.field(&defaults)))
+		fmt.Fprintf(&b, "#%s# %s\n#%s%s: %s\n", indent, o.Usage, indent, leaf, yamlValue(o.Field(&defaults)))
 	}
 	return b.Bytes()
 }

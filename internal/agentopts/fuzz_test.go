@@ -1,4 +1,4 @@
-package nodecmd
+package agentopts
 
 import (
 	"os"
@@ -25,11 +25,11 @@ func FuzzConfigFile(f *testing.F) {
 			t.Fatal(err)
 		}
 		fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
-		cf := addConfigFlags(fs)
+		cf := AddFlags(fs)
 		if err := fs.Parse([]string{"--config", path}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := cf.load()
+		_, err := cf.Load()
 		if err == nil {
 			return
 		}

@@ -1,4 +1,8 @@
-package nodecmd
+// Package agentopts reads the agent's options, the same for `kustodian
+// agent` and the host commands: each one a key of the configuration file, a
+// flag and an environment variable, with flag > environment > file >
+// default, and every bad value refused with one line naming its source.
+package agentopts
 
 import (
 	"bytes"
@@ -12,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"sigs.k8s.io/yaml"
@@ -21,17 +24,17 @@ import (
 	"github.com/kustodian/kustodian/internal/suggest"
 )
 
-// envPrefix prefixes the environment variable of every option:
+// EnvPrefix prefixes the environment variable of every option:
 // --drain-timeout is KUSTODIAN_DRAIN_TIMEOUT.
-const envPrefix = "KUSTODIAN_"
+const EnvPrefix = "KUSTODIAN_"
 
-// option ties one field of config.Agent to its config key, flag and
+// Option ties one field of config.Agent to its config key, flag and
 // environment variable.
-type option struct {
-	key   string // in the config file: "drain.onTimeout"
-	flag  string // "drain-on-timeout"
-	usage string
-	field func(*config.Agent) any // a *string, *bool, *int or *time.Duration
+type Option struct {
+	Key   string // in the config file: "drain.onTimeout"
+	Flag  string // "drain-on-timeout"
+	Usage string
+	Field func(*config.Agent) any // a *string, *bool, *int, *time.Duration or *[]string
 }
 
 // notFromEnv are the options not read from the environment: lists whose
@@ -39,19 +42,19 @@ type option struct {
 // apart.
 var notFromEnv = map[string]bool{"alertmanager.endpoints": true, "prometheus.endpoints": true}
 
-func (o option) noEnv() bool { return notFromEnv[o.key] }
+func (o Option) NoEnv() bool { return notFromEnv[o.Key] }
 
-// env is the option's environment variable, "" for none.
-func (o option) env() string {
-	if o.noEnv() {
+// Env is the option's environment variable, "" for none.
+func (o Option) Env() string {
+	if o.NoEnv() {
 		return ""
 	}
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(o.flag, "-", "_"))
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(o.Flag, "-", "_"))
 }
 
-// agentOptions are the options of `kustodian agent` and of the host-side
+// Options are the options of `kustodian agent` and of the host-side
 // subcommands; their names are a contract (docs/design.md, "Configuration and commands").
-var agentOptions = []option{
+var Options = []Option{
 	{"kubeconfig", "kubeconfig", "path of the node's kubeconfig", func(a *config.Agent) any { return &a.Kubeconfig }},
 	{"nodeName", "node-name", "this node's Node name (default: the Node the kubeconfig's token is bound to, as the API server says, else the hostname, lower-cased)", func(a *config.Agent) any { return &a.NodeName }},
 	{"namespace", "namespace", "namespace of Kustodian's Leases and control ConfigMap", func(a *config.Agent) any { return &a.Namespace }},
@@ -84,8 +87,8 @@ var agentOptions = []option{
 	{"rollouts.enabled", "rollouts-enabled", "run the MaintenanceRollouts that select this node and are signed by a key of rollouts.trustedKeys, each as a managed job through the queue (the agent then keeps running, as with stay)", func(a *config.Agent) any { return &a.Rollouts.Enabled }},
 	{"rollouts.trustedKeys", "rollouts-trusted-keys", "file of the OpenSSH public keys (one per line, as in authorized_keys) whose signatures this host's agent accepts on rollouts", func(a *config.Agent) any { return &a.Rollouts.TrustedKeys }},
 	{"rebootRequired.command", "reboot-required-command", "a command (run with /bin/sh -c) whose exit 0 says this host needs a reboot and 1 that it does not, as Kured's --reboot-sentinel-command; empty: rebootSentinel exists, or needs-restarting -r (the RHEL family) says so. Asked when the node's MaintenancePolicy has triggers.rebootRequired, and after a managed job", func(a *config.Agent) any { return &a.RebootRequired.Command }},
-	{key: "alertmanager.endpoints", flag: "alertmanager-endpoints", usage: "the Alertmanagers a MaintenancePolicy may name (spec.alertmanager.url), each with the credentials this host sends it: \"URL\", \"URL bearer FILE\" (a token) or \"URL basic FILE\" (username:password), one per list item or flag; a policy naming another URL is refused by this host. Not read from the environment", field: func(a *config.Agent) any { return (*[]string)(&a.Alertmanager.Endpoints) }},
-	{key: "prometheus.endpoints", flag: "prometheus-endpoints", usage: "the Prometheus servers a MaintenancePolicy may name (spec.blockers.prometheus.url), as alertmanager.endpoints. Not read from the environment", field: func(a *config.Agent) any { return (*[]string)(&a.Prometheus.Endpoints) }},
+	{Key: "alertmanager.endpoints", Flag: "alertmanager-endpoints", Usage: "the Alertmanagers a MaintenancePolicy may name (spec.alertmanager.url), each with the credentials this host sends it: \"URL\", \"URL bearer FILE\" (a token) or \"URL basic FILE\" (username:password), one per list item or flag; a policy naming another URL is refused by this host. Not read from the environment", Field: func(a *config.Agent) any { return (*[]string)(&a.Alertmanager.Endpoints) }},
+	{Key: "prometheus.endpoints", Flag: "prometheus-endpoints", Usage: "the Prometheus servers a MaintenancePolicy may name (spec.blockers.prometheus.url), as alertmanager.endpoints. Not read from the environment", Field: func(a *config.Agent) any { return (*[]string)(&a.Prometheus.Endpoints) }},
 	{"notify.urls", "notify-urls", "shoutrrr URLs (slack://, teams://, smtp://, generic://...) the agent sends its notifications to: a list in the file, one URL per flag, separated by spaces in the environment. Keep this file readable by root only: the URLs hold tokens (and prefer it to the flag, which shows them in the process list)", func(a *config.Agent) any { return &a.Notify.URLs }},
 	{"notify.started", "notify-started", "Go template of the message sent when the node takes the lock and begins to drain; fields .Node .Reason .Message .Group .Policy .Time .Requested .Duration (the wait); empty: none", func(a *config.Agent) any { return &a.Notify.Started }},
 	{"notify.completed", "notify-completed", "Go template of the message sent when the maintenance is over and the node is back (.Duration: since the request); empty: none", func(a *config.Agent) any { return &a.Notify.Completed }},
@@ -93,67 +96,48 @@ var agentOptions = []option{
 	{"notify.blocked", "notify-blocked", "Go template of the message sent when the node has waited past its policy's health.blockedAfter (.Message: what blocks it); empty: none", func(a *config.Agent) any { return &a.Notify.Blocked }},
 }
 
-// configFlags holds the flags of a command whose options are agentOptions.
-type configFlags struct {
-	configFile string
+// Flags holds the flags of a command whose options are Options.
+type Flags struct {
+	ConfigFile string       // --config
+	Warn       io.Writer    // where Load's warnings go; nil: stderr
 	values     config.Agent // what the flags parsed into
 	flags      *pflag.FlagSet
-	warn       io.Writer // where load's warnings go; nil: stderr
 }
 
-// addConfigFlags registers --config and every option's flag.
-func addConfigFlags(fs *pflag.FlagSet) *configFlags {
-	cf := &configFlags{values: config.Defaults(), flags: fs}
-	fs.StringVar(&cf.configFile, "config", config.DefaultFile, "configuration file (YAML); a missing default file is fine ("+envPrefix+"CONFIG)")
-	for _, o := range agentOptions {
-		usage := fmt.Sprintf("%s (%s, key %s)", o.usage, o.env(), o.key)
-		if o.noEnv() {
-			usage = fmt.Sprintf("%s (key %s)", o.usage, o.key)
+// AddFlags registers --config and every option's flag.
+func AddFlags(fs *pflag.FlagSet) *Flags {
+	cf := &Flags{values: config.Defaults(), flags: fs}
+	fs.StringVar(&cf.ConfigFile, "config", config.DefaultFile, "configuration file (YAML); a missing default file is fine ("+EnvPrefix+"CONFIG)")
+	for _, o := range Options {
+		usage := fmt.Sprintf("%s (%s, key %s)", o.Usage, o.Env(), o.Key)
+		if o.NoEnv() {
+			usage = fmt.Sprintf("%s (key %s)", o.Usage, o.Key)
 		}
-		switch p := o.field(&cf.values).(type) {
+		switch p := o.Field(&cf.values).(type) {
 		case *string:
-			fs.StringVar(p, o.flag, *p, usage)
+			fs.StringVar(p, o.Flag, *p, usage)
 		case *bool:
-			fs.BoolVar(p, o.flag, *p, usage)
+			fs.BoolVar(p, o.Flag, *p, usage)
 		case *int:
-			fs.IntVar(p, o.flag, *p, usage)
+			fs.IntVar(p, o.Flag, *p, usage)
 		case *time.Duration:
-			fs.DurationVar(p, o.flag, *p, usage)
+			fs.DurationVar(p, o.Flag, *p, usage)
 		case *[]string:
-			fs.StringArrayVar(p, o.flag, *p, usage)
+			fs.StringArrayVar(p, o.Flag, *p, usage)
 		default:
-			panic("option " + o.key + " has an unsupported type") // a programming error, caught by the tests
+			panic("option " + o.Key + " has an unsupported type") // a programming error, caught by the tests
 		}
 	}
 	return cf
 }
 
-// showOnly lists in the command's help, of the agent's options, only
-// those it reads (and --config); the others are still accepted, as in the
-// configuration file, and `kustodian agent --help` lists them all.
-func showOnly(cmd *cobra.Command, names ...string) {
-	show := map[string]bool{"config": true}
-	for _, n := range names {
-		if cmd.Flags().Lookup(n) == nil {
-			panic("showOnly: no option --" + n) // a programming error, caught by the tests
-		}
-		show[n] = true
-	}
-	for _, o := range agentOptions {
-		if !show[o.flag] {
-			_ = cmd.Flags().MarkHidden(o.flag)
-		}
-	}
-	cmd.Long += "\n\nIt reads the agent's configuration (--config): every option of it is accepted as a flag\nhere too (kustodian agent --help lists them)."
-}
-
-// load builds the configuration: flag > environment > file > default. A bad
+// Load builds the configuration: flag > environment > file > default. A bad
 // value is refused with one line naming where it came from; unknown
 // KUSTODIAN_* variables and keys written in another case are warned about
 // on stderr.
-func (cf *configFlags) load() (config.Agent, error) {
-	cfg, problems, warnings := cf.resolve(true)
-	w := cf.warn
+func (cf *Flags) Load() (config.Agent, error) {
+	cfg, problems, warnings := cf.Resolve(true)
+	w := cf.Warn
 	if w == nil {
 		w = os.Stderr
 	}
@@ -166,13 +150,13 @@ func (cf *configFlags) load() (config.Agent, error) {
 	return cfg, nil
 }
 
-// resolve reads every source and returns the configuration with every
+// Resolve reads every source and returns the configuration with every
 // problem found (each one line naming its source) and the warnings. With
 // env false, the environment is not read (kustodian config check).
-func (cf *configFlags) resolve(env bool) (cfg config.Agent, problems []error, warnings []string) {
+func (cf *Flags) Resolve(env bool) (cfg config.Agent, problems []error, warnings []string) {
 	cfg = config.Defaults()
-	path, explicit := cf.configFile, cf.flags.Changed("config")
-	if v, ok := lookupEnv(envPrefix+"CONFIG", env); ok && !explicit {
+	path, explicit := cf.ConfigFile, cf.flags.Changed("config")
+	if v, ok := lookupEnv(EnvPrefix+"CONFIG", env); ok && !explicit {
 		path, explicit = v, true
 	}
 	file, problems, warnings := readFile(path, explicit)
@@ -183,22 +167,22 @@ func (cf *configFlags) resolve(env bool) (cfg config.Agent, problems []error, wa
 		warnings = append(warnings, unknownEnv(os.Environ())...)
 	}
 	sources := map[string]string{}
-	for _, o := range agentOptions {
-		dst := o.field(&cfg)
+	for _, o := range Options {
+		dst := o.Field(&cfg)
 		var raw, source string
 		switch {
-		case cf.flags.Changed(o.flag):
+		case cf.flags.Changed(o.Flag):
 			// pflag parsed and checked it already.
-			copyValue(dst, o.field(&cf.values))
-			sources[o.key] = "--" + o.flag
+			copyValue(dst, o.Field(&cf.values))
+			sources[o.Key] = "--" + o.Flag
 			continue
-		case env && !o.noEnv() && envValue(o.env(), &raw):
-			source = o.env()
-		case file != nil && file.IsSet(o.key):
-			source = path + ": " + o.key
-			v := file.Get(o.key)
+		case env && !o.NoEnv() && envValue(o.Env(), &raw):
+			source = o.Env()
+		case file != nil && file.IsSet(o.Key):
+			source = path + ": " + o.Key
+			v := file.Get(o.Key)
 			if list, ok := dst.(*[]string); ok {
-				sources[o.key] = source
+				sources[o.Key] = source
 				if err := listInto(list, v); err != nil {
 					problems = append(problems, fmt.Errorf("%s: %w", source, err))
 				}
@@ -211,10 +195,10 @@ func (cf *configFlags) resolve(env bool) (cfg config.Agent, problems []error, wa
 			}
 			raw = fmt.Sprint(v)
 		default:
-			sources[o.key] = "default"
+			sources[o.Key] = "default"
 			continue
 		}
-		sources[o.key] = source
+		sources[o.Key] = source
 		if err := parseInto(dst, raw); err != nil {
 			problems = append(problems, fmt.Errorf("%s: %w", source, err))
 		}
@@ -247,21 +231,21 @@ func lookupEnv(name string, env bool) (string, bool) {
 }
 
 // otherEnv are the KUSTODIAN_* variables besides the options'.
-var otherEnv = []string{envPrefix + "CONFIG", envPrefix + "DEBUG"}
+var otherEnv = []string{EnvPrefix + "CONFIG", EnvPrefix + "DEBUG"}
 
 // unknownEnv warns about KUSTODIAN_* variables that are no option's, with
 // the closest known name.
 func unknownEnv(environ []string) []string {
 	known := append([]string(nil), otherEnv...)
-	for _, o := range agentOptions {
-		if !o.noEnv() {
-			known = append(known, o.env())
+	for _, o := range Options {
+		if !o.NoEnv() {
+			known = append(known, o.Env())
 		}
 	}
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, envPrefix) || slices.Contains(known, name) {
+		if !strings.HasPrefix(name, EnvPrefix) || slices.Contains(known, name) {
 			continue
 		}
 		msg := fmt.Sprintf("environment variable %s is not one of kustodian's and is ignored", name)
@@ -307,9 +291,9 @@ func readFile(path string, explicit bool) (*viper.Viper, []error, []string) {
 	}
 	known := map[string]string{} // lower-cased: as documented
 	var documented []string
-	for _, o := range agentOptions {
-		known[strings.ToLower(o.key)] = o.key
-		documented = append(documented, o.key)
+	for _, o := range Options {
+		known[strings.ToLower(o.Key)] = o.Key
+		documented = append(documented, o.Key)
 	}
 	var problems []error
 	var warnings []string

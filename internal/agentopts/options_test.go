@@ -1,8 +1,7 @@
-package nodecmd
+package agentopts
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,7 +23,7 @@ func load(t *testing.T, file string, env map[string]string, args ...string) (con
 		t.Setenv(k, v)
 	}
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	cf := addConfigFlags(fs)
+	cf := AddFlags(fs)
 	if file != "" {
 		path := filepath.Join(t.TempDir(), "config.yaml")
 		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
@@ -33,12 +32,12 @@ func load(t *testing.T, file string, env map[string]string, args ...string) (con
 		args = append(args, "--config", path)
 	} else {
 		// Stands for the default path, on a host without a config file.
-		cf.configFile = filepath.Join(t.TempDir(), "absent-default.yaml")
+		cf.ConfigFile = filepath.Join(t.TempDir(), "absent-default.yaml")
 	}
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return cf.load()
+	return cf.Load()
 }
 
 func TestLoadPrecedence(t *testing.T) {
@@ -144,9 +143,9 @@ func TestLoadNotifyURLs(t *testing.T) {
 
 func TestLoadWarnings(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	cf := addConfigFlags(fs)
+	cf := AddFlags(fs)
 	var warned bytes.Buffer
-	cf.warn = &warned
+	cf.Warn = &warned
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte("drain:\n  ontimeout: release\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -157,7 +156,7 @@ func TestLoadWarnings(t *testing.T) {
 	if err := fs.Parse([]string{"--config", path}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := cf.load()
+	cfg, err := cf.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,57 +176,20 @@ func TestLoadWarnings(t *testing.T) {
 	}
 }
 
-func TestConfigCheck(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	check := func(file string) (string, error) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		cmd := NewRoot()
-		cmd.SetOut(&out)
-		cmd.SetArgs([]string{"config", "check", path})
-		err := cmd.Execute()
-		return out.String(), err
-	}
-	t.Setenv("KUSTODIAN_DRAIN_TIMEOUT", "soon") // not read: the file alone is checked
-	out, err := check("namespace: kube-maint\ndrain:\n  timeout: 10m\n")
-	if err != nil || out != path+": OK\n" {
-		t.Fatalf("a good file: %v, %q", err, out)
-	}
-	out, err = check("namespce: x\ndrain:\n  timeout: 5 minutes\n  onTimeout: panic\nqueue:\n  heartbeat: 1ms\nstateDir: /nonexistent/kustodian\n")
-	if !errors.Is(err, ErrSilentExit1) {
-		t.Errorf("exit: %v, want 1", err)
-	}
-	for _, want := range []string{
-		`error: ` + path + `: unknown key "namespce"; did you mean namespace?`,
-		`error: ` + path + `: drain.timeout: "5 minutes" is not a duration`,
-		`error: ` + path + `: drain.onTimeout: "panic" is not one of hold, release`,
-		`error: ` + path + `: queue.heartbeat: must be at least 100ms, got 1ms`,
-		`error: ` + path + `: stateDir: /nonexistent/kustodian cannot be used`,
-		path + `: 5 problem(s); the agent would refuse this configuration`,
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output\n%s\nlacks %q", out, want)
-		}
-	}
-}
-
 func TestLoadMissingExplicitFile(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	cf := addConfigFlags(fs)
+	cf := AddFlags(fs)
 	if err := fs.Parse([]string{"--config", "/nonexistent/config.yaml"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cf.load(); err == nil || !strings.Contains(err.Error(), "/nonexistent/config.yaml") {
+	if _, err := cf.Load(); err == nil || !strings.Contains(err.Error(), "/nonexistent/config.yaml") {
 		t.Fatalf("got %v, want an error naming the missing file", err)
 	}
 }
 
 func TestEveryOptionHasAFlagAndAKnownType(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	addConfigFlags(fs) // panics on an unsupported type
+	AddFlags(fs) // panics on an unsupported type
 	for _, flag := range []string{"config", "kubeconfig", "node-name", "namespace", "request-file", "in-progress-file", "reboot-sentinel", "state-dir", "stay"} {
 		if fs.Lookup(flag) == nil {
 			t.Errorf("flag --%s of the command-line contract is missing", flag)
@@ -246,7 +208,7 @@ func TestDefaultConfigFile(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("packaging/config.yaml differs from what the code generates: run make docs")
 	}
-	// Uncomment every setting: "#key: v", "#  key: v" and their "## text"
+	// Uncomment every setting: "#Key: v", "#  Key: v" and their "## text"
 	// and "#  # text" comments; the header ("# text") stays a comment.
 	setting := regexp.MustCompile(`^#(#|[A-Za-z]|  )`)
 	var uncommented []string
@@ -264,15 +226,15 @@ func TestDefaultConfigFile(t *testing.T) {
 	if len(problems) > 0 || len(warnings) > 0 {
 		t.Fatal(problems, warnings)
 	}
-	for _, o := range agentOptions {
-		if !v.IsSet(o.key) {
-			t.Errorf("key %s is missing from the default config file", o.key)
+	for _, o := range Options {
+		if !v.IsSet(o.Key) {
+			t.Errorf("key %s is missing from the default config file", o.Key)
 		}
 	}
-	cf := addConfigFlags(pflag.NewFlagSet("test", pflag.ContinueOnError))
-	cf.configFile = path
+	cf := AddFlags(pflag.NewFlagSet("test", pflag.ContinueOnError))
+	cf.ConfigFile = path
 	_ = cf.flags.Set("config", path)
-	cfg, err := cf.load()
+	cfg, err := cf.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

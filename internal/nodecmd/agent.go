@@ -43,7 +43,7 @@ variable; a flag beats the environment, which beats the file.`,
 	}
 	cf := addConfigFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg0, err := cf.load()
+		cfg0, err := cf.Load()
 		if err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ type nodeContext struct {
 // API server for it, for a command a script runs: an API server that does
 // not answer is an error. (The agent keeps asking: connectWith.)
 func (cf *configFlags) connect(ctx context.Context) (nodeContext, error) {
-	cfg, err := cf.load()
+	cfg, err := cf.Load()
 	if err != nil {
 		return nodeContext{}, err
 	}

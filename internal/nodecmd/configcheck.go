@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kustodian/kustodian/internal/agentopts"
 	"github.com/kustodian/kustodian/internal/config"
 )
 
@@ -36,13 +37,14 @@ the next maintenance.`,
   kustodian config check /tmp/new-config.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cf := addConfigFlags(pflag.NewFlagSet("check", pflag.ContinueOnError))
+			fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+			cf := agentopts.AddFlags(fs)
 			if len(args) == 1 {
-				if err := cf.flags.Set("config", args[0]); err != nil {
+				if err := fs.Set("config", args[0]); err != nil {
 					return err
 				}
 			}
-			_, problems, warnings := cf.resolve(false)
+			_, problems, warnings := cf.Resolve(false)
 			out := cmd.OutOrStdout()
 			for _, w := range warnings {
 				fmt.Fprintln(out, "warning: "+w)
@@ -51,10 +53,10 @@ the next maintenance.`,
 				fmt.Fprintln(out, "error: "+p.Error())
 			}
 			if len(problems) > 0 {
-				fmt.Fprintf(out, "%s: %d problem(s); the agent would refuse this configuration\n", cf.configFile, len(problems))
+				fmt.Fprintf(out, "%s: %d problem(s); the agent would refuse this configuration\n", cf.ConfigFile, len(problems))
 				return ErrSilentExit1
 			}
-			fmt.Fprintf(out, "%s: OK\n", cf.configFile)
+			fmt.Fprintf(out, "%s: OK\n", cf.ConfigFile)
 			return nil
 		},
 	}

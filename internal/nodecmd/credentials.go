@@ -47,7 +47,7 @@ configuration or the kubeconfig cannot be read.`,
 		if output != "" && output != "json" && output != "yaml" {
 			return fmt.Errorf("--output %q: use json or yaml (without -o: one line)", output)
 		}
-		cfg, err := cf.load()
+		cfg, err := cf.Load()
 		if err != nil {
 			return err
 		}

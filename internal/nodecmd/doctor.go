@@ -64,7 +64,7 @@ failure. The agent runs the same checks when it starts and logs what is not OK.`
 		if output != "text" && output != "json" && output != "yaml" {
 			return fmt.Errorf("--output %q: use text, json or yaml", output)
 		}
-		cfg, err := cf.load()
+		cfg, err := cf.Load()
 		if err != nil {
 			return err
 		}

@@ -27,7 +27,7 @@ func newJobExecCommand() *cobra.Command {
 	}
 	cf := addConfigFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cfg, err := cf.load()
+		cfg, err := cf.Load()
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,7 @@ so Kured honours both Kustodian and every other inhibitor on the host.`,
 	cf := addConfigFlags(cmd.Flags())
 	showOnly(cmd, "request-file", "in-progress-file", "reboot-sentinel")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := cf.load()
+		cfg, err := cf.Load()
 		if err != nil {
 			return err
 		}

@@ -61,7 +61,7 @@ Failed node, and with --timeout D, 75 when the job is still going after D.`,
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the job to end and exit with its exit code")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --wait: exit 75 when the job is still going after this long (0: wait for its end)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cfg, err := cf.load()
+		cfg, err := cf.Load()
 		if err != nil {
 			return err
 		}

@@ -11,9 +11,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kustodian/kustodian/internal/agentopts"
 	"github.com/kustodian/kustodian/internal/manifests"
 	"github.com/kustodian/kustodian/internal/manpages"
-	"github.com/kustodian/kustodian/internal/nodecmd"
 	"github.com/kustodian/kustodian/test/rights"
 )
 
@@ -26,7 +26,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gendocs: "+err.Error())
 		os.Exit(1)
 	}
-	if err := os.WriteFile(configFile, nodecmd.DefaultConfigFile(), 0o644); err != nil {
+	if err := os.WriteFile(configFile, agentopts.DefaultConfigFile(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs: "+err.Error())
 		os.Exit(1)
 	}
