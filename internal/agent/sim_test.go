@@ -33,6 +33,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,20 +90,17 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	steps, actions := 0, 0
-	for _, seed := range seeds {
-		w, err := simulate(t, seed)
-		steps += w.steps
-		actions += w.actions
-		if err != nil {
-			t.Fatalf("seed %d: %v\n(repeat it with SIM_SEED=%d go test -run TestSimulation ./internal/agent)\nthe last of the trace:\n%s",
-				seed, err, seed, strings.Join(w.trace, "\n"))
-		}
-		if len(seeds) == 1 {
-			t.Logf("trace of seed %d:\n%s", seed, strings.Join(w.trace, "\n"))
-		}
+	res := runSeeds(seeds, runtime.GOMAXPROCS(0), func(seed uint64) (*world, error) { return simulate(t, seed) })
+	if res.failed != nil {
+		seed, w := res.failed.seed, res.failed.w
+		t.Fatalf("seed %d: %v\n(repeat it with SIM_SEED=%d go test -run TestSimulation ./internal/agent)\nthe last of the trace:\n%s",
+			seed, res.failed.err, seed, strings.Join(w.trace, "\n"))
 	}
-	t.Logf("%d seeds, %d actions, %d agent steps (interleavings explored), in %s", len(seeds), actions, steps, time.Since(start).Round(time.Millisecond))
+	if len(seeds) == 1 && res.last != nil {
+		t.Logf("trace of seed %d:\n%s", seeds[0], strings.Join(res.last.trace, "\n"))
+	}
+	t.Logf("%d seeds, %d at a time, %d actions, %d agent steps (interleavings explored), in %s",
+		len(seeds), res.workers, res.actions, res.steps, time.Since(start).Round(time.Millisecond))
 }
 
 // simulate runs one seed and returns the first property it found broken.
@@ -120,7 +118,7 @@ func simulate(t *testing.T, seed uint64) (*world, error) {
 		h := &host{w: w, name: fmt.Sprintf("node-%d", i), zone: string(rune('a' + rng.IntN(2))), stay: rng.IntN(2) == 0}
 		h.dir = filepath.Join(dir, fmt.Sprint(seed), h.name)
 		if err := os.MkdirAll(h.stateDir(), 0o755); err != nil {
-			t.Fatal(err)
+			return w, err
 		}
 		w.api.Put(simapi.Key{Resource: simapi.Nodes, Name: h.name}, simNode(h.name, h.zone))
 		w.hosts = append(w.hosts, h)
