@@ -12,6 +12,13 @@ LDFLAGS := -s -w \
   -X github.com/kustodian/kustodian/internal/version.Commit=$(COMMIT) \
   -X github.com/kustodian/kustodian/internal/version.Date=$(DATE)
 
+# One build configuration for all but the race detector's unit tests: static
+# and -trimpath, as the packages' binaries are built, so that lint, the
+# simulation, the binaries and the integration tests compile each package
+# once (a cold cache pays for a second configuration only under -race).
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(GOFLAGS)))
+
 CLUSTER_NAME ?= kustodian
 NODES        ?= 5
 PORT         ?= 0
@@ -21,7 +28,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: go-check repo-deps bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: rootfs go-check repo-deps bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -155,7 +162,17 @@ docs: ## regenerate the man pages (docs/man), the default config file (packaging
 	rm -f docs/man/*.1
 	go run ./test/cmd/gendocs docs/man packaging/config.yaml
 
-test: deps lint test-unit sim test-integration ## everything: the README's test command
+# make test in three steps, each with what can go beside it: the Debian
+# packages (a download) beside lint, which needs only Go; the end-to-end
+# tests' root file system (a download, test/cmd/rootfs) beside the unit
+# tests; then the simulation and the tests against a control plane.
+test: ## everything: the README's test command
+	@$(MAKE) --no-print-directory -j2 deps lint
+	@$(MAKE) --no-print-directory -j2 rootfs test-unit
+	@$(MAKE) --no-print-directory sim test-integration
+
+rootfs: deps ## the end-to-end tests' root file system (debootstrap, cached; the tests make it when missing)
+	go run ./test/cmd/rootfs
 
 # The unit tests run with the race detector (cgo: gcc); the agents under
 # integration tests are the static release build, without it.
@@ -184,16 +201,18 @@ fuzz: ## run each fuzz test for FUZZTIME executions (3000x)
 	done
 
 # -p 1: each package of integration tests runs its own control plane; on two
-# cores they are faster one after the other than side by side. -parallel 3:
-# the tests with Kured's own binary (KURED, sandboxed per node by
-# test/kuredproc) mostly wait for Kured's own 30-90 s start delay, so the
-# three of them run side by side, after the others.
+# cores they are faster one after the other than side by side. Within a
+# package most tests run side by side (t.Parallel: their own namespace,
+# Nodes and agents, mostly waiting on heartbeats, boots and Kured's own 30-90
+# s start delay), TEST_PARALLEL of them at once; the tests that touch what
+# others share run first, one at a time (each package's doc says which).
+TEST_PARALLEL ?= 6
 INTEGRATION_ENV = KURED=$(KURED) KURED_SRC=$(KURED_SRC) PATH=$(dir $(PROMTOOL)):$$PATH
 test-integration: deps tools packages-host $(PROMTOOL) $(ALERTMANAGER) $(KURED)
-	$(INTEGRATION_ENV) go test -count=1 -p 1 -parallel 3 -timeout 30m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
+	$(INTEGRATION_ENV) go test -count=1 -p 1 -parallel $(TEST_PARALLEL) -timeout 30m $(GO_TEST_FLAGS) $(INTEGRATION_PKGS)
 
 test-kured: deps tools packages-host $(PROMTOOL) $(KURED) ## only the integration tests with Kured's own binary (make kured)
-	$(INTEGRATION_ENV) go test -count=1 -p 1 -parallel 3 -timeout 30m -run '^TestRealKured' $(GO_TEST_FLAGS) ./test/integration/
+	$(INTEGRATION_ENV) go test -count=1 -p 1 -parallel $(TEST_PARALLEL) -timeout 30m -run '^TestRealKured' $(GO_TEST_FLAGS) ./test/integration/
 
 # The fault suite runs once in make test (FAULT_ROUNDS=1, a random seed it
 # prints); make chaos runs each fault CHAOS_ROUNDS times and adds a
@@ -202,7 +221,7 @@ CHAOS_ROUNDS ?= 5
 chaos: deps tools ## the fault suite, CHAOS_ROUNDS (5) rounds of each fault with random timing, and a 2-minute outage
 	FAULT_ROUNDS=$(CHAOS_ROUNDS) FAULT_LONG=1 go test -count=1 -timeout 120m -v -run '^TestFault' ./test/integration/
 
-lint: deps
+lint: go-check
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...

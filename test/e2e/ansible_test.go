@@ -32,6 +32,7 @@ import (
 // fewer forks than nodes; then a newer package build installed while idle
 // keeps the configuration, and a purge leaves nothing running.
 func TestAnsibleRollout(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodecreds.Install(e, e.Namespace) // the cluster side, once: kustodian-ctl install
 	dir := t.TempDir()

@@ -55,6 +55,7 @@ func (r doctorReport) String() string {
 // file, with the drop-in to write; written as it says (and logind and the
 // kubelet restarted), every check passes.
 func TestDoctorFindsTheShortInhibitDelay(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
 	// Kured's DaemonSet is looked for where this installation lets the

@@ -14,6 +14,7 @@ import (
 // boot, and the maintenance completes; the independent judge finds every
 // step allowed and no PDB broken.
 func TestFaultRebootMidDrain(t *testing.T) {
+	t.Parallel()
 	e, h, spare := hostWithBlockedDrain(t)
 	j, err := judge.Watch(e.Ctx, e.Client, e.Namespace, e.Namespace, judge.Rules{AdminCordoned: map[string]bool{spare: true}})
 	if err != nil {

@@ -128,6 +128,7 @@ func printed(documented, out string) bool {
 // .repo file its command writes names the served repository's rpm tree and
 // key.
 func TestQuickstartFromTheREADME(t *testing.T) {
+	t.Parallel()
 	root := dist.RepoRoot(t)
 	q := readQuickstart(t, filepath.Join(root, "README.md"))
 	e := cluster.New(t)
@@ -330,6 +331,7 @@ func waitHTTP(t *testing.T, url string) {
 
 // The quickstart's reader and matcher, on text of their own.
 func TestQuickstartReader(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		documented, out string
 		want            bool

@@ -22,6 +22,7 @@ import (
 // in maintenance, is drained, reboots keeping the lock, and after the boot
 // gives the node back. The same host without the trigger asks for nothing.
 func TestRebootRequiredThroughTheQueue(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
 	h.pathUnitReady()

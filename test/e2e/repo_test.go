@@ -95,6 +95,7 @@ func (h *host) version(pkg string) string {
 // apt-get upgrade; the running agent never restarted, the configuration
 // kept. A tampered package and an unsigned repository are refused.
 func TestInstallAndUpgradeFromSignedRepository(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	repo := newAptRepo(t)
 	repo.publish(dist.Legacy(t, "deb", t.TempDir()))

@@ -16,6 +16,7 @@ import (
 
 // The units pass systemd-analyze verify, and their hardening scores well.
 func TestUnitsVerify(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
 	h.run("systemd-analyze", "verify", "--man=no", "/lib/systemd/system/kustodian.service", "/lib/systemd/system/kustodian.path")
@@ -81,6 +82,7 @@ func TestUnitsVerify(t *testing.T) {
 // removing the request gives the node back; the service exits 0 and the
 // path unit waits again. STATUS lines reach systemctl.
 func TestPathUnitRunsAMaintenance(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
 	h.pathUnitReady()
@@ -152,6 +154,7 @@ func TestPathUnitRunsAMaintenance(t *testing.T) {
 // While the agent drains, it holds a logind block inhibitor on shutdown;
 // once the node is drained only its delay inhibitor remains.
 func TestBlockInhibitorDuringDrain(t *testing.T) {
+	t.Parallel()
 	e, h, spare := hostWithBlockedDrain(t)
 	h.pathUnitReady()
 	h.run("touch", "/var/maintenance-required")
@@ -202,6 +205,7 @@ func hasInhibitor(list, mode string) bool {
 // kustodian reboot-gate opens only with the sentinel, no maintenance and no
 // block inhibitor.
 func TestRebootGate(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
 	gate := func(wantOpen bool, why string) {
@@ -242,6 +246,7 @@ func uncordon(e *cluster.Env, node string) {
 // stays held across the reboot, the agent resumes after the boot, and a
 // node waiting meanwhile is granted only once the rebooted node is done.
 func TestRebootKeepsTheLock(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
 	waiter := newWaitingAgent(t, e)
@@ -306,6 +311,7 @@ func TestRebootKeepsTheLock(t *testing.T) {
 // keeping the lock, the job runs again after the boot and completes; a node
 // waiting meanwhile is granted only after that.
 func TestManagedJobWithReboot(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
 	waiter := newWaitingAgent(t, e)

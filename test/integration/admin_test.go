@@ -36,6 +36,7 @@ func setPaused(e *cluster.Env, paused bool, reason string) {
 // 8. Pause during a rollout: the holder finishes, nobody else starts until
 // the rollout is resumed.
 func TestAgentPause(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 	tl := recordTimeline(e)
@@ -75,6 +76,7 @@ func TestAgentPause(t *testing.T) {
 // 9. Bad input: a clear one-line error, a non-zero exit, nothing changed in
 // the cluster.
 func TestAgentRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	dir := t.TempDir()

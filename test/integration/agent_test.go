@@ -37,6 +37,7 @@ func podsOn(ctx context.Context, e *cluster.Env, node string) ([]string, error) 
 
 // 1. The happy path on one node, with the raw file protocol.
 func TestAgentHappyPath(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 	// All pods on nodes[0], the node to drain; the others take the replacements.
@@ -121,6 +122,7 @@ func TestAgentHappyPath(t *testing.T) {
 
 // 2. Five agents request at once: one node at a time, in request order.
 func TestAgentFiveNodesOneAtATime(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(5)
 	e.Deployment("web", 10)
@@ -244,6 +246,7 @@ func watchPDB(e *cluster.Env, name string) func() int32 {
 // 3. A failed script keeps the request: the lock stays held, the others wait
 // and say who holds it; removing the request lets the rollout go on.
 func TestAgentFailedScriptStopsTheRollout(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 	tl := recordTimeline(e)

@@ -351,6 +351,7 @@ spec:
 // say the silence failed; the alertmanager gate of the same policy blocks
 // the next node meanwhile.
 func TestAlertmanagerUnreachable(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	nodecreds.Install(e, e.Namespace)
@@ -387,6 +388,7 @@ spec:
 // inhibited one and an alert outside its matchers do not; an operator's
 // silence of the alert opens it.
 func TestAlertmanagerGate(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	nodecreds.Install(e, e.Namespace)

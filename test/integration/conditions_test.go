@@ -43,6 +43,7 @@ func conditionsAre(e *cluster.Env, node, what string, want map[corev1.NodeCondit
 // The agent sets Kubernetes' four Node maintenance conditions through a
 // maintenance, and they survive the kubelet's own status update.
 func TestNodeConditionsThroughAMaintenance(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	n := nodes[0]
@@ -77,6 +78,7 @@ func TestNodeConditionsThroughAMaintenance(t *testing.T) {
 // A node may set only the four maintenance conditions, only on its own
 // Node: not another node's, not the kubelet's, not any other status field.
 func TestNodeStatusIsHeldToTheMaintenanceConditions(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)

@@ -20,6 +20,7 @@ import (
 // 5. kill -9 of an agent in each state, and a restart: the cycle completes,
 // and no other node is granted meanwhile.
 func TestAgentSurvivesKill9InEveryState(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	target, spare := blockedDrain(t, e)
 	tl := recordTimeline(e)
@@ -96,6 +97,7 @@ func TestAgentSurvivesKill9InEveryState(t *testing.T) {
 // frees the lock once its heartbeat is stale; deleting only the Node of a
 // live holder does not.
 func TestAgentLockOfDeletedNode(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	const why = "the takeover of a deleted Node's lock once its heartbeat is stale is the rule for agents whose tokens are not bound to their Nodes (a node-bound token dies with its Node, and its lock goes with it: TestAgentLockGoesWithItsNode)"
@@ -136,6 +138,7 @@ func TestAgentLockOfDeletedNode(t *testing.T) {
 // the garbage collector deletes it with the Node. The holder's token dies
 // with its Node too, so its agent can do nothing more in the cluster.
 func TestAgentLockGoesWithItsNode(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	a := newAgent(t, e, nodes[0], "--stay")
@@ -288,6 +291,7 @@ func TestAgentLockTTL(t *testing.T) {
 // in-progress file and the lock still there, the node still cordoned by
 // Kustodian) finishes the job at its next start.
 func TestAgentFinishesAnInterruptedCompletion(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	a := newAgent(t, e, nodes[0])

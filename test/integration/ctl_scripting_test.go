@@ -58,6 +58,7 @@ func restrictedKubeconfig(t *testing.T, e *cluster.Env) string {
 // run of install and of pause is checked and kept by nothing; wait follows
 // a node's maintenance to its end, and times out with exit 3.
 func TestCtlScripting(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 
@@ -146,6 +147,7 @@ func TestCtlScripting(t *testing.T) {
 // lock since: read from the queue Lease's annotation and the locks' holders
 // as the contract gives them, not through the code that wrote them.
 func TestCtlQueueAgreesWithTheAgents(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(4)
 	agents := make([]*agentProc, len(nodes))

@@ -239,6 +239,7 @@ func watchRelease(t *testing.T, e *cluster.Env, node string) <-chan time.Time {
 // release of a failed node lets the next node proceed; the failed node
 // stays cordoned and does not take the lock again for the same request.
 func TestCtlReleaseFailedNode(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	failed := newAgent(t, e, nodes[0], "--stay")
@@ -296,6 +297,7 @@ func TestCtlReleaseFailedNode(t *testing.T) {
 
 // The errors a user will meet: one line each, a non-zero exit.
 func TestCtlErrors(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	e.Nodes(1)
 	forbidden := restrictedKubeconfig(t, e)

@@ -43,6 +43,7 @@ func blockedDrain(t *testing.T, e *cluster.Env) (target, spare string) {
 // 4. A PDB blocks the drain until the ReplicaSet's replacement runs
 // elsewhere; meanwhile the message names the pod and the PDB.
 func TestAgentDrainWaitsForPDB(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	target, spare := blockedDrain(t, e)
 	a := newAgent(t, e, target)
@@ -77,6 +78,7 @@ func TestAgentDrainWaitsForPDB(t *testing.T) {
 
 // 7. A node an admin cordoned before maintenance stays cordoned after it.
 func TestAgentKeepsAnAdminCordon(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	e.Cordon(nodes[0])
@@ -97,6 +99,7 @@ func TestAgentKeepsAnAdminCordon(t *testing.T) {
 // default drain.onTimeout hold): the node stays cordoned, the lock stays
 // held, and the record and a MaintenanceFailed Event say why.
 func TestDrainTimeoutHoldsTheLock(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	e.Cordon(nodes[1])

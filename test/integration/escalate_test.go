@@ -104,6 +104,7 @@ func namespace(t *testing.T, e *cluster.Env, name string, labels map[string]stri
 // a pod elsewhere is never deleted, and holds the node after a second
 // timeout.
 func TestDrainEscalationDeletesOnlyNamedNamespaces(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)
@@ -167,6 +168,7 @@ spec:
 // node keeps its lock and the rollout stops there; once its request is
 // withdrawn the quarantined node is given back and unmarked.
 func TestDrainQuarantineLetsTheNextNodeGoUpToTheCap(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 	nodecreds.Install(e, e.Namespace)
@@ -218,6 +220,7 @@ spec:
 // own grace period; record an Event about a pod only as the escalation
 // writes it, from its own host.
 func TestSecurityEscalationDeletesOnlyItsOwnPods(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)

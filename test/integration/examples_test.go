@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -14,11 +13,14 @@ import (
 	"github.com/kustodian/kustodian/test/cluster"
 )
 
-// repoFile is a path in the repository, from this test's directory.
+// repoFile is a path in the repository, from this test's directory (go
+// test runs a package's tests in its directory).
 func repoFile(t *testing.T, rel string) string {
 	t.Helper()
-	_, self, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(self), "..", "..", rel)
+	p, err := filepath.Abs(filepath.Join("..", "..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +33,7 @@ func repoFile(t *testing.T, rel string) string {
 // and the agent a private /var (a bind mount in a mount namespace of their
 // own) and starts the agent once the request exists, as the path unit does.
 func TestReadmeScriptUnchanged(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	e.Deployment("web", 4)
@@ -78,6 +81,7 @@ wait "$script"
 // that succeeded, and keeps the request (the node cordoned, the lock held)
 // after one that failed.
 func TestExampleScriptFailsSafe(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	script := repoFile(t, "examples/readme-maintenance.sh")
@@ -130,6 +134,7 @@ func runWithPrivateVar(e *cluster.Env, driver, varDir, script, logDir, logPath, 
 // The example script that fails keeps the request: the node stays in
 // maintenance, cordoned, with the lock.
 func TestFlakyScriptFailureKeepsTheLock(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	a := newAgent(t, e, nodes[0], "--stay")

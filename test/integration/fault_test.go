@@ -340,6 +340,7 @@ func testControlPlaneFaults(t *testing.T, opts cluster.Options, c *cluster.Clust
 // why. Once space is freed the result is recorded and the maintenance
 // completes, the job having run once.
 func TestFaultStateDiskFull(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	a := newAgent(t, e, nodes[0])

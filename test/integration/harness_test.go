@@ -19,6 +19,7 @@ import (
 // keeps PDB status, the Eviction API refuses with 429 what the PDB forbids,
 // and the ReplicaSet controller replaces evicted pods.
 func TestHarnessEvictionHonoursPDB(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 	e.Deployment("web", 6)
@@ -111,6 +112,7 @@ func TestHarnessEvictionHonoursPDB(t *testing.T) {
 
 // A cordoned node receives no new pods, while uncordoned nodes do get spread across.
 func TestHarnessCordonedNodeGetsNoNewPods(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 
@@ -149,6 +151,7 @@ func podSummary(pods []corev1.Pod) string {
 // do (Node authorizer, NodeRestriction): a kubelet's identity evicts the
 // pods of its node and no other.
 func TestHarnessKubeletEvictsOnlyItsOwnPods(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	a, b := nodes[0], nodes[1]

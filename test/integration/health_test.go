@@ -56,6 +56,7 @@ func alert(name, state string) map[string]any {
 // 4. A firing alert blocks; a filtered alert does not; an unreachable
 // Prometheus blocks with that reason.
 func TestPolicyPrometheus(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)
@@ -89,6 +90,7 @@ func TestPolicyPrometheus(t *testing.T) {
 
 // 5. maxUnavailable 1 with another node cordoned: no grant until it is back.
 func TestPolicyMaxUnavailable(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 	nodecreds.Install(e, e.Namespace)
@@ -108,6 +110,7 @@ func TestPolicyMaxUnavailable(t *testing.T) {
 // from the previous node is fully available again; blockedAfter emits
 // MaintenanceBlocked.
 func TestPolicyWorkloadsRecovered(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 	first, second, spare := nodes[0], nodes[1], nodes[2]
@@ -171,6 +174,7 @@ func TestPolicyWorkloadsRecovered(t *testing.T) {
 // time. The heads of both zones find room in the same instant; the one that
 // took its lock later gives it back.
 func TestPolicyMaxUnavailableAcrossGroups(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(4)
 	zone := map[string]string{nodes[0]: "zone-a", nodes[1]: "zone-b", nodes[2]: "zone-a", nodes[3]: "zone-b"}

@@ -53,6 +53,7 @@ func (r *authRecorder) requests() []string {
 // policy with credentials.file and a listener's URL made the agent send
 // the file's content there.)
 func TestPolicyCannotSendHostSecretsElsewhere(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	nodecreds.Install(e, e.Namespace)

@@ -36,6 +36,7 @@ import (
 // agent takes its name from it and refuses another, and the token dies
 // with the Node.
 func TestNodeKubeconfig(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kustodian-agent", Namespace: e.Namespace}}
@@ -159,6 +160,7 @@ func TestNodeKubeconfig(t *testing.T) {
 // with a node-scoped kubeconfig runs a whole cycle (drain with a PDB,
 // Events, Leases) on those rights alone. A second install changes nothing.
 func TestInstallThenNodeScopedCycle(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	out := mustCtl(t, e, "install", "--kured-namespace", e.Namespace)
@@ -240,6 +242,7 @@ func TestUninstall(t *testing.T) {
 // cannot touch B or anything beyond its own: each attempt is refused with a
 // message that says what the node may do.
 func TestNodeScopedPolicy(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	a, b := nodes[0], nodes[1]

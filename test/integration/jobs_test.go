@@ -26,6 +26,7 @@ func runJob(t *testing.T, a *agentProc, args ...string) *exec.Cmd {
 // that succeeds completes the maintenance, one that fails leaves the node
 // Failed with the lock held; --wait exits with the job's code.
 func TestManagedJobs(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	a := newAgent(t, e, nodes[0])
@@ -100,6 +101,7 @@ func TestManagedJobs(t *testing.T) {
 // A job waiting behind a node whose maintenance Failed says so (exit 76)
 // instead of "not done yet": automation stops waiting for it.
 func TestJobBlockedBehindAFailedNode(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	a, b := newAgent(t, e, nodes[0]), newAgent(t, e, nodes[1], "--stay")
@@ -133,6 +135,7 @@ func TestJobBlockedBehindAFailedNode(t *testing.T) {
 // kustodian reboot refuses unless this node is in maintenance and holds
 // the lock: it never reboots a node that is not safely out of the cluster.
 func TestRebootRefusesOutsideMaintenance(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	a := newAgent(t, e, nodes[0])

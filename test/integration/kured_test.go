@@ -69,6 +69,7 @@ func updateKured(t *testing.T, e *cluster.Env, change func(*appsv1.DaemonSet)) {
 // and holds it as kustodian:<node> during its own maintenance, in Kured's
 // single and maxOwners formats.
 func TestAgentKuredLock(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	held := `{"nodeID":"` + nodes[1] + `","metadata":{"unschedulable":false},"created":"` + time.Now().UTC().Format(time.RFC3339) + `","TTL":0}`
@@ -137,6 +138,7 @@ func TestAgentKuredLock(t *testing.T) {
 // creates in the form Kured's --concurrency says), so that a Kured on
 // either side of the upgrade sees it.
 func TestAgentKuredNextLock(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	next := kured.NextLockAnnotation

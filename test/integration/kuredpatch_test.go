@@ -26,6 +26,7 @@ import (
 // merge patch this replaced set the container's whole command list, so an
 // operator's flags were lost and --period=10m set silently.)
 func TestKuredPatchKeepsTheOperatorsFlags(t *testing.T) {
+	t.Parallel()
 	src := os.Getenv("KURED_SRC")
 	if src == "" {
 		t.Fatal("KURED_SRC is not set: make test-integration sets it to the Kured source make kured builds from")

@@ -22,6 +22,7 @@ import (
 // the protocol makes, no large objects, its queue key set by the API
 // server's order.
 func TestSecurityLeasesAreBounded(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	a := e.Nodes(1)[0]
 	leasesA := clientFor(t, nodecreds.Kubeconfig(e, a)).CoordinationV1().Leases(e.Namespace)
@@ -171,6 +172,7 @@ func TestSecurityLeasesAreBounded(t *testing.T) {
 // What the agents' credentials may cost is bounded: their requests go to a
 // priority level of their own, and the namespace's Leases have a quota.
 func TestSecurityAPILimits(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	a := e.Nodes(1)[0]
 	kubeconfig := nodecreds.Kubeconfig(e, a)

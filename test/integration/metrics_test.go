@@ -47,6 +47,7 @@ func metricsSay(e *cluster.Env, path, when string, lines ...string) {
 // to the next run of the agent: the agent exits when the node is Idle,
 // and what it counted stays scrapeable.
 func TestMetricsTextfile(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	e.Cordon(nodes[1])

@@ -86,6 +86,7 @@ func (w *webhook) check(want []string) error {
 // it starts, when it completes (sent before the agent exits), when it
 // fails.
 func TestNotifications(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	hook := newWebhook(t)

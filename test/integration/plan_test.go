@@ -61,6 +61,7 @@ func pdb(t *testing.T, e *cluster.Env, name, app string, maxUnavailable int32) {
 // predicts each node's start and end from its history and the window's
 // overrun. Nothing is changed: no cordon, no pod evicted, no budget spent.
 func TestPlanNamesBlockedPodsAndTheWindowOverrun(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodecreds.Install(e, e.Namespace)
 	nodes := e.Nodes(3)

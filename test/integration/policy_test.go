@@ -20,6 +20,7 @@ import (
 
 // 7. Bad policies are refused by the API server, with the field named.
 func TestPolicyValidation(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodecreds.Install(e, e.Namespace)
 	good := `
@@ -140,6 +141,7 @@ var firstInZone = regexp.MustCompile(`^waiting: position 1 of 1( on joining)?, l
 // 1. Four nodes in two zones, groupBy zone, concurrency 1: two nodes at
 // once, never two of one zone.
 func TestPolicyGroupsByZone(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(4)
 	zone := map[string]string{nodes[0]: "zone-a", nodes[1]: "zone-a", nodes[2]: "zone-b", nodes[3]: "zone-b"}
@@ -250,6 +252,7 @@ func TestPolicyWindow(t *testing.T) {
 // 3. A blocking pod on a node holds it; the node behind it goes first;
 // deleting the pod grants it.
 func TestPolicyBlockingPod(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	nodecreds.Install(e, e.Namespace)

@@ -14,6 +14,7 @@ import (
 // it could drain the node but not reboot it. The whole path, with the
 // reboot, is the end-to-end TestRebootRequiredThroughTheQueue's.
 func TestAgentAsksForARebootOnlyWhereItCanMakeIt(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(1)
 	a := newAgent(t, e, nodes[0])

@@ -95,6 +95,7 @@ type target struct {
 // where the row says. A field or subresource Kubernetes adds later is
 // tried, or fails the test by name.
 func TestEveryWriteANodeCanMake(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	a, b := nodes[0], nodes[1]

@@ -35,6 +35,7 @@ import (
 // A token of kustodian-agent bound to a Pod carries the node name of the
 // Pod's node too; it must not pass for that node's token.
 func TestSecurityPodBoundTokenIsRefused(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	a, b := nodes[0], nodes[1]
@@ -88,6 +89,7 @@ func TestSecurityPodBoundTokenIsRefused(t *testing.T) {
 // priority, the first queue key, written with admin rights as a node may
 // write its own) does not hold back a live node.
 func TestSecurityForgedRecordDoesNotHeadTheQueue(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(2)
 	ghost, real := nodes[0], nodes[1]
@@ -115,6 +117,7 @@ func TestSecurityForgedRecordDoesNotHeadTheQueue(t *testing.T) {
 // Kured's lock: a node adds or removes its own entry and leaves every
 // other entry as it is, in either of Kured's forms.
 func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	a := e.Nodes(1)[0]
 	e.KuredDaemonSet(e.Namespace, "")
@@ -244,6 +247,7 @@ func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
 // An agent whose token expires within 14 days says so in STATUS and with a
 // TokenExpiring Event on its Node.
 func TestSecurityAgentWarnsBeforeItsTokenExpires(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	node := e.Nodes(1)[0]
 	nodecreds.Install(e, e.Namespace)
@@ -276,6 +280,7 @@ func TestSecurityAgentWarnsBeforeItsTokenExpires(t *testing.T) {
 // to its own node's pods. An agent without that identity, or with another
 // node's, refuses to start before it touches anything.
 func TestSecurityEvictionsAreTheKubelets(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
 	nodes := e.Nodes(3)
 	a, b, spare := nodes[0], nodes[1], nodes[2]

@@ -8,7 +8,7 @@ import (
 )
 
 // LinksNoMethodLookup links the command pkg as the packages are built
-// (CGO_ENABLED=0) and fails t when the linker finds a function that looks
+// (CGO_ENABLED=0, -trimpath: sharing their compiled packages) and fails t when the linker finds a function that looks
 // a method up by a name it computes (text/template's field evaluation,
 // reflect.Type.Method in a loop): Go's linker then keeps every exported
 // method of every type, which made the binaries about twice as big and
@@ -19,7 +19,7 @@ func LinksNoMethodLookup(t *testing.T, pkg string) {
 	if testing.Short() {
 		t.Skip("links " + pkg + "; run without -short")
 	}
-	cmd := exec.Command("go", "build", "-ldflags=-dumpdep", "-o", t.TempDir()+"/bin", pkg)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-dumpdep", "-o", t.TempDir()+"/bin", pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

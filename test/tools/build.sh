@@ -10,7 +10,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Keep in step with go.mod in this directory and with k8s.io/client-go in the main module.
 K8S_VERSION=v1.37.1
-KWOK_VERSION=v0.8.0
+KWOK_VERSION=$(awk '$1 == "sigs.k8s.io/kwok" { print $2 }' "$here/go.mod")
 cache=${KUSTODIAN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kustodian}
 bin=$cache/k8s-$K8S_VERSION/bin
 
@@ -31,43 +31,40 @@ rm -rf "$bin"/.build.*   # left by an interrupted run
 tmp=$(mktemp -d "$bin/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-# One go build for every missing control-plane binary: they share most packages.
+# Every binary is built in this directory's module, kwok's too, so that
+# kwok compiles against the same k8s.io modules as the API server and shares
+# their compiled packages.
 declare -A pkgs=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [kwok]=sigs.k8s.io/kwok/cmd/kwok
+  [kwokctl]=sigs.k8s.io/kwok/cmd/kwokctl
 )
 missing=()
-for name in "${!pkgs[@]}"; do
+for name in kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl; do
   [[ -x $bin/$name ]] || missing+=("$name")
 done
 
-if ((${#missing[@]})); then
-  minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-  ldflags="-s -w"
-  # Without these the server reports v0.0.0-master and kubectl cannot parse it.
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean"
-  done
-  for name in "${missing[@]}"; do
-    echo "build.sh: building $name ${K8S_VERSION} (first time only, takes minutes)" >&2
-    # Built one by one so a failure names the binary; the build cache makes the
-    # later ones cheap.
-    (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/$name" "${pkgs[$name]}") \
-      || fail "building $name (${pkgs[$name]}) failed; see the go output above"
-    mv "$tmp/$name" "$bin/$name"
-  done
-fi
-
-for name in kwok kwokctl; do
-  [[ -x $bin/$name ]] && continue
-  echo "build.sh: installing $name $KWOK_VERSION" >&2
-  CGO_ENABLED=0 GOBIN=$tmp go install -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" \
-    "sigs.k8s.io/kwok/cmd/$name@$KWOK_VERSION" \
-    || fail "go install sigs.k8s.io/kwok/cmd/$name@$KWOK_VERSION failed; see the go output above"
+minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+k8sflags="-s -w"
+# Without these the server reports v0.0.0-master and kubectl cannot parse it.
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8sflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  k8sflags+=" -X $pkg.gitTreeState=clean"
+done
+for name in "${missing[@]}"; do
+  version=$K8S_VERSION ldflags=$k8sflags
+  if [[ $name == kwok* ]]; then
+    version=$KWOK_VERSION ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+  fi
+  echo "build.sh: building $name $version (first time only, takes minutes)" >&2
+  # Built one by one so a failure names the binary; the build cache makes the
+  # later ones cheap.
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/$name" "${pkgs[$name]}") \
+    || fail "building $name (${pkgs[$name]}) failed; see the go output above"
   mv "$tmp/$name" "$bin/$name"
 done
 
