@@ -28,7 +28,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: rootfs go-check repo-deps bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: test-background rootfs go-check repo-deps bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -165,11 +165,17 @@ docs: ## regenerate the man pages (docs/man), the default config file (packaging
 # make test in three steps, each with what can go beside it: the Debian
 # packages (a download) beside lint, which needs only Go; the end-to-end
 # tests' root file system (a download, test/cmd/rootfs) beside the unit
-# tests; then the simulation and the tests against a control plane.
+# tests; then the tests against a control plane (and what they need built)
+# beside the simulation and the fuzz tests at the lowest priority
+# (test-background), which take the CPU the tests leave while they wait on
+# heartbeats, boots and Kured's start delays.
 test: ## everything: the README's test command
 	@$(MAKE) --no-print-directory -j2 deps lint
 	@$(MAKE) --no-print-directory -j2 rootfs test-unit
-	@$(MAKE) --no-print-directory sim test-integration
+	@$(MAKE) --no-print-directory -j2 test-integration test-background
+
+test-background:
+	nice -n 19 $(MAKE) --no-print-directory sim fuzz
 
 rootfs: deps ## the end-to-end tests' root file system (debootstrap, cached; the tests make it when missing)
 	go run ./test/cmd/rootfs
@@ -178,7 +184,6 @@ rootfs: deps ## the end-to-end tests' root file system (debootstrap, cached; the
 # integration tests are the static release build, without it.
 test-unit: deps $(PROMTOOL) $(NODE_EXPORTER)
 	PATH=$(dir $(PROMTOOL)):$$PATH CGO_ENABLED=1 go test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
-	$(MAKE) --no-print-directory fuzz
 
 # The protocol's seeded simulation (internal/agent/sim_test.go): every
 # agent's real code against an in-memory API server, SIM_SEEDS seeds (1200

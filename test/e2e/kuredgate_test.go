@@ -94,10 +94,16 @@ func kuredHolders(t *testing.T, e *cluster.Env, namespace, key string) []string 
 // (That Kured gives its lock back after the boot is the integration test
 // TestRealKuredAndKustodianTakeTurns': each start of Kured costs 30-90 s.)
 func TestKuredRebootsThroughTheGate(t *testing.T) {
+	t.Parallel()
 	e := cluster.New(t)
-	const ns = "kube-system"
+	// Kured's DaemonSet in the test's own namespace, which the host's agent
+	// is told (kured.namespace), so that tests beside this one see neither
+	// it nor its lock. (TestKuredLockOnAHost keeps the default,
+	// kube-system.)
+	ns := e.Namespace
 	nodecreds.Install(e, ns)
 	h := newHost(t, e, 0)
+	h.run("sh", "-c", "printf 'kured:\n  namespace: "+ns+"\n' >> /etc/kustodian/config.yaml")
 	e.KuredDaemonSet(ns, "")
 	kured := newKuredOnHost(t, e, h, ns, "--period=5s", "--reboot-sentinel-command=/usr/bin/kustodian reboot-gate")
 	ctl := nodecreds.CtlFor(e)

@@ -4,9 +4,9 @@
 // Most tests run side by side (t.Parallel; make test's -parallel bounds how
 // many): each has its own namespace, Nodes and hosts, and spends most of its
 // time waiting for boots, reboots and apt. The others run first, one at a
-// time: those that create Kured's DaemonSet in kube-system, which every
-// host's agent reads (kured.enabled: auto), and the signed rollout, which
-// counts every Node that runs rollouts.
+// time: the one that creates Kured's DaemonSet in kube-system, which every
+// host's agent reads by default (kured.enabled: auto), and the signed
+// rollout, which counts every Node that runs rollouts.
 package e2e
 
 import (

@@ -16,6 +16,7 @@ import (
 // the Makefile builds must be the one goreleaser's module requires, so
 // that both read .goreleaser.yaml's nfpms alike.
 func TestNfpmIsGoreleasersOwn(t *testing.T) {
+	t.Parallel()
 	mk, err := os.ReadFile(filepath.Join(dist.RepoRoot(t), "Makefile"))
 	if err != nil {
 		t.Fatal(err)

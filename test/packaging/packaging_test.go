@@ -1,6 +1,8 @@
 // Package packaging tests the .deb and .rpm that `make packages` builds into
 // dist/: the linters, their contents, and an RPM installed into a scratch
-// root. The end-to-end tests install the .deb on booted hosts.
+// root. The end-to-end tests install the .deb on booted hosts. The tests run
+// side by side (each in directories of its own): the linters are
+// single-threaded.
 package packaging
 
 import (
@@ -95,6 +97,7 @@ func listed(t *testing.T, pkg, listing string, want, notIn []string) {
 }
 
 func TestDebLintianAndContents(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{dist.Agent, dist.Ctl} {
 		deb := dist.Package(t, name, "deb")
 		lintian(t, deb)
@@ -155,6 +158,7 @@ func cpioWrapper(t *testing.T) string {
 }
 
 func TestRpmlintAndContents(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{dist.Agent, dist.Ctl} {
 		rpm := dist.Package(t, name, "rpm")
 		cmd := exec.Command("rpmlint", "-r", filepath.Join("..", "..", "packaging", name+".rpmlintrc"), rpm)
@@ -191,6 +195,7 @@ func scratchRoot(t *testing.T) string {
 // rpm -i --root into a scratch root: the files land, the scriptlets
 // enable the path unit without starting anything; rpm -e removes both.
 func TestRpmInstallIntoScratchRoot(t *testing.T) {
+	t.Parallel()
 	root := scratchRoot(t)
 	agent, ctl := dist.Package(t, dist.Agent, "rpm"), dist.Package(t, dist.Ctl, "rpm")
 	// The root's rpm database knows nothing of Debian's packages.
@@ -262,6 +267,7 @@ func splitUpgrade(t *testing.T, format string, install func(root string, pkgs ..
 }
 
 func TestDebSplitUpgradeInPlace(t *testing.T) {
+	t.Parallel()
 	splitUpgrade(t, "deb", func(root string, pkgs ...string) (string, error) {
 		out, err := exec.Command("dpkg", append([]string{"--root", root, "--force-confold", "-i"}, pkgs...)...).CombinedOutput()
 		return string(out), err
@@ -273,6 +279,7 @@ func TestDebSplitUpgradeInPlace(t *testing.T) {
 }
 
 func TestRpmSplitUpgradeInPlace(t *testing.T) {
+	t.Parallel()
 	splitUpgrade(t, "rpm", func(root string, pkgs ...string) (string, error) {
 		// No --nodeps: it would also let kustodian-ctl past its Conflicts.
 		out, err := exec.Command("rpm", append([]string{"--root", root, "-U"}, pkgs...)...).CombinedOutput()
@@ -293,6 +300,7 @@ func (l testLog) Write(p []byte) (int, error) {
 // The role and the playbooks pass Debian's ansible-lint (production profile,
 // ansible/.ansible-lint).
 func TestAnsibleLint(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command("ansible-lint", "--offline", "--nocolor")
 	cmd.Dir = filepath.Join("..", "..", "ansible")
 	out, err := cmd.CombinedOutput()
@@ -310,6 +318,7 @@ func TestAnsibleLint(t *testing.T) {
 // signatures of that key, each RPM is signed with it, and a key that is not
 // in the keyring is refused by name.
 func TestMakeRepo(t *testing.T) {
+	t.Parallel()
 	stage, out := t.TempDir(), filepath.Join(t.TempDir(), "repo")
 	for _, name := range []string{dist.Agent, dist.Ctl} {
 		for _, format := range []string{"deb", "rpm"} {
