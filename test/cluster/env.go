@@ -158,8 +158,24 @@ func (e *Env) Deployment(name string, replicas int32) *appsv1.Deployment {
 // deleted when the test ends.
 func (e *Env) KuredDaemonSet(namespace, lockValue string) {
 	e.T.Helper()
+	ds := KuredDaemonSet(namespace)
+	if lockValue != "" {
+		ds.Annotations[kured.LockAnnotation] = lockValue
+	}
+	dss := e.Client.AppsV1().DaemonSets(namespace)
+	if _, err := dss.Create(e.Ctx, ds, metav1.CreateOptions{}); err != nil {
+		e.T.Fatalf("creating DaemonSet %s/kured: %v", namespace, err)
+	}
+	if namespace != e.Namespace {
+		e.T.Cleanup(func() { _ = dss.Delete(context.Background(), "kured", metav1.DeleteOptions{}) })
+	}
+}
+
+// KuredDaemonSet is a DaemonSet standing for Kured's (named kured) in
+// namespace, whose pods run nowhere: it carries Kured's lock.
+func KuredDaemonSet(namespace string) *appsv1.DaemonSet {
 	labels := map[string]string{"app": "kured"}
-	ds := &appsv1.DaemonSet{
+	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "kured", Namespace: namespace, Annotations: map[string]string{}},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -171,16 +187,6 @@ func (e *Env) KuredDaemonSet(namespace, lockValue string) {
 				},
 			},
 		},
-	}
-	if lockValue != "" {
-		ds.Annotations[kured.LockAnnotation] = lockValue
-	}
-	dss := e.Client.AppsV1().DaemonSets(namespace)
-	if _, err := dss.Create(e.Ctx, ds, metav1.CreateOptions{}); err != nil {
-		e.T.Fatalf("creating DaemonSet %s/kured: %v", namespace, err)
-	}
-	if namespace != e.Namespace {
-		e.T.Cleanup(func() { _ = dss.Delete(context.Background(), "kured", metav1.DeleteOptions{}) })
 	}
 }
 

@@ -53,6 +53,9 @@ func TestKuredPatchKeepsTheOperatorsFlags(t *testing.T) {
 	e := cluster.New(t)
 	ds.Namespace = e.Namespace
 	ds.Spec.Template.Spec.ServiceAccountName = ""
+	// Its pods run nowhere: on a shared control plane they would sit on
+	// every other test's Nodes (seen: a drained node "left" a kured pod).
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{"test.kustodian.io/nowhere": "true"}
 	c := &ds.Spec.Template.Spec.Containers[0]
 	c.Command = append(c.Command, "--period=1h", "--reboot-days=sat,sun", "--concurrency=2", "--lock-annotation=kured.dev/kured-node-lock")
 	before := slices.Clone(c.Command)
