@@ -273,8 +273,10 @@ cluster-down:
 	go run ./test/cmd/devcluster down --name $(CLUSTER_NAME)
 
 DEMO_FLAGS ?=
-demo: tools build ## a rolling maintenance of $(NODES) nodes on the local control plane, live
-	go run ./test/cmd/demo --name $(CLUSTER_NAME) --nodes $(NODES) --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl $(DEMO_FLAGS)
+# DEMO_FLAGS=--kured adds Kured's own binary (make kured) beside the agents.
+DEMO_KURED = $(if $(findstring --kured,$(DEMO_FLAGS)),$(KURED))
+demo: tools build $(DEMO_KURED) ## a rolling maintenance of $(NODES) nodes on the local control plane, live; DEMO_FLAGS=--kured adds Kured's own binary
+	go run ./test/cmd/demo --name $(CLUSTER_NAME) --nodes $(NODES) --kustodian bin/kustodian --kustodian-ctl bin/kustodian-ctl --kured-binary $(KURED) $(DEMO_FLAGS)
 
 BENCH_FLAGS ?=
 bench: tools build ## latency, rollout makespan, API requests and memory of the agents (docs/performance.md)

@@ -26,6 +26,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kustodian/kustodian/test/cluster"
 )
@@ -167,15 +168,23 @@ func (k *Kured) Exited() bool {
 // Kured pod would find them.
 func Credentials(t testing.TB, e *cluster.Env, namespace string) (token, ca []byte) {
 	t.Helper()
-	sas := e.Client.CoreV1().ServiceAccounts(namespace)
-	if _, err := sas.Get(e.Ctx, "kured", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		grantKuredRBAC(t, e, namespace)
-	} else if err != nil {
+	_, err := e.Client.CoreV1().ServiceAccounts(namespace).Get(e.Ctx, "kured", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		var remove func()
+		if remove, err = Grant(e.Ctx, e.Client, namespace, "kured-"+e.ID+"-"+namespace); err == nil {
+			t.Cleanup(func() {
+				remove()
+				if namespace == e.Namespace {
+					return
+				}
+				_ = e.Client.CoreV1().ServiceAccounts(namespace).Delete(context.Background(), "kured", metav1.DeleteOptions{})
+			})
+		}
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	seconds := int64(3600)
-	tr, err := sas.CreateToken(e.Ctx, "kured", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
-	if err != nil {
+	if token, err = Token(e.Ctx, e.Client, namespace); err != nil {
 		t.Fatal(err)
 	}
 	ca = e.Config.CAData
@@ -184,40 +193,50 @@ func Credentials(t testing.TB, e *cluster.Env, namespace string) (token, ca []by
 			t.Fatal(err)
 		}
 	}
-	return []byte(tr.Status.Token), ca
+	return token, ca
 }
 
-// grantKuredRBAC makes the ServiceAccount kured with the rights of Kured's
-// own manifests, removed when the test ends.
-func grantKuredRBAC(t testing.TB, e *cluster.Env, namespace string) {
-	t.Helper()
-	sas := e.Client.CoreV1().ServiceAccounts(namespace)
-	if _, err := sas.Create(e.Ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kured"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+// Grant makes the ServiceAccount kured of namespace and gives it the rights
+// of Kured's own manifests through a ClusterRole and its binding named
+// name. remove deletes the role and the binding (not the ServiceAccount).
+func Grant(ctx context.Context, client kubernetes.Interface, namespace, name string) (remove func(), err error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kured"}}
+	if _, err := client.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating ServiceAccount %s/kured: %w", namespace, err)
 	}
-	name := "kured-" + e.ID + "-" + namespace
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "delete", "get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
 	}
-	if _, err := e.Client.RbacV1().ClusterRoles().Create(e.Ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	rbac := client.RbacV1()
+	remove = func() {
+		ctx := context.Background()
+		_ = rbac.ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = rbac.ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
 	}
-	if _, err := e.Client.RbacV1().ClusterRoleBindings().Create(e.Ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating ClusterRole %s: %w", name, err)
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "kured", Namespace: namespace}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		remove()
+		return nil, fmt.Errorf("creating ClusterRoleBinding %s: %w", name, err)
 	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = e.Client.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
-		_ = e.Client.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
-		if namespace != e.Namespace {
-			_ = sas.Delete(ctx, "kured", metav1.DeleteOptions{})
-		}
-	})
+	return remove, nil
+}
+
+// Token is a token of the ServiceAccount kured of namespace, for an hour.
+func Token(ctx context.Context, client kubernetes.Interface, namespace string) ([]byte, error) {
+	seconds := int64(3600)
+	tr, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "kured",
+		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("a token of ServiceAccount %s/kured: %w", namespace, err)
+	}
+	return []byte(tr.Status.Token), nil
 }
 
 // Holders are the nodes in a value of Kured's lock annotation, in either of

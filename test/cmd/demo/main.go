@@ -40,7 +40,8 @@ import (
 type options struct {
 	name, namespace, kustodian, ctl, script, workdir string
 	nodes, workMS, failPercent                       int
-	keep, notify, rollout                            bool
+	keep, notify, rollout, kured                     bool
+	kuredBinary                                      string
 	zones                                            int
 }
 
@@ -59,6 +60,8 @@ func main() {
 	flag.IntVar(&o.zones, "zones", 0, "spread the nodes over this many zones and apply a MaintenancePolicy with groupBy zone, one node per zone at a time (0: no policy, one node at a time)")
 	flag.BoolVar(&o.notify, "notify", false, "send the agents' notifications (notify.urls) to a local webhook receiver and print what it gets")
 	flag.BoolVar(&o.rollout, "rollout", true, "after the maintenance, roll a signed script across the nodes in two stages, with a node that joins midway")
+	flag.BoolVar(&o.kured, "kured", false, "run Kured's own binary on every node beside the agents (as root), and end with two nodes that Kured reboots while Kustodian maintains a third, each waiting for the other")
+	flag.StringVar(&o.kuredBinary, "kured-binary", "", "Kured's binary, for --kured (make demo passes the one make kured builds)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -154,6 +157,14 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("notifications: every agent sends to %s; lines starting with \"notify |\" are what the local receiver got\n", notifyURL)
 	}
 
+	var k *kureds
+	if o.kured {
+		if k, err = startKureds(ctx, o, c, nodes); err != nil {
+			return err
+		}
+		defer k.stop()
+	}
+
 	var procs []*exec.Cmd
 	defer func() {
 		for _, p := range procs {
@@ -178,14 +189,7 @@ func run(ctx context.Context, o options) error {
 	results := make(chan result, len(nodes))
 	var wg sync.WaitGroup
 	for _, n := range nodes {
-		dir := filepath.Join(o.workdir, n)
-		env := []string{
-			"REQUEST=" + filepath.Join(dir, "maintenance-required"),
-			"IN_PROGRESS=" + filepath.Join(dir, "maintenance-in-progress"),
-			fmt.Sprintf("WORK_MS=%d", o.workMS), fmt.Sprintf("FAIL_PERCENT=%d", o.failPercent),
-			"REASON=demo patch of " + n,
-		}
-		p, err := startLogged(filepath.Join(dir, "script.log"), env, "bash", o.script)
+		p, err := startScript(o, n)
 		if err != nil {
 			return err
 		}
@@ -222,16 +226,32 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("kustodian-ctl history: %w\n%s", err, out)
 	}
 	fmt.Printf("\nkustodian-ctl history (each node keeps its last maintenances on its Node):\n%s", out)
-	if !o.rollout {
-		return nil
+	if o.rollout {
+		if err := showRollout(ctx, o, c, ctl, key, nodes, &procs, notifyURL); err != nil {
+			return err
+		}
+		if err := tl.CheckExclusive(slots); err != nil {
+			return fmt.Errorf("the rollout broke its promise: %w", err)
+		}
 	}
-	if err := showRollout(ctx, o, c, ctl, key, nodes, &procs, notifyURL); err != nil {
-		return err
-	}
-	if err := tl.CheckExclusive(slots); err != nil {
-		return fmt.Errorf("the rollout broke its promise: %w", err)
+	if k != nil {
+		return showKured(ctx, o, k, tl, nodes, &procs)
 	}
 	return nil
+}
+
+// startScript starts the maintenance script of node, which asks for the
+// maintenance (its request file) and does its work once the node is
+// drained; its output goes to the node's script.log.
+func startScript(o options, node string) (*exec.Cmd, error) {
+	dir := filepath.Join(o.workdir, node)
+	env := []string{
+		"REQUEST=" + filepath.Join(dir, "maintenance-required"),
+		"IN_PROGRESS=" + filepath.Join(dir, "maintenance-in-progress"),
+		fmt.Sprintf("WORK_MS=%d", o.workMS), fmt.Sprintf("FAIL_PERCENT=%d", o.failPercent),
+		"REASON=demo patch of " + node,
+	}
+	return startLogged(filepath.Join(dir, "script.log"), env, "bash", o.script)
 }
 
 // zonePolicy labels the nodes with zones and applies a policy that groups
