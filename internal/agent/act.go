@@ -96,7 +96,7 @@ func (a *Agent) act(ctx context.Context, d decide.Decision, s view) (asked bool,
 			err = a.leaveQueues(ctx)
 		case decide.ActRenominate:
 			a.log.Info("making the queue's summary again", "group", d.Group.String(), "why", st.Message)
-			err = a.renominate(ctx, d.Group)
+			err = a.renominate(ctx, d.Group, st.Claim)
 		case decide.ActTouch:
 			err = a.locks.touch(ctx, d.Group)
 		case decide.ActSetDisrupted:

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/kured"
@@ -105,14 +103,23 @@ func (l *lockSide) summarize(ctx context.Context, group lock.GroupRef) (lock.Sum
 	return l.store.Summarize(ctx, group, l.node, l.staleAfter)
 }
 
-// renominate makes group's summary from one LIST and writes it.
-func (l *lockSide) renominate(ctx context.Context, group lock.GroupRef) (lock.Summary, error) {
+// renominate makes group's summary from one LIST and writes it. With
+// claim, it first writes the summary's Lease as this node saw it, and
+// makes nothing (made false) when another node wrote it meanwhile.
+func (l *lockSide) renominate(ctx context.Context, group lock.GroupRef, claim bool) (mine lock.Summary, made bool, err error) {
+	if current := l.view.Get(group.QueueName()); claim && current != nil {
+		claimed, err := l.store.TouchSummary(ctx, current, l.node)
+		if err != nil || claimed == nil {
+			return lock.Summary{}, false, err
+		}
+		l.view.Wrote(claimed)
+	}
 	mine, written, err := l.store.Renominate(ctx, group, l.node, l.staleAfter)
 	if err != nil {
-		return mine, err
+		return mine, false, err
 	}
 	l.view.Wrote(written)
-	return mine, nil
+	return mine, true, nil
 }
 
 // touch renews group's summary, which this node heads.
@@ -216,11 +223,16 @@ func (a *Agent) leaveQueues(ctx context.Context) error {
 }
 
 // renominate makes group's summary from one LIST and writes it; what it
-// made is this node's own view of the queue from then on.
-func (a *Agent) renominate(ctx context.Context, group lock.GroupRef) error {
-	mine, err := a.locks.renominate(ctx, group)
+// made is this node's own view of the queue from then on. claim: see
+// decide.Step.Claim.
+func (a *Agent) renominate(ctx context.Context, group lock.GroupRef, claim bool) error {
+	mine, made, err := a.locks.renominate(ctx, group, claim)
 	if err != nil {
 		return err
+	}
+	if !made {
+		a.log.Info("another node wrote the queue's summary first; waiting again", "group", group.String())
+		return nil
 	}
 	a.queue.mine, a.queue.mineGroup = &mine, group
 	a.poke()
@@ -282,157 +294,4 @@ func (a *Agent) confirmHeld(ctx context.Context, held []string) error {
 		}
 	}
 	return fmt.Errorf("drained, but the API server says this node no longer holds %v: waiting for the watch to show it", held)
-}
-
-// leaseView reads the Leases the agent watches (the lock and queue Leases,
-// and its own record) from the informers' caches, overlaid with what this
-// agent itself wrote: right after a write the cache may still hold the
-// version before it, and deciding on that would undo the write (a lock just
-// taken would look free again). An own write counts until the cache holds
-// the same or a newer resourceVersion, or until the watch delivers the
-// Lease's deletion at or after that version (someone else deleted it: an
-// admin, or the garbage collector with the Node that owned it).
-type leaseView struct {
-	stores    []cache.Store
-	namespace string
-
-	mu   sync.Mutex
-	mine map[string]ownWrite
-	// gone: the last version of each Lease whose deletion the watches
-	// delivered, while an own write of it is kept.
-	gone map[string]string
-}
-
-type ownWrite struct {
-	lease   *coordv1.Lease
-	deleted bool
-	rv      string // the version written, or the last version before the deletion
-}
-
-func newLeaseView(namespace string, stores ...cache.Store) *leaseView {
-	return &leaseView{stores: stores, namespace: namespace, mine: map[string]ownWrite{}, gone: map[string]string{}}
-}
-
-func (v *leaseView) cached(name string) *coordv1.Lease {
-	for _, st := range v.stores {
-		obj, ok, err := st.GetByKey(v.namespace + "/" + name)
-		if err != nil || !ok {
-			continue
-		}
-		l, _ := obj.(*coordv1.Lease)
-		return l
-	}
-	return nil
-}
-
-// Get returns the newest known version of the Lease, or nil.
-func (v *leaseView) Get(name string) *coordv1.Lease {
-	c := v.cached(name)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	w, ok := v.mine[name]
-	if !ok {
-		return c
-	}
-	if w.deleted {
-		if c == nil {
-			delete(v.mine, name) // the cache caught up
-			return nil
-		}
-		if compare(c.ResourceVersion, w.rv) > 0 {
-			delete(v.mine, name) // re-created since
-			return c
-		}
-		return nil
-	}
-	if c != nil && compare(c.ResourceVersion, w.rv) >= 0 {
-		delete(v.mine, name) // the cache caught up, or someone wrote after us
-		return c
-	}
-	if last, ok := v.gone[name]; ok && c == nil && compare(last, w.rv) >= 0 {
-		// Deleted by someone else after this agent's write: kept, the
-		// write would stand for a Lease that no longer exists, for ever.
-		delete(v.mine, name)
-		delete(v.gone, name)
-		return nil
-	}
-	return w.lease
-}
-
-// SawDeleted records a deletion the watches delivered: obj is the Lease as
-// last seen (or cache.DeletedFinalStateUnknown).
-func (v *leaseView) SawDeleted(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	l, ok := obj.(*coordv1.Lease)
-	if !ok {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if w, ok := v.mine[l.Name]; ok && !w.deleted {
-		v.gone[l.Name] = l.ResourceVersion
-	}
-}
-
-// compare orders resource versions; versions it cannot compare count as
-// newer, so that the cache wins.
-func compare(a, b string) int {
-	cmp, ok := lock.VersionOrder(a, b)
-	if !ok {
-		return 1
-	}
-	return cmp
-}
-
-// Wrote records a Lease this agent has just written.
-func (v *leaseView) Wrote(l *coordv1.Lease) {
-	if l == nil {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.mine[l.Name] = ownWrite{lease: l.DeepCopy(), rv: l.ResourceVersion}
-	delete(v.gone, l.Name)
-}
-
-// Deleted records that this agent has just deleted the Lease whose last
-// known version was lastRV.
-func (v *leaseView) Deleted(name, lastRV string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.mine[name] = ownWrite{deleted: true, rv: lastRV}
-}
-
-// List returns every Lease watched, overlaid with own writes.
-func (v *leaseView) List() []*coordv1.Lease {
-	seen := map[string]bool{}
-	var out []*coordv1.Lease
-	for _, st := range v.stores {
-		for _, obj := range st.List() {
-			l, ok := obj.(*coordv1.Lease)
-			if !ok || seen[l.Name] {
-				continue
-			}
-			seen[l.Name] = true
-			if got := v.Get(l.Name); got != nil {
-				out = append(out, got)
-			}
-		}
-	}
-	v.mu.Lock()
-	var extra []string
-	for name := range v.mine {
-		if !seen[name] {
-			extra = append(extra, name)
-		}
-	}
-	v.mu.Unlock()
-	for _, name := range extra {
-		if got := v.Get(name); got != nil {
-			out = append(out, got)
-		}
-	}
-	return out
 }

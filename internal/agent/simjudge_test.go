@@ -25,11 +25,13 @@ type judge struct {
 func newJudge(w *world) *judge {
 	hb := w.cfg.Queue.Heartbeat
 	stale := 4 * hb
-	// A queue whose head is gone moves after the summary has not changed
-	// for stale + a heartbeat per node ahead + up to another stale; an
-	// agent backing off after an outage waits 30 s at most; and a minute
-	// for everything else.
-	bound := 3*stale + time.Duration(len(w.hosts)+4)*hb + 30*time.Second + time.Minute
+	// A queue whose head is gone moves once the summary has not changed
+	// for stale + a heartbeat, however many nodes are ahead; twice when
+	// the LIST of the first round still saw a node that had just died as
+	// live. An agent backing off after an outage waits 30 s at most; and a
+	// minute for everything else (the simulation's own delays: a watch
+	// delivers, an agent steps, seconds late).
+	bound := 2*(stale+hb) + 30*time.Second + time.Minute
 	return &judge{w: w, freeSince: map[string]time.Time{}, lingering: map[string]time.Time{}, bound: bound}
 }
 

@@ -271,6 +271,10 @@ type Decision struct {
 	// Renominate, when set, says why this node must make the group's
 	// queue summary again (one LIST, one write) before it goes on.
 	Renominate string
+	// Takeover: Renominate takes the turn of a head that seems gone (the
+	// summary has not changed for long with a slot free); the node claims
+	// it first (Step.Claim).
+	Takeover bool
 	// Touch: this node heads the queue and waits on a gate with a slot
 	// free; it renews the summary so that the nodes behind it know it is
 	// alive.

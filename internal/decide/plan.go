@@ -146,6 +146,11 @@ type Step struct {
 	Job *JobStep
 	// Err: ActAbort.
 	Err error
+	// Claim: ActRenominate first writes the summary's Lease as this node
+	// saw it (lockapi.TouchSummary) and makes nothing more when another
+	// node wrote it meanwhile: of the nodes that find a head gone, one
+	// lists the records, and the others see its write and wait again.
+	Claim bool
 }
 
 // JobStep is a managed job's next step (jobs.Next), with the facts it was
@@ -236,7 +241,7 @@ func waitingSteps(s Snapshot, o Observed, d Decision, p []Step) []Step {
 		p = append(p, publish)
 		switch {
 		case d.Renominate != "":
-			p = append(p, Step{Do: ActRenominate, Message: d.Renominate})
+			p = append(p, Step{Do: ActRenominate, Message: d.Renominate, Claim: d.Takeover})
 		case d.Touch:
 			p = append(p, Step{Do: ActTouch})
 		}

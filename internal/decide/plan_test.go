@@ -39,6 +39,9 @@ func acts(steps []Step) string {
 		if s.NoneTaken {
 			n += "-if-none-taken"
 		}
+		if s.Claim {
+			n += "(claimed)"
+		}
 		out = append(out, n)
 	}
 	return strings.Join(out, " ")
@@ -111,7 +114,11 @@ func TestPlanOfEveryState(t *testing.T) {
 		{"idle, the request withdrawn while waiting", []func(*Snapshot){func(s *Snapshot) { s.Request = nil }},
 			"stop-drain inhibit release-kured unquarantine show-state(Idle) rm-record tell leave-queues forget ask-reboot"},
 		{"waiting second, the head gone: the summary made again", []func(*Snapshot){queued(summary("a", "me"), t0.Add(-50*time.Second))},
-			"stop-drain inhibit tell publish(Waiting) renominate"},
+			"stop-drain inhibit tell publish(Waiting) renominate(claimed)"},
+		{"waiting, its own view makes it the head: the summary written, nothing to claim", []func(*Snapshot){func(s *Snapshot) {
+			s.Queues = nil
+			s.Mine = &lock.Summary{Nodes: []string{"me", "b"}, Total: 2, ListRV: "102"}
+		}}, "stop-drain inhibit tell publish(Waiting) renominate"},
 		{"waiting, its own gate closed before, a lock free", []func(*Snapshot){func(s *Snapshot) { s.Own.Blocked = "window" }},
 			"stop-drain inhibit tell publish(Waiting) take publish(Waiting)-if-none-taken"},
 		{"draining, the drain under way", []func(*Snapshot){drainingLookedUp, func(s *Snapshot) {

@@ -51,6 +51,7 @@ type upkeep struct {
 	wait       bool
 	list       bool
 	renominate string
+	takeover   bool // renominate takes a gone head's turn: claim it first
 	wake       time.Time
 }
 
@@ -209,9 +210,8 @@ func freeLocks(s Snapshot, d *Decision, q queueView) (free, holders, need []stri
 //     when it has none, or when the summary left it out and is newer;
 //     when its view makes it a head, it writes it (Renominate);
 //   - with a slot free, a node behind the heads makes the summary again
-//     once it has not changed for a while (each a heartbeat later than the
-//     one before it, and those it does not name later still): its head is
-//     gone, or it would have renewed it (Touch).
+//     once it has not changed for StaleAfter and a little (takeoverAfter):
+//     its head is gone, or it would have renewed it (Touch).
 func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead bool) upkeep {
 	if q.at < 0 {
 		// Its record first: the LIST must see it eligible, and in this
@@ -233,14 +233,7 @@ func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead boo
 	if len(free) == 0 || atHead {
 		return upkeep{}
 	}
-	hb := s.Params.Heartbeat
-	var due time.Time
-	if q.at >= 0 {
-		due = q.seen.Add(s.Params.StaleAfter + time.Duration(q.at-len(free)+1)*hb)
-	} else {
-		due = q.seen.Add(s.Params.StaleAfter + time.Duration(len(q.named)-len(free)+2)*hb +
-			time.Duration(s.Params.Jitter*float64(s.Params.StaleAfter)))
-	}
+	due := q.seen.Add(takeoverAfter(s.Params, q.at-len(free), len(q.named)-len(free)))
 	if s.Now.Before(due) {
 		return upkeep{wake: due}
 	}
@@ -248,5 +241,25 @@ func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead boo
 	if len(q.named) > 0 {
 		head = q.named[0]
 	}
-	return upkeep{wait: true, renominate: fmt.Sprintf("a lock is free and the queue has not moved for %s: %s is gone", s.Now.Sub(q.seen).Round(time.Second), head)}
+	return upkeep{wait: true, takeover: true, renominate: fmt.Sprintf("a lock is free and the queue has not moved for %s: %s is gone", s.Now.Sub(q.seen).Round(time.Second), head)}
+}
+
+// takeoverAfter is how long a summary may stay unchanged, a slot free,
+// before a node behind its heads makes it again: StaleAfter (a head that
+// waits renews it every two heartbeats), then within one heartbeat, in an
+// order that makes one node go first and the others see its write. The
+// nodes it names behind the heads (behind of them, this one at index at,
+// -1 when not named) go in their order over the first half heartbeat;
+// those it does not name over the second half, by their jitter. The wait
+// depends on no count of nodes ahead: the nodes it names may all be gone
+// (their records are not watched), and a live node must not wait a
+// heartbeat for each. The node that goes first claims the turn with a
+// write of the summary's Lease before its LIST (lockapi.TouchSummary), so
+// the others wait again instead of all listing the records at once.
+func takeoverAfter(p Params, at, behind int) time.Duration {
+	half := p.Heartbeat / 2
+	if at >= 0 {
+		return p.StaleAfter + half*time.Duration(at)/time.Duration(max(behind, 1))
+	}
+	return p.StaleAfter + half + time.Duration(p.Jitter*float64(half))
 }

@@ -115,20 +115,29 @@ func TestQueueUpkeep(t *testing.T) {
 			s.Own.QueueKey, s.Own.Priority = "150", 5
 			s.Mine = &lock.Summary{Nodes: []string{"a"}, Total: 1, ListRV: "90"}
 		}), need: true},
+		// Heartbeat 10 s, StaleAfter 40 s: the nodes a summary names behind
+		// its heads go over 40-45 s in their order, the others over 45-50 s.
 		{name: "second, the head has a free lock and time: wait", s: snap(queued(summary("a", "me"), t0.Add(-30*time.Second))),
-			wake: t0.Add(20 * time.Second)},
-		{name: "second, the queue did not move for 50 s: the head is gone", s: snap(queued(summary("a", "me"), t0.Add(-50*time.Second))),
-			renominate: "a is gone"},
-		{name: "third waits a heartbeat longer", s: snap(queued(summary("a", "b", "me"), t0.Add(-50*time.Second))),
 			wake: t0.Add(10 * time.Second)},
+		{name: "second, the queue did not move for 40 s: the head is gone", s: snap(queued(summary("a", "me"), t0.Add(-40*time.Second))),
+			renominate: "a is gone"},
+		{name: "third waits a little longer", s: snap(queued(summary("a", "b", "me"), t0.Add(-41*time.Second))),
+			wake: t0.Add(1500 * time.Millisecond)},
+		{name: "behind eleven named nodes, gone or not: within 45 s all the same", s: snap(queued(summary("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "me"), t0.Add(-45*time.Second))),
+			renominate: "a is gone"},
 		{name: "the slot held: nobody is late", s: snap(queued(summary("a", "me"), t0.Add(-time.Hour)), func(s *Snapshot) {
 			s.Locks["lock-default-0"] = held("lock-default-0", "busy")
 		})},
-		{name: "not named, after the named and its jitter", s: snap(queued(summary("a", "b"), t0.Add(-70*time.Second)), func(s *Snapshot) {
+		{name: "not named, after the named and its jitter", s: snap(queued(summary("a", "b"), t0.Add(-45*time.Second)), func(s *Snapshot) {
 			s.Own.QueueKey = "150"
 			s.Mine = &lock.Summary{Nodes: []string{"a", "b", "me"}, Total: 3, ListRV: "160"}
 			s.Params.Jitter = 0.5
-		}), wake: t0.Add(20 * time.Second)},
+		}), wake: t0.Add(2500 * time.Millisecond)},
+		{name: "not named, behind many: within 50 s all the same", s: snap(queued(summary("a", "b", "c", "d", "e", "f", "g", "h"), t0.Add(-50*time.Second)), func(s *Snapshot) {
+			s.Own.QueueKey = "150"
+			s.Mine = &lock.Summary{Nodes: []string{"a", "b", "c", "d", "e", "f", "g", "h", "me"}, Total: 9, ListRV: "160"}
+			s.Params.Jitter = 0.999
+		}), renominate: "a is gone"},
 		{name: "the head outside its window renews the summary", s: snap(window, queued(summary("me", "b"), t0.Add(-25*time.Second))), touch: true},
 		{name: "the head outside its window, renewed lately", s: snap(window, queued(summary("me", "b"), t0.Add(-5*time.Second))),
 			wake: t0.Add(15 * time.Second)},

@@ -45,7 +45,7 @@ func waiting(s Snapshot, d *Decision) {
 		} else {
 			d.Need.Queue = q.upkeep.list
 		}
-		d.Renominate = q.upkeep.renominate
+		d.Renominate, d.Takeover = q.upkeep.renominate, q.upkeep.takeover
 		return true
 	}
 	touch := func() {
