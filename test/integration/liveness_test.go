@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -156,4 +157,52 @@ func TestAgentWaitingWhileItsNodeWasGoneGetsTheLock(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Waiting nodes whose agents are stopped must not keep a free lock idle:
+// a node that asks behind them gets the lock within a minute of its
+// release, however many of them stand ahead (the queue's head is found
+// gone after four heartbeats, and one node behind makes the summary again
+// within the heartbeat after). Found by hand: with 10 stopped ahead, the
+// lock stayed free 2m36s ("the queue has not moved for 2m36s: kwok-node-3
+// is gone"), a heartbeat more for each. With the default heartbeat (10 s;
+// the other tests run with 1 s), so about a minute of waiting.
+func TestAgentPassesStoppedWaitersWithinAMinute(t *testing.T) {
+	t.Parallel()
+	e := cluster.New(t)
+	nodes := e.Nodes(12)
+	flags := []string{"--stay", "--queue-heartbeat", "10s"}
+	holder, stopped, live := newAgent(t, e, nodes[0], flags...), make([]*agentProc, 10), newAgent(t, e, nodes[11], flags...)
+	holder.start()
+	holder.request("kernel")
+	holder.waitInProgress(cluster.DefaultTimeout)
+	for i := range stopped {
+		stopped[i] = newAgent(t, e, nodes[1+i], flags...)
+		stopped[i].start()
+		stopped[i].request("kernel")
+	}
+	for _, a := range stopped {
+		waitRecord(e, a.node, "to wait in the queue", inState(lock.Waiting))
+	}
+	live.start()
+	live.request("kernel")
+	waitRecord(e, live.node, "to wait in the queue", inState(lock.Waiting))
+	for _, a := range stopped {
+		a.stop()
+	}
+	holder.finish()
+	e.Eventually("the holder to release the lock", cluster.DefaultTimeout, func(context.Context) error {
+		if h := lockHolder(e); h != "" {
+			return fmt.Errorf("held by %s", h)
+		}
+		return nil
+	})
+	freed := time.Now()
+	e.Eventually("the last node to take the free lock within a minute, past the 10 stopped ahead of it", time.Minute, func(context.Context) error {
+		if h := lockHolder(e); h != live.node {
+			return fmt.Errorf("lock held by %q", h)
+		}
+		return nil
+	})
+	t.Logf("the lock was free for %s with 10 stopped waiters ahead", time.Since(freed).Round(100*time.Millisecond))
 }
