@@ -106,7 +106,7 @@ func New(o Options) *Agent {
 		signals:       signals{wake: make(chan struct{}, 1), watchBroken: make(chan struct{}, 1)},
 		notifications: o.Notifications,
 	}
-	a.queue.seen, a.queue.jitter = map[string]time.Time{}, jitterOf(o.NodeName)
+	a.queue.seen, a.queue.changed, a.queue.jitter = map[string]time.Time{}, map[string]time.Time{}, jitterOf(o.NodeName)
 	a.reported.tokenExpires, a.reported.hostWarning = o.TokenExpires, o.HostWarning
 	if o.ConnWatch != nil {
 		a.signals.watchBroken = o.ConnWatch.failed

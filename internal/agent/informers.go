@@ -271,9 +271,9 @@ func (a *Agent) handlers() watchHandlers {
 		// policy) and its own record, never the other agents' records and
 		// heartbeats.
 		groupLeases: cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) { a.sawQueue(obj); a.poke() },
-			UpdateFunc: func(_, obj any) {
-				a.sawQueue(obj)
+			AddFunc: func(obj any) { a.sawQueue(nil, obj); a.poke() },
+			UpdateFunc: func(oldObj, obj any) {
+				a.sawQueue(oldObj, obj)
 				a.poke()
 			},
 			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.poke() },
@@ -369,13 +369,21 @@ func heartbeatOnly(o, n *coordv1.Lease) bool {
 	return lock.Holder(o) == lock.Holder(n) && o.Spec.AcquireTime.Equal(n.Spec.AcquireTime)
 }
 
-// sawQueue notes when a queue Lease changed: a summary that does not change
+// sawQueue notes when a queue Lease changed, and when its summary did (a
+// renewal or a claim leaves it as it was): a summary that does not change
 // for long tells the nodes behind its head that the head is gone.
-func (a *Agent) sawQueue(obj any) {
-	if l, ok := obj.(*coordv1.Lease); ok && lock.IsQueueName(l.Name) {
-		a.queue.mu.Lock()
-		a.queue.seen[l.Name] = a.now()
-		a.queue.mu.Unlock()
+func (a *Agent) sawQueue(oldObj, obj any) {
+	l, ok := obj.(*coordv1.Lease)
+	if !ok || !lock.IsQueueName(l.Name) {
+		return
+	}
+	old, _ := oldObj.(*coordv1.Lease)
+	now := a.now()
+	a.queue.mu.Lock()
+	defer a.queue.mu.Unlock()
+	a.queue.seen[l.Name] = now
+	if old == nil || old.Annotations[lock.AnnotationQueue] != l.Annotations[lock.AnnotationQueue] {
+		a.queue.changed[l.Name] = now
 	}
 }
 

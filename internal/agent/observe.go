@@ -107,7 +107,7 @@ func (a *Agent) snapshot() (view, error) {
 		case lock.IsLockName(l.Name):
 			s.Locks[l.Name] = lock.LockOf(l)
 		case lock.IsQueueName(l.Name):
-			q := decide.QueueState{Seen: a.queue.seen[l.Name]}
+			q := decide.QueueState{Seen: a.queue.seen[l.Name], Changed: a.queue.changed[l.Name]}
 			q.Summary, q.Err = lock.SummaryFromLease(l)
 			s.Queues[l.Name] = q
 		}

@@ -53,8 +53,9 @@ type informed struct {
 // the queue (one LIST, when it joined or made the summary).
 type queueView struct {
 	watching  time.Time
-	mu        sync.Mutex // guards seen: informer handlers write it
-	seen      map[string]time.Time
+	mu        sync.Mutex           // guards seen and changed: informer handlers write them
+	seen      map[string]time.Time // any change of a queue Lease
+	changed   map[string]time.Time // a change of its summary (not a renewal)
 	mine      *lock.Summary
 	mineGroup lock.GroupRef
 	jitter    float64 // decide.Params.Jitter

@@ -153,7 +153,9 @@ type QueueState struct {
 	Err error
 	// Seen is when the agent saw the Lease change last: a head that waits
 	// renews it, so a summary unchanged for long means its head is gone.
-	Seen time.Time
+	// Changed is when it saw the summary itself change: a renewal by
+	// another node than the head is a claim (see takeoverAfter).
+	Seen, Changed time.Time
 }
 
 // CommandResult is the outcome of gates.command.

@@ -20,7 +20,11 @@ type queueView struct {
 	// mine is this node's index in its own view (Snapshot.Mine), or -1,
 	// and mineTotal that view's length.
 	mine, mineTotal int
-	seen            time.Time // when the summary last changed
+	seen            time.Time // when the summary last changed, or its head renewed it
+	// claimed: when a node other than its head renewed the summary, the
+	// last change seen (a claim of the turn, takeoverAfter); claimBy: who.
+	claimed time.Time
+	claimBy string
 }
 
 // queueStep is what a Waiting node reads of its group's queue, in one go:
@@ -104,8 +108,14 @@ func (s Snapshot) queueOf(g lock.GroupRef) queueView {
 		v.named = notHolding(qs.Summary.Nodes)
 		v.total = len(v.named) + qs.Summary.Total - len(qs.Summary.Nodes)
 		v.at = index(v.named, s.Node)
-		if qs.Seen.After(v.seen) {
-			v.seen = qs.Seen
+		last := qs.Seen
+		if by := qs.Summary.By; !qs.Changed.IsZero() && qs.Seen.After(qs.Changed) && by != "" && (len(v.named) == 0 || by != v.named[0]) {
+			// Renewed, not changed, by another node than its head: a
+			// claim. It says nothing of the head.
+			v.claimed, v.claimBy, last = qs.Seen, by, qs.Changed
+		}
+		if last.After(v.seen) {
+			v.seen = last
 		}
 	}
 	if s.Mine != nil {
@@ -233,7 +243,20 @@ func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead boo
 	if len(free) == 0 || atHead {
 		return upkeep{}
 	}
-	due := q.seen.Add(takeoverAfter(s.Params, q.at-len(free), len(q.named)-len(free)))
+	after := takeoverAfter(s.Params, q.at-len(free), len(q.named)-len(free))
+	due := q.seen.Add(after)
+	if !q.claimed.IsZero() {
+		// A node claimed the turn and has written no summary since: a
+		// heartbeat for it, then the nodes behind go again in their
+		// order, the claimer last (its LIST or write may keep failing).
+		again := q.claimed.Add(s.Params.Heartbeat + after - s.Params.StaleAfter)
+		if q.claimBy == s.Node {
+			again = again.Add(s.Params.Heartbeat)
+		}
+		if again.After(due) {
+			due = again
+		}
+	}
 	if s.Now.Before(due) {
 		return upkeep{wake: due}
 	}
@@ -255,7 +278,9 @@ func queueUpkeep(s Snapshot, d *Decision, q queueView, free []string, atHead boo
 // (their records are not watched), and a live node must not wait a
 // heartbeat for each. The node that goes first claims the turn with a
 // write of the summary's Lease before its LIST (lockapi.TouchSummary), so
-// the others wait again instead of all listing the records at once.
+// the others wait instead of all listing the records at once: a heartbeat,
+// then they go again in their order with the claimer last, so a node whose
+// LIST keeps failing after its claim stalls the group no longer than that.
 func takeoverAfter(p Params, at, behind int) time.Duration {
 	half := p.Heartbeat / 2
 	if at >= 0 {

@@ -128,6 +128,14 @@ func TestQueueUpkeep(t *testing.T) {
 		{name: "the slot held: nobody is late", s: snap(queued(summary("a", "me"), t0.Add(-time.Hour)), func(s *Snapshot) {
 			s.Locks["lock-default-0"] = held("lock-default-0", "busy")
 		})},
+		{name: "another node claimed the turn and wrote no summary since: the next goes a heartbeat after the claim", s: snap(claimed(summary("a", "b", "me"), t0.Add(-45*time.Second), t0.Add(-5*time.Second), "b")),
+			wake: t0.Add(7500 * time.Millisecond)},
+		{name: "its own claim not followed by a summary: it goes after the others", s: snap(claimed(summary("a", "me", "b"), t0.Add(-45*time.Second), t0.Add(-5*time.Second), "me")),
+			wake: t0.Add(15 * time.Second)},
+		{name: "a claim a heartbeat and more ago, nothing since: the next goes", s: snap(claimed(summary("a", "b", "me"), t0.Add(-60*time.Second), t0.Add(-13*time.Second), "b")),
+			renominate: "a is gone"},
+		{name: "the head's own renewal is no claim: it is alive", s: snap(claimed(summary("a", "me"), t0.Add(-60*time.Second), t0.Add(-30*time.Second), "a")),
+			wake: t0.Add(10 * time.Second)},
 		{name: "not named, after the named and its jitter", s: snap(queued(summary("a", "b"), t0.Add(-45*time.Second)), func(s *Snapshot) {
 			s.Own.QueueKey = "150"
 			s.Mine = &lock.Summary{Nodes: []string{"a", "b", "me"}, Total: 3, ListRV: "160"}
@@ -175,5 +183,13 @@ func TestHolderFactsAreLookedUpOnlyNearTheHead(t *testing.T) {
 	delete(s.Holders, "gone")
 	if d := next(s); len(d.Try) != 0 || len(d.Need.Holders) != 0 || !strings.Contains(d.Message, "lock held by gone") {
 		t.Errorf("node-bound agent: try %v need %v message %q", d.Try, d.Need.Holders, d.Message)
+	}
+}
+
+// claimed is a summary made at changed and renewed at seen by node by.
+func claimed(sum lock.Summary, changed, seen time.Time, by string) func(*Snapshot) {
+	sum.By = by
+	return func(s *Snapshot) {
+		s.Queues = map[string]QueueState{anyGroup: {Summary: sum, Seen: seen, Changed: changed}}
 	}
 }

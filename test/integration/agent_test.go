@@ -64,10 +64,15 @@ func TestAgentHappyPath(t *testing.T) {
 		t.Errorf("pods still on %s when the in-progress file appeared: %v %v", nodes[0], pods, err)
 	}
 	// The record and the label follow the file.
+	// (two writes, the record's and the Node's: a test that reads between
+	// them sees the label one state behind)
 	waitRecord(e, nodes[0], "InMaintenance", inState(lock.InMaintenance))
-	if n := nodeObject(e, nodes[0]); n.Labels[lock.LabelState] != string(lock.InMaintenance) {
-		t.Errorf("node label %s=%q, want InMaintenance", lock.LabelState, n.Labels[lock.LabelState])
-	}
+	e.Eventually("the node's state label InMaintenance", cluster.DefaultTimeout, func(context.Context) error {
+		if n := nodeObject(e, nodes[0]); n.Labels[lock.LabelState] != string(lock.InMaintenance) {
+			return fmt.Errorf("node label %s=%q", lock.LabelState, n.Labels[lock.LabelState])
+		}
+		return nil
+	})
 	if h := lockHolder(e); h != nodes[0] {
 		t.Errorf("lock holder %q, want %s", h, nodes[0])
 	}
