@@ -56,13 +56,14 @@ func (h *host) deliver() {
 	}
 }
 
+// lease reads a Lease that must exist (leaseOrNil for one that may not).
 func (w *world) lease(t *testing.T, name string) *coordv1.Lease {
 	t.Helper()
-	o, err := w.api.Get(simapi.Key{Resource: simapi.Leases, Namespace: simNamespace, Name: name})
-	if err != nil {
-		t.Fatalf("reading %s: %v", name, err)
+	l := w.leaseOrNil(t, name)
+	if l == nil {
+		t.Fatalf("reading %s: not found", name)
 	}
-	return o.(*coordv1.Lease)
+	return l
 }
 
 // A waiting node whose view says the lock is free takes it, cordons its
