@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -163,8 +164,20 @@ func TestHarnessKubeletEvictsOnlyItsOwnPods(t *testing.T) {
 		}
 	}
 	kubeletA := kubernetes.NewForConfigOrDie(e.KubeletConfig(a))
+	// NodeRestriction looks the pod up in the API server's own informer,
+	// which can lag a pod created a moment ago: until it has the pod, the
+	// eviction is refused as not found. The pods exist (created above), so
+	// a not-found is waited out, and any other answer is the verdict.
 	evict := func(pod string) error {
-		return kubeletA.PolicyV1().Evictions(e.Namespace).Evict(e.Ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: e.Namespace}})
+		var verdict error
+		e.Eventually("the API server's informer to see pod "+pod, 30*time.Second, func(ctx context.Context) error {
+			verdict = kubeletA.PolicyV1().Evictions(e.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: e.Namespace}})
+			if apierrors.IsNotFound(verdict) {
+				return verdict
+			}
+			return nil
+		})
+		return verdict
 	}
 	if err := evict("on-" + b); !apierrors.IsForbidden(err) {
 		t.Errorf("kubelet %s evicting a pod of %s: %v, want forbidden", a, b, err)
