@@ -107,7 +107,7 @@ func (ro *rollouter) reportRollout(ctx context.Context, c cachedRollout, nodes [
 			return nil
 		}
 	}
-	return ro.writeEntry(ctx, c, want, nodes)
+	return ro.writeEntry(ctx, c, want, nodes, false)
 }
 
 // withdrawOrphan withdraws a rollout's job that has not started when its

@@ -218,20 +218,25 @@ func (ro *rollouter) takeRollout(ctx context.Context, c cachedRollout, nodes []r
 		if e != nil && e.Revision == rev && e.State == rollout.Refused && e.Message == rollout.Bounded(rollout.NodeStatus{Message: ref.why}).Message && e.ObservedGeneration == r.Generation {
 			return false, nil // checked again, refused again: said already
 		}
+		// Said once: the Event and the log follow the entry's write, so a
+		// write that fails (and is made again) says nothing twice.
+		now := metav1.NewTime(ro.now())
+		if err := ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: stage, State: rollout.Refused,
+			Message: ref.why, Finished: &now, ObservedGeneration: r.Generation}, nodes, false); err != nil {
+			return false, err
+		}
 		ro.log.Warn("refused a rollout", "rollout", r.Name, "revision", rev, "why", ref.why)
 		if node != nil {
 			ro.event(ctx, node.UID, corev1.EventTypeWarning, ReasonRolloutRefused, fmt.Sprintf("refused rollout %s revision %s: %s", r.Name, rev, ref.why))
 		}
-		now := metav1.NewTime(ro.now())
-		return false, ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: stage, State: rollout.Refused,
-			Message: ref.why, Finished: &now, ObservedGeneration: r.Generation}, nodes)
+		return false, nil
 	case err != nil:
 		return false, err
 	}
 	if !resume {
 		now := metav1.NewTime(ro.now())
 		err := ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: stage, State: rollout.Waiting,
-			Message: "queued", Started: &now}, nodes)
+			Message: "queued", Started: &now}, nodes, true)
 		if err != nil || ro.conflict {
 			return false, err // another node wrote first: decide again on what it wrote
 		}
@@ -287,7 +292,7 @@ func (ro *rollouter) deferRollout(ctx context.Context, c cachedRollout, v rollou
 		return nil
 	}
 	ro.log.Info("deferred to a later stage of a rollout", "rollout", c.r.Name, "revision", rev, "stage", v.Stage, "why", v.Why)
-	return ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: v.Stage, State: rollout.Deferred, Message: v.Why}, nodes)
+	return ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: v.Stage, State: rollout.Deferred, Message: v.Why}, nodes, false)
 }
 
 // scriptCommand runs a script by its #! line, or with /bin/sh without one.
@@ -299,21 +304,33 @@ func scriptCommand(dir, name string, content []byte) []string {
 	return []string{"/bin/sh", path}
 }
 
-// writeEntry writes this node's entry of a rollout, with the summary made
-// again. A conflict (another node wrote since this agent read the rollout)
-// is no error: rolloutConflict says so, and the next step decides again.
-func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts) error {
+// writeEntry writes this node's entry of a rollout, then the summary
+// beside the entries when the entry changed it. The entry is a server-side
+// apply of that entry alone (rollout.EntryApply): the entries of different
+// nodes never conflict, so a whole fleet writing at once costs each node
+// one write. Only a claim of a place in a count stage (claim) is applied
+// to the resourceVersion this agent decided on: a conflict there is no
+// error, rolloutConflict says so, and the next step decides again.
+//
+// The summary is written against the resourceVersion the entry's write
+// returned. If it conflicts, another write came after this node's entry,
+// and that writer's summary (made from a rollout holding this entry) is
+// the one to keep: this node does not try again.
+func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts, claim bool) error {
 	ro.conflict = false
 	e = rollout.Bounded(e)
-	st, err := rollout.WithEntrySeen(c.r, e, nodes, ro.now(), c.seen)
+	rv := ""
+	if claim {
+		if st := rollout.StagesOf(c.r.Spec); e.Stage < len(st) && (st[e.Stage].Nodes != nil || st[e.Stage].Percent != nil) {
+			rv = c.u.GetResourceVersion()
+		}
+	}
+	body, err := rollout.EntryApply(c.u.GetNamespace(), c.u.GetName(), e, rv)
 	if err != nil {
 		return err
 	}
-	u, err := rollout.StatusObject(c.u, st)
-	if err != nil {
-		return err
-	}
-	written, err := ro.dyn.Resource(rollout.GVR).Namespace(c.u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kustodian-agent"})
+	res := ro.dyn.Resource(rollout.GVR).Namespace(c.u.GetNamespace())
+	written, err := res.ApplyStatus(ctx, c.u.GetName(), body, metav1.ApplyOptions{FieldManager: rollout.EntryManager(ro.node), Force: true})
 	switch {
 	case apierrors.IsConflict(err):
 		ro.conflict = true
@@ -325,5 +342,26 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 		return fmt.Errorf("writing this node's entry of MaintenanceRollout %s: %w", c.u.GetName(), err)
 	}
 	ro.written[written.GetName()] = written
+	r, err := rollout.FromUnstructured(written)
+	if err != nil {
+		return err
+	}
+	st, err := rollout.Summarize(r, nodes, ro.now(), c.seen)
+	if err != nil || !rollout.SummaryDiffers(r, st) {
+		return err
+	}
+	u, err := rollout.StatusObject(written, st)
+	if err != nil {
+		return err
+	}
+	summarized, err := res.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kustodian-agent"})
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		ro.log.Debug("the summary of a rollout is left to a later writer", "rollout", c.u.GetName(), "err", err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("writing the summary of MaintenanceRollout %s: %w", c.u.GetName(), err)
+	}
+	ro.written[summarized.GetName()] = summarized
 	return nil
 }

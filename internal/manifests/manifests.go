@@ -86,8 +86,9 @@ func Objects(o Options) []Object {
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancepolicies", "maintenancerollouts"}, Verbs: []string{"get", "list", "watch"}},
 				// Each node's entry in a rollout's status (the admission
-				// policy keeps it to its own).
-				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancerollouts/status"}, Verbs: []string{"get", "update"}},
+				// policy keeps it to its own): applied (patch), and the
+				// summary beside the entries (update).
+				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancerollouts/status"}, Verbs: []string{"get", "update", "patch"}},
 			}}},
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(AgentServiceAccount, ns),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: AgentServiceAccount}, Subjects: agent}},

@@ -1,8 +1,12 @@
 package rollout
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -126,4 +130,48 @@ func cut(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// EntryApply is the server-side apply body that writes e, one node's
+// entry, into the status of rollout namespace/name and nothing else: the
+// entries are a list keyed by name, so each node's apply (with a field
+// manager of its own, EntryManager) merges with the others' instead of
+// conflicting with them. With rv set, the API server applies it only to
+// that resourceVersion (a claim that must see every entry written before
+// it).
+func EntryApply(namespace, name string, e NodeStatus, rv string) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&e)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"nodes": []any{m}}}}
+	u.SetAPIVersion(Group + "/" + Version)
+	u.SetKind(Kind)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	if rv != "" {
+		u.SetResourceVersion(rv)
+	}
+	return u, nil
+}
+
+// EntryManager is the field manager of node's entries: one per node, so
+// that a node's apply never takes (or, leaving it out, removes) another
+// node's entry. The API server allows 128 bytes; a longer node name is
+// hashed.
+func EntryManager(node string) string {
+	const prefix = "kustodian-agent/"
+	if len(prefix)+len(node) > 128 {
+		sum := sha256.Sum256([]byte(node))
+		return prefix + hex.EncodeToString(sum[:16])
+	}
+	return prefix + node
+}
+
+// SummaryDiffers reports whether the summary of st (everything but the
+// entries) differs from r's as stored.
+func SummaryDiffers(r *MaintenanceRollout, st Status) bool {
+	a, b := r.Status, st
+	a.Nodes, b.Nodes = nil, nil
+	return !equality.Semantic.DeepEqual(a, b)
 }

@@ -23,8 +23,9 @@ func finalFailure(state string) bool {
 // Summarize is the rollout's status with its summary made again from the
 // nodes' entries, the spec and the nodes: the revision, the open stage,
 // the counts, the first failure and the conditions (their transition times
-// kept while they hold). Every node writes it with its own entry, so it is
-// as fresh as the last entry written. The open stage and the soak are as
+// kept while they hold). A node writes it after its own entry, against
+// the version that write returned, so it is as fresh as the last entry
+// written. The open stage and the soak are as
 // seen says (Seen: the writer's own observation; Estimate for a reader
 // that has none).
 func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen Seen) (Status, error) {
