@@ -107,6 +107,7 @@ func New(o Options) *Agent {
 		notifications: o.Notifications,
 	}
 	a.queue.seen, a.queue.changed, a.queue.jitter = map[string]time.Time{}, map[string]time.Time{}, jitterOf(o.NodeName)
+	a.queue.nearBand = decide.NearBand
 	a.reported.tokenExpires, a.reported.hostWarning = o.TokenExpires, o.HostWarning
 	if o.ConnWatch != nil {
 		a.signals.watchBroken = o.ConnWatch.failed

@@ -59,6 +59,7 @@ type queueView struct {
 	mine      *lock.Summary
 	mineGroup lock.GroupRef
 	jitter    float64 // decide.Params.Jitter
+	nearBand  int     // decide.RecordHeartbeat's (decide.NearBand; the simulation's own)
 }
 
 // drainSide is the drain: what drains (seam), the run going on, and its

@@ -31,7 +31,7 @@ func (a *Agent) publishStatus(ctx context.Context, state lock.State, o decide.Ob
 	r, from := decide.NextRecord(stored, decide.RecordIn{Node: a.node, State: state, Message: message, Group: a.decision.Group,
 		Priority: priority(node), Request: o.Request, Quarantined: a.drain.quarantined, Silence: a.silences.status(),
 		Decision: a.decision, Now: now})
-	if decide.WriteRecord(stored, r, now, a.cfg.Queue.Heartbeat) {
+	if decide.WriteRecord(stored, r, now, decide.RecordHeartbeat(a.cfg.Queue.Heartbeat, a.queue.nearBand, a.decision)) {
 		// A new record has no QueueKey: until the next write stores it, the
 		// record's own resourceVersion, that of its creation, stands for it.
 		if err := a.records.put(ctx, base, r); err != nil {

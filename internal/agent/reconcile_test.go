@@ -14,6 +14,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/decide"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/test/simapi"
 )
@@ -28,6 +29,7 @@ func scenario(t *testing.T, names ...string) *world {
 	w.api.KeepChanges = 1000
 	w.cfg = config.Defaults()
 	w.concurrency = 1
+	w.nearBand = decide.NearBand
 	for _, name := range names {
 		h := &host{w: w, name: name, zone: "a", stay: true, dir: filepath.Join(t.TempDir(), name)}
 		if err := os.MkdirAll(h.stateDir(), 0o755); err != nil {

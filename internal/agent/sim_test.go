@@ -114,6 +114,7 @@ func simulate(t *testing.T, seed uint64) (*world, error) {
 	n := 3 + rng.IntN(6)
 	w.setPolicy(rng)
 	w.nodeBound = rng.IntN(2) == 0
+	w.nearBand = rng.IntN(3)
 	for i := range n {
 		h := &host{w: w, name: fmt.Sprintf("node-%d", i), zone: string(rune('a' + rng.IntN(2))), stay: rng.IntN(2) == 0}
 		h.dir = filepath.Join(dir, fmt.Sprint(seed), h.name)
@@ -123,7 +124,7 @@ func simulate(t *testing.T, seed uint64) (*world, error) {
 		w.api.Put(simapi.Key{Resource: simapi.Nodes, Name: h.name}, simNode(h.name, h.zone))
 		w.hosts = append(w.hosts, h)
 	}
-	w.tracef("seed %d: %d nodes, policy: %s, tokens bound to Nodes: %v", seed, n, w.policyText(), w.nodeBound)
+	w.tracef("seed %d: %d nodes, policy: %s, tokens bound to Nodes: %v, near band: %d", seed, n, w.policyText(), w.nodeBound, w.nearBand)
 	defer func() {
 		for _, h := range w.hosts {
 			h.stop("end of the simulation")

@@ -64,6 +64,8 @@ type world struct {
 	// nodeBound: the agents' tokens are bound to their Nodes (the locks
 	// they take are owned by them); otherwise they use an admin's.
 	nodeBound bool
+	// nearBand: the agents' (decide.NearBand in production).
+	nearBand int
 }
 
 // host is one node: its files, its Node, and its agent while it runs.
@@ -212,6 +214,10 @@ func (h *host) start() {
 	h.drainer = &simDrainer{Drainer: a.drain.seam.(*drain.Drainer), finish: make(chan struct{})}
 	a.drain.seam = h.drainer
 	a.metrics.store = nil // not the protocol's; they cost a file write per change
+	// The simulation's queues are short: a near band of 0-2 places makes
+	// some of its waiting nodes renew every other heartbeat, as far-back
+	// nodes of a long queue do.
+	a.queue.nearBand = w.nearBand
 	hs := a.handlers()
 	byName := func(name string) func(runtime.Object) bool {
 		return func(o runtime.Object) bool { m, _ := meta.Accessor(o); return m.GetName() == name }

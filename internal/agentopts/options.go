@@ -66,7 +66,7 @@ var Options = []Option{
 	{"resync", "resync", "re-read everything at least this often, besides reacting to events", func(a *config.Agent) any { return &a.Resync }},
 	{"logFormat", "log-format", "log format: auto (text on a terminal, else JSON), text or json", func(a *config.Agent) any { return &a.LogFormat }},
 	{"lock.ttl", "lock-ttl", "let a lock expire when its holder stops renewing it (0: never; the lock survives reboots). Refused with a node-bound token: no such agent may take over another's lock", func(a *config.Agent) any { return &a.Lock.TTL }},
-	{"queue.heartbeat", "queue-heartbeat", "how often the agent renews its node record; 4 missed beats make it stale", func(a *config.Agent) any { return &a.Queue.Heartbeat }},
+	{"queue.heartbeat", "queue-heartbeat", "how often the agent renews its node record (every other beat while it waits far back in a queue); 4 missed beats make it stale", func(a *config.Agent) any { return &a.Queue.Heartbeat }},
 	{"drain.timeout", "drain-timeout", "give up draining after this long (0: never)", func(a *config.Agent) any { return &a.Drain.Timeout }},
 	{"drain.onTimeout", "drain-on-timeout", "after a drain timeout: hold (keep lock and cordon, state Failed) or release (give the node back, retry later)", func(a *config.Agent) any { return &a.Drain.OnTimeout }},
 	{"drain.deleteEmptyDirData", "drain-delete-emptydir-data", "evict pods using emptyDir volumes (their data is lost)", func(a *config.Agent) any { return &a.Drain.DeleteEmptyDirData }},

@@ -22,6 +22,27 @@ func WriteRecord(stored *lock.Record, r lock.Record, now time.Time, heartbeat ti
 	return !sameRecord(*stored, r) && !textOnly
 }
 
+// NearBand is how many places at the head of a queue, beyond two per
+// slot, renew their records at every heartbeat while they wait: the heads,
+// the next in line, and the nodes that pass a head that is gone.
+const NearBand = 8
+
+// RecordHeartbeat is how often a node renews its record in decision d:
+// every heartbeat, except while it waits far back in its queue (behind the
+// first near places (NearBand) and two per slot, or behind a summary's
+// last name), where every other heartbeat is enough. A record is stale after
+// four heartbeats whatever its place, so a far node still renews twice in
+// that time, and a queue of thousands costs about half the writes.
+func RecordHeartbeat(heartbeat time.Duration, near int, d Decision) time.Duration {
+	if d.State != lock.Waiting || d.Blocked != "" {
+		return heartbeat
+	}
+	if d.BehindCut || d.Position > near+2*max(len(d.Locks), 1) {
+		return 2 * heartbeat
+	}
+	return heartbeat
+}
+
 // withText is prev with the text of r: its message and its gates' verdicts.
 func withText(prev, r lock.Record) lock.Record {
 	prev.Message, prev.Gates = r.Message, r.Gates

@@ -44,6 +44,33 @@ func TestWriteRecord(t *testing.T) {
 	}
 }
 
+// A waiting node far back in its queue renews its record every other
+// heartbeat; the heads, the next in line and every node in another state
+// at every heartbeat.
+func TestRecordHeartbeat(t *testing.T) {
+	hb := 10 * time.Second
+	one := []string{"lock-default-0"}
+	for _, tc := range []struct {
+		name string
+		d    Decision
+		want time.Duration
+	}{
+		{"the head", Decision{State: lock.Waiting, Locks: one, Position: 1}, hb},
+		{"the last of the near band", Decision{State: lock.Waiting, Locks: one, Position: NearBand + 2}, hb},
+		{"just behind it", Decision{State: lock.Waiting, Locks: one, Position: NearBand + 3}, 2 * hb},
+		{"far back", Decision{State: lock.Waiting, Locks: one, Position: 4000}, 2 * hb},
+		{"behind a summary's last name", Decision{State: lock.Waiting, Locks: one, BehindCut: true}, 2 * hb},
+		{"place not known yet", Decision{State: lock.Waiting, Locks: one}, hb},
+		{"three slots widen the band", Decision{State: lock.Waiting, Locks: []string{"a", "b", "c"}, Position: NearBand + 6}, hb},
+		{"blocked by its own gate", Decision{State: lock.Waiting, Locks: one, Position: 4000, Blocked: "held"}, hb},
+		{"draining", Decision{State: lock.Draining, Locks: one, Position: 4000}, hb},
+	} {
+		if got := RecordHeartbeat(hb, NearBand, tc.d); got != tc.want {
+			t.Errorf("%s: RecordHeartbeat = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 // A node's next record: what it keeps of the one stored, and what is new.
 func TestNextRecord(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
