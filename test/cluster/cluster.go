@@ -64,6 +64,17 @@ func (o Options) AuditLog() string {
 	return filepath.Join(o.clusterDir(), "logs", "audit.log")
 }
 
+// PID is the process ID of one of the control plane's components
+// ("kube-apiserver", "etcd", "kwok-controller"), as kwokctl recorded it.
+func (o Options) PID(component string) (int, error) {
+	o.defaults()
+	b, err := os.ReadFile(filepath.Join(o.clusterDir(), "pids", component+".pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
 // Cluster is a running control plane.
 type Cluster struct {
 	Name       string

@@ -153,15 +153,24 @@ func fileSize(path string) int64 {
 // agentCalls counts the agents' requests in the audit log from offset on,
 // by "verb resource[/subresource]".
 func agentCalls(path string, offset int64) (map[string]int, error) {
+	agents, _, err := auditCalls(path, offset)
+	return agents, err
+}
+
+// auditCalls counts, in the audit log from offset on, the agents' requests
+// by "verb resource[/subresource]", and the simulated kubelets' node-Lease
+// writes (kwok renews each Node's Lease in kube-node-lease as a kubelet
+// does, every 10 s): the load every cluster carries, Kustodian's baseline.
+func auditCalls(path string, offset int64) (agents map[string]int, kubelets int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
+		return nil, 0, fmt.Errorf("audit log: %w", err)
 	}
 	defer f.Close()
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	out := map[string]int{}
+	agents = map[string]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -171,10 +180,19 @@ func agentCalls(path string, offset int64) (map[string]int, error) {
 			ObjectRef *struct {
 				Resource    string `json:"resource"`
 				Subresource string `json:"subresource"`
+				Namespace   string `json:"namespace"`
 			} `json:"objectRef"`
 			RequestURI string `json:"requestURI"`
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || !strings.HasPrefix(ev.UserAgent, "kustodian-agent") {
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if ev.ObjectRef != nil && ev.ObjectRef.Namespace == "kube-node-lease" && ev.ObjectRef.Resource == "leases" &&
+			(ev.Verb == "update" || ev.Verb == "patch" || ev.Verb == "create") {
+			kubelets++
+			continue
+		}
+		if !strings.HasPrefix(ev.UserAgent, "kustodian-agent") {
 			continue
 		}
 		what := ev.RequestURI
@@ -184,9 +202,9 @@ func agentCalls(path string, offset int64) (map[string]int, error) {
 				what += "/" + ev.ObjectRef.Subresource
 			}
 		}
-		out[ev.Verb+" "+what]++
+		agents[ev.Verb+" "+what]++
 	}
-	return out, sc.Err()
+	return agents, kubelets, sc.Err()
 }
 
 func printCounts(m map[string]int) {

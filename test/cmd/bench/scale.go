@@ -39,11 +39,20 @@ type scaleResult struct {
 	watchBytes  float64
 	cpu         time.Duration
 	rss         int64
+	// kubelets: the simulated kubelets' node-Lease writes in the window
+	// (the baseline); the API server's and etcd's CPU, and the API
+	// server's largest resident memory.
+	kubelets       int
+	apiCPU, etcCPU time.Duration
+	apiRSS         int64
 	// Handoffs: release → next grant, and grant → next grant (a node's
 	// whole cycle with an empty script and no pods); want is how many
 	// were asked for (fewer came within the time allowed).
 	handoffs, cycles []time.Duration
 	want             int
+	// span: the first release to the last grant measured (with want =
+	// N-1, the time the whole queue took to drain).
+	span time.Duration
 	// releaseSeen: release → the release event reaching a watcher outside
 	// the swarm (this process): the API server's share of a handoff.
 	releaseSeen []time.Duration
@@ -82,7 +91,7 @@ func runScale(ctx context.Context, o options, sizes []int) error {
 	b := &bench{o: o, c: c}
 	var results []scaleResult
 	for _, n := range sizes {
-		r, err := b.scale(ctx, swarm, copts.AuditLog(), n)
+		r, err := b.scale(ctx, swarm, copts, n)
 		if err != nil {
 			return fmt.Errorf("N=%d: %w", n, err)
 		}
@@ -95,8 +104,17 @@ func runScale(ctx context.Context, o options, sizes []int) error {
 // scale measures N agents: node 0 holds the lock (its script never ends
 // while the steady state is measured), nodes 1..N-1 wait; then the holder
 // finishes and handoffs follow, each script ending as soon as it may start.
-func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scaleResult, error) {
+func (b *bench) scale(ctx context.Context, swarm string, copts cluster.Options, n int) (scaleResult, error) {
 	r := scaleResult{n: n, window: b.o.scaleWindow}
+	auditLog := copts.AuditLog()
+	apiPID, err := copts.PID("kube-apiserver")
+	if err != nil {
+		return r, err
+	}
+	etcdPID, err := copts.PID("etcd")
+	if err != nil {
+		return r, err
+	}
 	ns, err := b.namespace(ctx)
 	if err != nil {
 		return r, err
@@ -178,7 +196,7 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 	if err != nil {
 		return r, err
 	}
-	cpu0 := cpuTime(cmd.Process.Pid)
+	cpu0, api0, etcd0 := cpuTime(cmd.Process.Pid), cpuTime(apiPID), cpuTime(etcdPID)
 	auditFrom := fileSize(auditLog)
 	t0 := time.Now()
 	var rssMax int64
@@ -190,12 +208,14 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 			return r, ctx.Err()
 		case <-tick.C:
 			rssMax = max(rssMax, agentproc.RSS(cmd.Process.Pid))
+			r.apiRSS = max(r.apiRSS, agentproc.RSS(apiPID))
 		}
 	}
 	tick.Stop()
 	elapsed := time.Since(t0)
 	r.window = elapsed
 	r.cpu = cpuTime(cmd.Process.Pid) - cpu0
+	r.apiCPU, r.etcCPU = cpuTime(apiPID)-api0, cpuTime(etcdPID)-etcd0
 	r.rss = rssMax
 	after, err := watchMetrics(ctx, b)
 	if err != nil {
@@ -203,7 +223,7 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 	}
 	r.watchEvents = after.events - before.events
 	r.watchBytes = after.bytes - before.bytes
-	if r.calls, err = agentCalls(auditLog, auditFrom); err != nil {
+	if r.calls, r.kubelets, err = auditCalls(auditLog, auditFrom); err != nil {
 		return r, err
 	}
 
@@ -229,7 +249,7 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 	defer cancel()
 	seen := map[string]bool{nodes[0]: true}
 	releasedSeen := map[string]time.Time{} // by released-at
-	var lastGrant time.Time
+	var lastGrant, firstRelease time.Time
 	deadline := time.After(b.o.scaleHandoffTime)
 	for len(r.handoffs) < handoffs {
 		var ev any
@@ -264,6 +284,10 @@ func (b *bench) scale(ctx context.Context, swarm, auditLog string, n int) (scale
 		}
 		granted := l.Spec.AcquireTime.Time
 		r.handoffs = append(r.handoffs, granted.Sub(released))
+		if firstRelease.IsZero() {
+			firstRelease = released
+		}
+		r.span = granted.Sub(firstRelease)
 		if at, ok := releasedSeen[l.Annotations[lock.AnnotationReleasedAt]]; ok {
 			r.releaseSeen = append(r.releaseSeen, at.Sub(released))
 		}

@@ -86,18 +86,29 @@ func printScale(rs []scaleResult, heartbeat time.Duration) {
 		row("  "+k, func(r scaleResult) string { return fmt.Sprintf("%.2f", per(float64(r.calls[k]), r)) })
 	}
 	row("  per agent", func(r scaleResult) string { return fmt.Sprintf("%.3f", per(float64(total(r)), r)/float64(r.n)) })
+	row("kubelets' node-Lease writes/s (the baseline)", func(r scaleResult) string { return fmt.Sprintf("%.1f", per(float64(r.kubelets), r)) })
+	row("  agents' requests / kubelets' writes", func(r scaleResult) string {
+		if r.kubelets == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", float64(total(r))/float64(r.kubelets))
+	})
 	row("watch events/s sent for Leases", func(r scaleResult) string { return fmt.Sprintf("%.1f", per(r.watchEvents, r)) })
 	row("  per agent", func(r scaleResult) string { return fmt.Sprintf("%.2f", per(r.watchEvents, r)/float64(r.n)) })
 	row("  KiB/s", func(r scaleResult) string { return fmt.Sprintf("%.1f", per(r.watchBytes, r)/1024) })
 	row("CPU per agent (ms per s)", func(r scaleResult) string {
 		return fmt.Sprintf("%.2f", float64(r.cpu.Microseconds())/1000/r.window.Seconds()/float64(r.n))
 	})
+	row("API server CPU (cores)", func(r scaleResult) string { return fmt.Sprintf("%.2f", r.apiCPU.Seconds()/r.window.Seconds()) })
+	row("API server memory (max RSS, MiB)", func(r scaleResult) string { return fmt.Sprintf("%.0f", float64(r.apiRSS)/(1<<20)) })
+	row("etcd CPU (cores)", func(r scaleResult) string { return fmt.Sprintf("%.2f", r.etcCPU.Seconds()/r.window.Seconds()) })
 	row("memory per agent (swarm RSS / N, MiB)", func(r scaleResult) string { return fmt.Sprintf("%.2f", float64(r.rss)/float64(r.n)/(1<<20)) })
 	row("handoff release → grant, median", func(r scaleResult) string { return pct(r.handoffs, 50) })
 	row("handoff release → grant, p99", func(r scaleResult) string { return pct(r.handoffs, 99) })
 	row("  release seen outside the swarm, median", func(r scaleResult) string { return pct(r.releaseSeen, 50) })
 	row("  release seen outside the swarm, p99", func(r scaleResult) string { return pct(r.releaseSeen, 99) })
 	row("cycle per node (grant → next grant), median", func(r scaleResult) string { return pct(r.cycles, 50) })
+	row("first release → last grant measured", func(r scaleResult) string { return round(r.span).String() })
 	row("handoffs measured (of those asked for)", func(r scaleResult) string { return fmt.Sprintf("%d of %d", len(r.handoffs), r.want) })
 }
 
