@@ -56,6 +56,12 @@ type Options struct {
 	APIServerArgs map[string]string
 	// Log receives progress and the tools' output; nil discards it.
 	Log io.Writer
+	// KubeletHeartbeats: kwok renews each Node's Lease and status as a
+	// kubelet does (a 40 s Lease renewed every 10 s), so that the load the
+	// kubelets put on a control plane is there to measure Kustodian's
+	// beside (make bench). Otherwise kwokctl's default, every heartbeat
+	// five times slower, which spares a loaded test machine.
+	KubeletHeartbeats bool
 }
 
 // AuditLog is where the API server writes its audit log when AuditPolicy is set.
@@ -165,6 +171,9 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		"--kube-authorization=true",
 		"--kube-admission=true",
 		"--wait", "2m",
+	}
+	if opts.KubeletHeartbeats {
+		args = append(args, "--heartbeat-factor", "1")
 	}
 	if opts.APIServerPort != 0 {
 		args = append(args, "--kube-apiserver-port", strconv.Itoa(opts.APIServerPort))

@@ -75,7 +75,7 @@ func runScale(ctx context.Context, o options, sizes []int) error {
 	if err := raiseInotify(2*maxN + 256); err != nil {
 		return err
 	}
-	copts := cluster.Options{Name: "kustodian-scale", Nodes: maxN, AuditPolicy: policy, Log: io.Discard}
+	copts := cluster.Options{Name: "kustodian-scale", Nodes: maxN, AuditPolicy: policy, Log: io.Discard, KubeletHeartbeats: true}
 	fmt.Printf("\nscale: starting a control plane with %d kwok nodes\n", maxN)
 	_ = cluster.Down(ctx, copts)
 	c, err := cluster.Up(ctx, copts)
