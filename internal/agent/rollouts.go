@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/kustodian/kustodian/internal/hostfiles"
@@ -222,8 +224,8 @@ func (ro *rollouter) takeRollout(ctx context.Context, c cachedRollout, nodes []r
 		// write that fails (and is made again) says nothing twice.
 		now := metav1.NewTime(ro.now())
 		if err := ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: stage, State: rollout.Refused,
-			Message: ref.why, Finished: &now, ObservedGeneration: r.Generation}, nodes, false); err != nil {
-			return false, err
+			Message: ref.why, Finished: &now, ObservedGeneration: r.Generation}, nodes, false); err != nil || ro.conflict {
+			return false, err // not written: said when it is
 		}
 		ro.log.Warn("refused a rollout", "rollout", r.Name, "revision", rev, "why", ref.why)
 		if node != nil {
@@ -305,34 +307,43 @@ func scriptCommand(dir, name string, content []byte) []string {
 }
 
 // writeEntry writes this node's entry of a rollout, then the summary
-// beside the entries when the entry changed it. The entry is a server-side
-// apply of that entry alone (rollout.EntryApply): the entries of different
-// nodes never conflict, so a whole fleet writing at once costs each node
-// one write. Only a claim of a place in a count stage (claim) is applied
-// to the resourceVersion this agent decided on: a conflict there is no
-// error, rolloutConflict says so, and the next step decides again.
+// beside the entries when the entry changed it. The entry is a JSON patch
+// of that entry alone (rollout.EntryPatch): the entries of different nodes
+// never conflict, so a whole fleet writing at once costs each node one
+// write. A claim of a place in a count stage (claim), and the first entry
+// of a rollout, are written with the whole status against the
+// resourceVersion this agent decided on: a conflict there, or a patch
+// whose entry moved meanwhile, is no error: rolloutConflict says so, and
+// the next step decides again.
 //
-// The summary is written against the resourceVersion the entry's write
+// The summary is written against the resourceVersion the entry's patch
 // returned. If it conflicts, another write came after this node's entry,
 // and that writer's summary (made from a rollout holding this entry) is
-// the one to keep: this node does not try again.
+// the one to keep: this node does not try again. A summary that cannot be
+// written is logged, not returned: the entry is what the node's decisions
+// and the others' read.
 func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts, claim bool) error {
 	ro.conflict = false
 	e = rollout.Bounded(e)
-	rv := ""
-	if claim {
-		if st := rollout.StagesOf(c.r.Spec); e.Stage < len(st) && (st[e.Stage].Nodes != nil || st[e.Stage].Percent != nil) {
-			rv = c.u.GetResourceVersion()
+	res := ro.dyn.Resource(rollout.GVR).Namespace(c.u.GetNamespace())
+	st := rollout.StagesOf(c.r.Spec)
+	countClaim := claim && e.Stage < len(st) && (st[e.Stage].Nodes != nil || st[e.Stage].Percent != nil)
+	written, first, err := ro.putEntry(ctx, res, c, e, nodes, countClaim)
+	if apierrors.IsConflict(err) && first && !countClaim {
+		// Another node wrote the first entry meanwhile: read the rollout
+		// as it is now (the cache may not have it yet) and add this one.
+		if fresh, gerr := res.Get(ctx, c.u.GetName(), metav1.GetOptions{}); gerr == nil {
+			if r, rerr := rollout.FromUnstructured(fresh); rerr == nil {
+				written, first, err = ro.putEntry(ctx, res, cachedRollout{u: fresh, r: r, seen: c.seen, before: c.before}, e, nodes, false)
+			}
 		}
 	}
-	body, err := rollout.EntryApply(c.u.GetNamespace(), c.u.GetName(), e, rv)
-	if err != nil {
-		return err
+	if err == nil && first {
+		ro.written[written.GetName()] = written // the whole status, summary and all
+		return nil
 	}
-	res := ro.dyn.Resource(rollout.GVR).Namespace(c.u.GetNamespace())
-	written, err := res.ApplyStatus(ctx, c.u.GetName(), body, metav1.ApplyOptions{FieldManager: rollout.EntryManager(ro.node), Force: true})
 	switch {
-	case apierrors.IsConflict(err):
+	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test"):
 		ro.conflict = true
 		ro.poke()
 		return nil
@@ -342,11 +353,46 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 		return fmt.Errorf("writing this node's entry of MaintenanceRollout %s: %w", c.u.GetName(), err)
 	}
 	ro.written[written.GetName()] = written
+	if err := ro.summarize(ctx, written, nodes, c.seen); err != nil {
+		ro.log.Warn("could not write the summary of a rollout; a later entry's writer makes it again", "rollout", written.GetName(), "err", err)
+	}
+	return nil
+}
+
+// putEntry writes e as writeEntry says: a JSON patch of the entry alone,
+// or (first: the status has no entries yet, or a claim of a place in a
+// count stage, whole) the whole status with the summary made again,
+// against c's resourceVersion.
+func (ro *rollouter) putEntry(ctx context.Context, res dynamic.ResourceInterface, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts, whole bool) (*unstructured.Unstructured, bool, error) {
+	patch, ok, err := rollout.EntryPatch(c.u, e)
+	if err != nil {
+		return nil, false, err
+	}
+	if ok && !whole {
+		written, err := res.Patch(ctx, c.u.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kustodian-agent"}, "status")
+		return written, false, err
+	}
+	st, err := rollout.WithEntrySeen(c.r, e, nodes, ro.now(), c.seen)
+	if err != nil {
+		return nil, true, err
+	}
+	u, err := rollout.StatusObject(c.u, st)
+	if err != nil {
+		return nil, true, err
+	}
+	written, err := res.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kustodian-agent"})
+	return written, true, err
+}
+
+// summarize writes the summary of a rollout as written (by this node's
+// entry) when it differs from what is stored, against that version; a
+// conflict leaves it to the later writer.
+func (ro *rollouter) summarize(ctx context.Context, written *unstructured.Unstructured, nodes []rollout.NodeFacts, seen rollout.Seen) error {
 	r, err := rollout.FromUnstructured(written)
 	if err != nil {
 		return err
 	}
-	st, err := rollout.Summarize(r, nodes, ro.now(), c.seen)
+	st, err := rollout.Summarize(r, nodes, ro.now(), seen)
 	if err != nil || !rollout.SummaryDiffers(r, st) {
 		return err
 	}
@@ -354,13 +400,14 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 	if err != nil {
 		return err
 	}
-	summarized, err := res.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kustodian-agent"})
+	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	summarized, err := ro.dyn.Resource(rollout.GVR).Namespace(written.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kustodian-agent"})
 	switch {
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-		ro.log.Debug("the summary of a rollout is left to a later writer", "rollout", c.u.GetName(), "err", err)
+		ro.log.Debug("the summary of a rollout is left to a later writer", "rollout", written.GetName(), "err", err)
 		return nil
 	case err != nil:
-		return fmt.Errorf("writing the summary of MaintenanceRollout %s: %w", c.u.GetName(), err)
+		return err
 	}
 	ro.written[summarized.GetName()] = summarized
 	return nil

@@ -1,8 +1,7 @@
 package rollout
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -132,40 +131,29 @@ func cut(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// EntryApply is the server-side apply body that writes e, one node's
-// entry, into the status of rollout namespace/name and nothing else: the
-// entries are a list keyed by name, so each node's apply (with a field
-// manager of its own, EntryManager) merges with the others' instead of
-// conflicting with them. With rv set, the API server applies it only to
-// that resourceVersion (a claim that must see every entry written before
-// it).
-func EntryApply(namespace, name string, e NodeStatus, rv string) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&e)
-	if err != nil {
-		return nil, err
+// EntryPatch is the JSON patch of u's status that writes e, one node's
+// entry, and nothing else: it replaces the entry of that name where u has
+// it (after a test that the entry there is still that node's), or adds it
+// at the end. Entries are never moved or removed, so the patches of
+// different nodes do not meet, and none carries the object's
+// resourceVersion: a whole fleet writing at once costs each node one
+// write. ok is false when u's status has no list of entries yet (the first
+// entry is written with the whole status).
+func EntryPatch(u *unstructured.Unstructured, e NodeStatus) (patch []byte, ok bool, err error) {
+	nodes, found, err := unstructured.NestedSlice(u.Object, "status", "nodes")
+	if err != nil || !found {
+		return nil, false, err
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"nodes": []any{m}}}}
-	u.SetAPIVersion(Group + "/" + Version)
-	u.SetKind(Kind)
-	u.SetNamespace(namespace)
-	u.SetName(name)
-	if rv != "" {
-		u.SetResourceVersion(rv)
+	ops := []map[string]any{{"op": "add", "path": "/status/nodes/-", "value": e}}
+	for i, n := range nodes {
+		if m, _ := n.(map[string]any); m != nil && m["name"] == e.Name {
+			at := fmt.Sprintf("/status/nodes/%d", i)
+			ops = []map[string]any{{"op": "test", "path": at + "/name", "value": e.Name}, {"op": "replace", "path": at, "value": e}}
+			break
+		}
 	}
-	return u, nil
-}
-
-// EntryManager is the field manager of node's entries: one per node, so
-// that a node's apply never takes (or, leaving it out, removes) another
-// node's entry. The API server allows 128 bytes; a longer node name is
-// hashed.
-func EntryManager(node string) string {
-	const prefix = "kustodian-agent/"
-	if len(prefix)+len(node) > 128 {
-		sum := sha256.Sum256([]byte(node))
-		return prefix + hex.EncodeToString(sum[:16])
-	}
-	return prefix + node
+	patch, err = json.Marshal(ops)
+	return patch, err == nil, err
 }
 
 // SummaryDiffers reports whether the summary of st (everything but the
