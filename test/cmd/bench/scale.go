@@ -93,9 +93,13 @@ func runScale(ctx context.Context, o options, sizes []int) error {
 	for _, n := range sizes {
 		r, err := b.scale(ctx, swarm, copts, n)
 		if err != nil {
+			if len(results) > 0 {
+				printScale(results, o.scaleHeartbeat) // what was measured before
+			}
 			return fmt.Errorf("N=%d: %w", n, err)
 		}
 		results = append(results, r)
+		printScale([]scaleResult{r}, o.scaleHeartbeat) // each N as it is done
 	}
 	printScale(results, o.scaleHeartbeat)
 	return nil
@@ -146,7 +150,11 @@ func (b *bench) scale(ctx context.Context, swarm string, copts cluster.Options, 
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}()
-	if err := waitCount(ctx, logPath, `"msg":"agent started"`, n, 5*time.Minute); err != nil {
+	// Starting takes each agent a LIST or two and its watches: on two
+	// cores shared with the control plane, about a quarter of a second
+	// each at N=1000.
+	long := max(5*time.Minute, time.Duration(n)*time.Second/2)
+	if err := waitCount(ctx, logPath, `"msg":"agent started"`, n, long); err != nil {
 		return r, err
 	}
 	leases := b.c.Client.CoordinationV1().Leases(ns)
@@ -166,7 +174,7 @@ func (b *bench) scale(ctx context.Context, swarm string, copts cluster.Options, 
 	// Once a second, not more: the benchmark's own LISTs must not weigh
 	// on what it measures.
 	joined := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*long, true, func(ctx context.Context) (bool, error) {
 		list, err := leases.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
