@@ -58,8 +58,9 @@ type queueView struct {
 	changed   map[string]time.Time // a change of its summary (not a renewal)
 	mine      *lock.Summary
 	mineGroup lock.GroupRef
-	jitter    float64 // decide.Params.Jitter
-	nearBand  int     // decide.RecordHeartbeat's (decide.NearBand; the simulation's own)
+	jitter    float64   // decide.Params.Jitter
+	nearBand  int       // decide.RecordHeartbeat's (decide.NearBand; the simulation's own)
+	renewAt   time.Time // when a node renewing every other heartbeat renews next
 }
 
 // drainSide is the drain: what drains (seam), the run going on, and its

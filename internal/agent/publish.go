@@ -31,7 +31,9 @@ func (a *Agent) publishStatus(ctx context.Context, state lock.State, o decide.Ob
 	r, from := decide.NextRecord(stored, decide.RecordIn{Node: a.node, State: state, Message: message, Group: a.decision.Group,
 		Priority: priority(node), Request: o.Request, Quarantined: a.drain.quarantined, Silence: a.silences.status(),
 		Decision: a.decision, Now: now})
-	if decide.WriteRecord(stored, r, now, decide.RecordHeartbeat(a.cfg.Queue.Heartbeat, a.queue.nearBand, a.decision)) {
+	cadence := decide.RecordHeartbeat(a.cfg.Queue.Heartbeat, a.queue.nearBand, a.decision)
+	written := decide.WriteRecord(stored, r, now, cadence)
+	if written {
 		// A new record has no QueueKey: until the next write stores it, the
 		// record's own resourceVersion, that of its creation, stands for it.
 		if err := a.records.put(ctx, base, r); err != nil {
@@ -40,6 +42,16 @@ func (a *Agent) publishStatus(ctx context.Context, state lock.State, o decide.Ob
 		if stored != nil && stored.OwnGateClosed() && !r.OwnGateClosed() {
 			a.queue.mine = nil // made while it was blocked, so without it
 		}
+	}
+	// A node far back renews on time, not at the heartbeat's tick after
+	// (which would stretch the gap to nearly three heartbeats).
+	a.queue.renewAt = time.Time{}
+	if cadence > a.cfg.Queue.Heartbeat {
+		last := now
+		if !written && stored != nil {
+			last = stored.Heartbeat
+		}
+		a.queue.renewAt = last.Add(cadence * 9 / 10)
 	}
 	// The record is written: what a transition sets off (Events,
 	// notifications, the history, the metrics) happens now, whatever

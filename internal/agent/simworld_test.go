@@ -291,6 +291,9 @@ func (h *host) due() bool {
 	if wake := h.agent.decision.WakeAt; !wake.IsZero() && !now.Before(wake) {
 		return true
 	}
+	if renew := h.agent.queue.renewAt; !renew.IsZero() && !now.Before(renew) {
+		return true
+	}
 	return !now.Before(h.nextBeat) || !now.Before(h.nextResync)
 }
 
@@ -306,7 +309,7 @@ func (h *host) nextTimer() time.Time {
 	if wake := h.agent.decision.WakeAt; !wake.IsZero() {
 		t = earliestOf(t, wake)
 	}
-	return t
+	return earliestOf(t, h.agent.queue.renewAt)
 }
 
 func earliestOf(ts ...time.Time) time.Time {

@@ -30,9 +30,10 @@ const NearBand = 8
 // RecordHeartbeat is how often a node renews its record in decision d:
 // every heartbeat, except while it waits far back in its queue (behind the
 // first near places (NearBand) and two per slot, or behind a summary's
-// last name), where every other heartbeat is enough. A record is stale after
-// four heartbeats whatever its place, so a far node still renews twice in
-// that time, and a queue of thousands costs about half the writes.
+// last name), where every other heartbeat is enough (the agent renews at
+// nine tenths of it, on a timer of its own). A record is stale after four
+// heartbeats whatever its place, so a far node still renews twice in that
+// time, and a queue of thousands costs about half the writes.
 func RecordHeartbeat(heartbeat time.Duration, near int, d Decision) time.Duration {
 	if d.State != lock.Waiting || d.Blocked != "" {
 		return heartbeat
