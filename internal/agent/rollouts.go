@@ -310,11 +310,12 @@ func scriptCommand(dir, name string, content []byte) []string {
 // beside the entries when the entry changed it. The entry is a JSON patch
 // of that entry alone (rollout.EntryPatch): the entries of different nodes
 // never conflict, so a whole fleet writing at once costs each node one
-// write. A claim of a place in a count stage (claim), and the first entry
-// of a rollout, are written with the whole status against the
-// resourceVersion this agent decided on: a conflict there, or a patch
-// whose entry moved meanwhile, is no error: rolloutConflict says so, and
-// the next step decides again.
+// write. A claim of a place in a count stage (claim), and an entry of a
+// rollout whose status has no list of entries (a CRD older than this
+// agent's, which does not default it to an empty list), are written with
+// the whole status against the resourceVersion this agent decided on: a
+// conflict there, or a patch whose entry moved meanwhile, is no error:
+// rolloutConflict says so, and the next step decides again.
 //
 // The summary is written against the resourceVersion the entry's patch
 // returned. If it conflicts, another write came after this node's entry,
@@ -329,15 +330,6 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 	st := rollout.StagesOf(c.r.Spec)
 	countClaim := claim && e.Stage < len(st) && (st[e.Stage].Nodes != nil || st[e.Stage].Percent != nil)
 	written, first, err := ro.putEntry(ctx, res, c, e, nodes, countClaim)
-	if apierrors.IsConflict(err) && first && !countClaim {
-		// Another node wrote the first entry meanwhile: read the rollout
-		// as it is now (the cache may not have it yet) and add this one.
-		if fresh, gerr := res.Get(ctx, c.u.GetName(), metav1.GetOptions{}); gerr == nil {
-			if r, rerr := rollout.FromUnstructured(fresh); rerr == nil {
-				written, first, err = ro.putEntry(ctx, res, cachedRollout{u: fresh, r: r, seen: c.seen, before: c.before}, e, nodes, false)
-			}
-		}
-	}
 	if err == nil && first {
 		ro.written[written.GetName()] = written // the whole status, summary and all
 		return nil

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -137,8 +136,8 @@ func cut(s string, n int) string {
 // at the end. Entries are never moved or removed, so the patches of
 // different nodes do not meet, and none carries the object's
 // resourceVersion: a whole fleet writing at once costs each node one
-// write. ok is false when u's status has no list of entries yet (the first
-// entry is written with the whole status).
+// write. ok is false when u's status has no list of entries (the CRD
+// defaults it to an empty list; one older than that does not).
 func EntryPatch(u *unstructured.Unstructured, e NodeStatus) (patch []byte, ok bool, err error) {
 	nodes, found, err := unstructured.NestedSlice(u.Object, "status", "nodes")
 	if err != nil || !found {
