@@ -31,6 +31,20 @@ func TestFleetRefusalCostsOneEventAndFewWritesPerNode(t *testing.T) {
 	nodecreds.Install(e, e.Namespace)
 	key, stranger := nodecreds.NewRolloutKey(t), nodecreds.NewRolloutKey(t)
 	rolloutAgents(t, e, nodes, key)
+	// The summary counts the nodes whose hosts run rollouts as its writer
+	// sees their labels: every agent has labelled its Node first.
+	e.Eventually("every agent to label its Node "+rollout.LabelRollouts, cluster.DefaultTimeout, func(ctx context.Context) error {
+		for _, n := range nodes {
+			node, err := e.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if node.Labels[rollout.LabelRollouts] != "enabled" {
+				return fmt.Errorf("node %s has no label %s=enabled yet", n, rollout.LabelRollouts)
+			}
+		}
+		return nil
+	})
 	script := writeScript(t, "true\n")
 	dyn := dynamicClient(t, e)
 	before := statusWrites(e)
