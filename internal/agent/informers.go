@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -105,7 +106,7 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 		starts []func(<-chan struct{})
 		regErr error
 		byName = func(name string) informers.SharedInformerOption {
-			return informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			return tweaked(func(o *metav1.ListOptions) {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 			})
 		}
@@ -130,7 +131,7 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 	}
 	h := a.handlers()
 	groups := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = lock.LabelPolicy }))
+		tweaked(func(o *metav1.ListOptions) { o.LabelSelector = lock.LabelPolicy }))
 	groupLeases := watch(groups.Coordination().V1().Leases().Informer(), h.groupLeases, groups.Start)
 	mine := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.RecordName(a.node)))
 	ownRecord := watch(mine.Coordination().V1().Leases().Informer(), h.ownRecord, mine.Start)
@@ -145,14 +146,14 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 	}
 	// The pods on this node, for the policy's pod blockers.
 	pods := informers.NewSharedInformerFactoryWithOptions(a.kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		tweaked(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.node).String()
 		}))
 	podStore := watch(pods.Core().V1().Pods().Informer(), h.other, pods.Start)
 	if installed, err := a.policiesInstalled(ctx); err != nil {
 		return err
 	} else if installed {
-		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.caches.dyn, 0, a.cfg.Namespace, nil)
+		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.caches.dyn, 0, a.cfg.Namespace, longWatch)
 		policyStore = watch(pf.ForResource(policy.GVR).Informer(), h.other, pf.Start)
 	}
 	var rolloutStore, rolloutNodeStore cache.Store
@@ -160,11 +161,11 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 		if installed, err := a.rolloutsInstalled(ctx); err != nil {
 			return err
 		} else if installed {
-			rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.caches.dyn, 0, a.cfg.Namespace, nil)
+			rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.caches.dyn, 0, a.cfg.Namespace, longWatch)
 			rolloutStore = watch(rf.ForResource(rollout.GVR).Informer(), h.other, rf.Start)
 			// Which nodes a rollout selects, and when they joined: their
 			// metadata only, and a step only when that changes.
-			mf := metadatainformer.NewSharedInformerFactory(a.caches.meta, 0)
+			mf := metadatainformer.NewFilteredSharedInformerFactory(a.caches.meta, 0, metav1.NamespaceAll, longWatch)
 			rolloutNodeStore = watch(mf.ForResource(corev1.SchemeGroupVersion.WithResource("nodes")).Informer(), h.nodeLabels, mf.Start)
 		}
 	}
@@ -225,6 +226,30 @@ func (a *Agent) waitSynced(ctx context.Context, synced []cache.InformerSynced) e
 			return errRefused
 		}
 	}
+}
+
+// A watch an informer makes ends after watchTimeout to twice that, and
+// the informer makes it again (a request). client-go's own 5 to 10 minutes
+// made the re-established watches a third of a waiting fleet's requests
+// (docs/performance.md); an agent's watches carry little and need no
+// rebalancing between API servers that often.
+const watchTimeout = 30 * time.Minute
+
+// longWatch makes a watch's timeout watchTimeout to twice that: the
+// reflector sets TimeoutSeconds on its watches only, never on its LISTs.
+func longWatch(o *metav1.ListOptions) {
+	if o.TimeoutSeconds != nil {
+		t := int64((watchTimeout + rand.N(watchTimeout)).Seconds())
+		o.TimeoutSeconds = &t
+	}
+}
+
+// tweaked is an informer factory's list options: f, then longWatch.
+func tweaked(f func(*metav1.ListOptions)) informers.SharedInformerOption {
+	return informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		f(o)
+		longWatch(o)
+	})
 }
 
 // caches are the stores the agent decides on, each filled by a watch.

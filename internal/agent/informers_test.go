@@ -1,11 +1,18 @@
 package agent
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kustodian/kustodian/internal/lock"
 )
@@ -41,5 +48,42 @@ func TestSawQueueTellsARenewalFromANewSummary(t *testing.T) {
 	a.sawQueue(nil, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
 	if _, ok := a.queue.seen["node-a"]; ok {
 		t.Errorf("a record counted as a queue")
+	}
+}
+
+// The agent's informers make their watches last 30 to 60 minutes, not
+// client-go's 5 to 10: a real informer, against an HTTP server that
+// records what each watch asks for.
+func TestInformersWatchForHalfAnHourOrMore(t *testing.T) {
+	asked := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("watch") != "true" {
+			fmt.Fprint(w, `{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","metadata":{"resourceVersion":"5"},"items":[]}`)
+			return
+		}
+		select {
+		case asked <- r.URL.Query().Get("timeoutSeconds"):
+		default:
+		}
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	kube := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})
+	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace("kustodian"),
+		tweaked(func(o *metav1.ListOptions) { o.LabelSelector = lock.LabelPolicy }))
+	f.Coordination().V1().Leases().Informer()
+	stop := make(chan struct{})
+	defer f.Shutdown()
+	defer close(stop)
+	f.Start(stop)
+	select {
+	case got := <-asked:
+		secs, err := strconv.Atoi(got)
+		if err != nil || secs < 1800 || secs > 3600 {
+			t.Fatalf("the watch asked for timeoutSeconds=%q; want 1800 to 3600", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the informer made no watch in 30 s")
 	}
 }

@@ -175,6 +175,7 @@ func auditCalls(path string, offset int64) (agents map[string]int, kubelets int,
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var ev struct {
+			Stage     string `json:"stage"`
 			Verb      string `json:"verb"`
 			UserAgent string `json:"userAgent"`
 			ObjectRef *struct {
@@ -184,7 +185,9 @@ func auditCalls(path string, offset int64) (agents map[string]int, kubelets int,
 			} `json:"objectRef"`
 			RequestURI string `json:"requestURI"`
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage == "ResponseStarted" {
+			// A watch is logged when its response starts and again when
+			// it ends: it is one request.
 			continue
 		}
 		if ev.ObjectRef != nil && ev.ObjectRef.Namespace == "kube-node-lease" && ev.ObjectRef.Resource == "leases" &&
