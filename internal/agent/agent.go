@@ -106,7 +106,7 @@ func New(o Options) *Agent {
 		signals:       signals{wake: make(chan struct{}, 1), watchBroken: make(chan struct{}, 1)},
 		notifications: o.Notifications,
 	}
-	a.queue.seen, a.queue.changed, a.queue.jitter = map[string]time.Time{}, map[string]time.Time{}, jitterOf(o.NodeName)
+	a.queue.seen, a.queue.changed, a.queue.last, a.queue.jitter = map[string]time.Time{}, map[string]time.Time{}, map[string]seenQueue{}, jitterOf(o.NodeName)
 	a.queue.nearBand = decide.NearBand
 	a.reported.tokenExpires, a.reported.hostWarning = o.TokenExpires, o.HostWarning
 	if o.ConnWatch != nil {
@@ -306,6 +306,9 @@ func (a *Agent) step(ctx context.Context) (done bool, err error) {
 // It says the state it left the node in, with its Node as last seen. done
 // is true when the node is Idle and the agent should exit.
 func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, node *corev1.Node, err error) {
+	if err := a.lookFarBack(ctx); err != nil {
+		return false, "", nil, err
+	}
 	d, s, err := a.decide(ctx)
 	if err != nil {
 		return false, "", nil, err
@@ -314,6 +317,7 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, nod
 	if err != nil {
 		return false, "", nil, err
 	}
+	a.sleepOrWatch(ctx, a.decision)
 	// With rollouts, the agent stays to see them come; it goes on with a
 	// reboot it asked for.
 	done = d.State == lock.Idle && !asked && !a.cfg.Stay && !a.cfg.Rollouts.Enabled

@@ -130,9 +130,9 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 		return inf.GetStore()
 	}
 	h := a.handlers()
-	groups := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace),
-		tweaked(func(o *metav1.ListOptions) { o.LabelSelector = lock.LabelPolicy }))
-	groupLeases := watch(groups.Coordination().V1().Leases().Informer(), h.groupLeases, groups.Start)
+	// The group Leases' informer starts and stops on its own (farback.go).
+	groups, groupInf := a.groupInformer()
+	groupLeases := watch(groupInf, h.groupLeases, func(<-chan struct{}) {})
 	mine := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.RecordName(a.node)))
 	ownRecord := watch(mine.Coordination().V1().Leases().Informer(), h.ownRecord, mine.Start)
 	control := informers.NewSharedInformerFactoryWithOptions(a.kube, 0, informers.WithNamespace(a.cfg.Namespace), byName(lock.ControlConfigMap))
@@ -176,6 +176,11 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 	for _, start := range starts {
 		start(ictx.Done())
 	}
+	// Stopped with the others (ictx), or alone by a sleep far back.
+	groupWatch := &informerGroups{a: a, parent: ictx}
+	var gctx context.Context
+	gctx, groupWatch.cancel = context.WithCancel(ictx)
+	groups.Start(gctx.Done())
 	a.setStatus("starting: reading the cluster")
 	if back {
 		if err := a.waitSynced(ictx, synced); err != nil {
@@ -198,6 +203,7 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 	a.caches.stop = stop
 	a.useCaches(caches{groupLeases: groupLeases, ownRecord: ownRecord, control: controlStore, node: nodeStore,
 		kured: kuredStore, pods: podStore, policies: policyStore, rollouts: rolloutStore, rolloutNodes: rolloutNodeStore})
+	a.queue.far.watcher = groupWatch
 	return nil
 }
 
@@ -271,7 +277,9 @@ func (a *Agent) useCaches(c caches) {
 	a.caches.kured, a.caches.pods, a.caches.policies = c.kured, c.pods, c.policies
 	a.rollouts.store, a.rollouts.nodeStore = c.rollouts, c.rolloutNodes
 	a.caches.groupLeases = c.groupLeases
-	a.locks.view = newLeaseView(a.cfg.Namespace, c.groupLeases, c.ownRecord)
+	a.queue.far.store = &groupStore{cur: c.groupLeases}
+	a.queue.far.asleep, a.queue.far.listAt, a.queue.far.lastRV = false, time.Time{}, nil
+	a.locks.view = newLeaseView(a.cfg.Namespace, a.queue.far.store, c.ownRecord)
 	a.records.view = a.locks.view
 	a.queue.watching = a.now()
 	a.caches.control = c.control
@@ -301,7 +309,7 @@ func (a *Agent) handlers() watchHandlers {
 				a.sawQueue(oldObj, obj)
 				a.poke()
 			},
-			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.poke() },
+			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.sawQueueDeleted(obj); a.poke() },
 		},
 		// Its own record's echo after a heartbeat changes no decision.
 		ownRecord: cache.ResourceEventHandlerFuncs{
@@ -396,19 +404,38 @@ func heartbeatOnly(o, n *coordv1.Lease) bool {
 
 // sawQueue notes when a queue Lease changed, and when its summary did (a
 // renewal or a claim leaves it as it was): a summary that does not change
-// for long tells the nodes behind its head that the head is gone.
-func (a *Agent) sawQueue(oldObj, obj any) {
+// for long tells the nodes behind its head that the head is gone. A
+// version already seen (an informer's relist, a watch started again after
+// a sleep far back) is no change.
+func (a *Agent) sawQueue(_, obj any) {
 	l, ok := obj.(*coordv1.Lease)
 	if !ok || !lock.IsQueueName(l.Name) {
 		return
 	}
-	old, _ := oldObj.(*coordv1.Lease)
 	now := a.now()
 	a.queue.mu.Lock()
 	defer a.queue.mu.Unlock()
+	last, known := a.queue.last[l.Name]
+	summary := l.Annotations[lock.AnnotationQueue]
+	if known && last.rv == l.ResourceVersion && l.ResourceVersion != "" {
+		return
+	}
 	a.queue.seen[l.Name] = now
-	if old == nil || old.Annotations[lock.AnnotationQueue] != l.Annotations[lock.AnnotationQueue] {
+	if !known || last.summary != summary {
 		a.queue.changed[l.Name] = now
+	}
+	a.queue.last[l.Name] = seenQueue{rv: l.ResourceVersion, summary: summary}
+}
+
+// sawQueueDeleted forgets a queue Lease that is gone.
+func (a *Agent) sawQueueDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if l, ok := obj.(*coordv1.Lease); ok {
+		a.queue.mu.Lock()
+		delete(a.queue.last, l.Name)
+		a.queue.mu.Unlock()
 	}
 }
 

@@ -23,9 +23,11 @@ import (
 func TestSawQueueTellsARenewalFromANewSummary(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	a := &Agent{now: func() time.Time { return now }}
-	a.queue.seen, a.queue.changed = map[string]time.Time{}, map[string]time.Time{}
+	a.queue.seen, a.queue.changed, a.queue.last = map[string]time.Time{}, map[string]time.Time{}, map[string]seenQueue{}
+	rv := 10
 	q := func(summary, by string) *coordv1.Lease {
-		return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "queue-default",
+		rv++
+		return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "queue-default", ResourceVersion: fmt.Sprint(rv),
 			Annotations: map[string]string{lock.AnnotationQueue: summary, lock.AnnotationQueueBy: by}}}
 	}
 	first := q(`{"nodes":["a","b"],"total":2,"listRV":"10"}`, "x")
@@ -41,9 +43,18 @@ func TestSawQueueTellsARenewalFromANewSummary(t *testing.T) {
 		t.Errorf("a renewal: seen %s, changed %s; want seen %s, changed %s", a.queue.seen["queue-default"], a.queue.changed["queue-default"], now, made)
 	}
 	now = now.Add(time.Second)
-	a.sawQueue(renewed, q(`{"nodes":["b"],"total":1,"listRV":"20"}`, "b"))
+	next := q(`{"nodes":["b"],"total":1,"listRV":"20"}`, "b")
+	a.sawQueue(renewed, next)
 	if !a.queue.changed["queue-default"].Equal(now) {
 		t.Errorf("a new summary: changed %s; want %s", a.queue.changed["queue-default"], now)
+	}
+	// The same version again (an informer's relist, a watch started
+	// again after a sleep far back, as an Add) is nothing new.
+	saw := now
+	now = now.Add(time.Minute)
+	a.sawQueue(nil, next.DeepCopy())
+	if !a.queue.seen["queue-default"].Equal(saw) || !a.queue.changed["queue-default"].Equal(saw) {
+		t.Errorf("the same version again: seen %s, changed %s; want both %s", a.queue.seen["queue-default"], a.queue.changed["queue-default"], saw)
 	}
 	a.sawQueue(nil, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
 	if _, ok := a.queue.seen["node-a"]; ok {

@@ -17,7 +17,7 @@ import (
 // Lease's deletion at or after that version (someone else deleted it: an
 // admin, or the garbage collector with the Node that owned it).
 type leaseView struct {
-	stores    []cache.Store
+	stores    []leaseSource
 	namespace string
 
 	mu   sync.Mutex
@@ -33,7 +33,13 @@ type ownWrite struct {
 	rv      string // the version written, or the last version before the deletion
 }
 
-func newLeaseView(namespace string, stores ...cache.Store) *leaseView {
+// leaseSource is a store the view reads.
+type leaseSource interface {
+	GetByKey(key string) (any, bool, error)
+	List() []any
+}
+
+func newLeaseView(namespace string, stores ...leaseSource) *leaseView {
 	return &leaseView{stores: stores, namespace: namespace, mine: map[string]ownWrite{}, gone: map[string]string{}}
 }
 

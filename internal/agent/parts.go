@@ -56,12 +56,17 @@ type queueView struct {
 	mu        sync.Mutex           // guards seen and changed: informer handlers write them
 	seen      map[string]time.Time // any change of a queue Lease
 	changed   map[string]time.Time // a change of its summary (not a renewal)
+	last      map[string]seenQueue // the version and summary last seen
 	mine      *lock.Summary
 	mineGroup lock.GroupRef
 	jitter    float64   // decide.Params.Jitter
 	nearBand  int       // decide.RecordHeartbeat's (decide.NearBand; the simulation's own)
 	renewAt   time.Time // when a node renewing every other heartbeat renews next
+	far       farSide   // asleep far back in a fast queue (farback.go)
 }
+
+// seenQueue is a queue Lease as last seen.
+type seenQueue struct{ rv, summary string }
 
 // drainSide is the drain: what drains (seam), the run going on, and its
 // escalation; mu guards run and the escalation, which the drain's

@@ -36,10 +36,11 @@ func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struc
 
 // untilWake is how long until the last decision wants to be made again (a
 // window edge, the end of spacing, the next poll of the gates, a managed
-// job's retry, a rollout's soak, the record's renewal far back in a queue).
+// job's retry, a rollout's soak, the record's renewal far back in a queue,
+// the next look of a node asleep far back).
 func (a *Agent) untilWake() time.Duration {
 	wake := a.decision.WakeAt
-	for _, w := range []time.Time{a.jobs.wakeAt, a.rollouts.wakeAt, a.queue.renewAt} {
+	for _, w := range []time.Time{a.jobs.wakeAt, a.rollouts.wakeAt, a.queue.renewAt, a.queue.far.listAt} {
 		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
 			wake = w
 		}

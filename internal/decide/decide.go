@@ -259,6 +259,9 @@ type Decision struct {
 	// BehindCut: the node's place is not known (Position 0) because it is
 	// behind the first names of a queue too long for its summary.
 	BehindCut bool
+	// Ahead is how many nodes are known to wait ahead of it: Position-1,
+	// or, behind a cut summary, the nodes it names.
+	Ahead int
 	Try       []string
 	// ReportBlocked: health.blockedAfter passed, and it was not said yet
 	// (Effects say it).

@@ -37,6 +37,7 @@ type queueStep struct {
 	message   string // "waiting: position 3 of 7, lock held by b"
 	position  int
 	total     int
+	ahead     int
 	behindCut bool
 	// atHead: the node's turn has come (a lock is free for its place);
 	// heads: it heads the queue (a lock free for it, or none free).
@@ -68,6 +69,10 @@ func queueAt(s Snapshot, d *Decision) queueStep {
 	st.message = q.message(holders)
 	st.position, st.total = q.position()
 	st.behindCut = q.at < 0 && q.mine < 0 && q.state != nil && q.state.Summary.Cut()
+	st.ahead = max(st.position-1, 0)
+	if st.behindCut {
+		st.ahead = len(q.named)
+	}
 	st.atHead = q.at >= 0 && q.at < len(st.free)
 	st.heads = q.at >= 0 && q.at < max(len(st.free), 1)
 	st.upkeep = queueUpkeep(s, d, q, st.free, st.atHead)

@@ -35,10 +35,7 @@ const NearBand = 8
 // heartbeats whatever its place, so a far node still renews twice in that
 // time, and a queue of thousands costs about half the writes.
 func RecordHeartbeat(heartbeat time.Duration, near int, d Decision) time.Duration {
-	if d.State != lock.Waiting || d.Blocked != "" {
-		return heartbeat
-	}
-	if d.BehindCut || d.Position > near+2*max(len(d.Locks), 1) {
+	if FarBack(near, d) {
 		return 2 * heartbeat
 	}
 	return heartbeat

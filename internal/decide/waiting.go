@@ -29,7 +29,7 @@ func waiting(s Snapshot, d *Decision) {
 		d.Need.Holders = q.need
 		return
 	}
-	d.Position, d.Total, d.BehindCut = q.position, q.total, q.behindCut
+	d.Position, d.Total, d.BehindCut, d.Ahead = q.position, q.total, q.behindCut, q.ahead
 	upkeep := func() bool {
 		if !q.upkeep.wait {
 			d.WakeAt = earliest(d.WakeAt, q.upkeep.wake)
