@@ -262,7 +262,7 @@ type Decision struct {
 	// Ahead is how many nodes are known to wait ahead of it: Position-1,
 	// or, behind a cut summary, the nodes it names.
 	Ahead int
-	Try       []string
+	Try   []string
 	// ReportBlocked: health.blockedAfter passed, and it was not said yet
 	// (Effects say it).
 	ReportBlocked bool
