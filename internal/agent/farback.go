@@ -63,10 +63,15 @@ type farSide struct {
 	// awakeUntil: a look found a lock free behind an unchanged queue
 	// Lease; the agent watches at least until the takeover is due.
 	awakeUntil time.Time
-	// lastRV are the queue Leases' versions at the last look.
+	// lastRV are the queue Leases' versions at the last look; looked:
+	// the store is as fresh as that look (asleep, it is fresh only then).
 	lastRV map[string]string
-	// pace is how many places per second the queue moved between the
-	// summaries seen at sample.at and the one after it.
+	looked bool
+	// soon: the last look found a lock free; the next comes a heartbeat
+	// after it, to see whether the queue moved meanwhile.
+	soon bool
+	// pace is how many places per second the queue moves, as measured
+	// between the summaries seen at sample.at and the one after it.
 	pace   float64
 	sample struct {
 		at    time.Time
@@ -172,8 +177,10 @@ func (a *Agent) lookFarBack(ctx context.Context) error {
 	if err := f.store.get().Replace(items, list.ResourceVersion); err != nil {
 		return err
 	}
-	f.lastRV = rvs
-	if unchanged && held < max(len(a.decision.Locks), 1) {
+	f.lastRV, f.looked = rvs, true
+	f.soon = held < max(len(a.decision.Locks), 1)
+	f.listAt = a.now() // due: sleepOrWatch sets the next
+	if unchanged && f.soon {
 		// A lock is free and the queue has not moved since the last
 		// look: watch, and pass its head if it is gone.
 		f.awakeUntil = a.now().Add(a.cfg.Queue.StaleAfter() + 2*a.cfg.Queue.Heartbeat)
@@ -216,16 +223,28 @@ func (a *Agent) sleepOrWatch(ctx context.Context, d decide.Decision) {
 		a.log.Debug("watching its queue's Leases again", "ahead", d.Ahead)
 		a.poke()
 	}
-	f.listAt = time.Time{}
-	if f.asleep {
+	switch {
+	case !f.asleep:
+		f.listAt = time.Time{}
+	case f.listAt.IsZero() || !now.Before(f.listAt):
+		// Fallen asleep, or just looked: the next look. (Steps between
+		// two looks, a heartbeat's, see nothing new.)
+		if f.soon {
+			after = a.cfg.Queue.Heartbeat
+		}
 		f.listAt = now.Add(after)
 	}
 }
 
 // measurePace samples, at most once a heartbeat, how far the group's
-// queue moved since the last sample.
+// queue moved since the last sample: while watching, or asleep just after
+// a look (otherwise the store is as old as that look).
 func (a *Agent) measurePace(d decide.Decision, now time.Time) {
 	f := &a.queue.far
+	if f.asleep && !f.looked {
+		return
+	}
+	f.looked = false
 	l := a.locks.view.Get(d.Group.QueueName())
 	if l == nil || d.State != lock.Waiting {
 		f.pace, f.sample.at, f.sample.nodes = 0, time.Time{}, nil
@@ -243,6 +262,12 @@ func (a *Agent) measurePace(d decide.Decision, now time.Time) {
 	if dt < a.cfg.Queue.Heartbeat {
 		return
 	}
-	f.pace = float64(decide.Moved(f.sample.nodes, s.Nodes)) / dt.Seconds()
+	// A rise counts at once, a fall by halves: a pace too low would let
+	// a node sleep through its turn, one too high only wakes it early.
+	if moved := decide.Moved(f.sample.nodes, s.Nodes); moved >= 0 {
+		f.pace = max(float64(moved)/dt.Seconds(), f.pace/2)
+	} else {
+		f.pace = 0 // not a measure: watch until the next
+	}
 	f.sample.at, f.sample.nodes = now, s.Nodes
 }

@@ -189,6 +189,9 @@ func (w *world) group(h *host) string {
 type faults struct {
 	downUntil time.Time
 	calm      bool
+	// work, when set, is how long every script works (the tests'
+	// zero-length maintenances: a queue as fast as the protocol goes).
+	work *time.Duration
 }
 
 // act takes one action. calm: no more faults and no new requests; scripts
@@ -314,6 +317,9 @@ func (w *world) script(h *host) {
 	if h.scriptDone.IsZero() {
 		h.failing = !w.faults.calm && w.rng.IntN(20) == 0
 		work := time.Duration(w.rng.IntN(60)) * time.Second
+		if w.faults.work != nil {
+			work = *w.faults.work
+		}
 		if h.failing {
 			work = time.Duration(5+w.rng.IntN(10)) * time.Minute
 		}

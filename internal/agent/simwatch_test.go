@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -23,7 +25,30 @@ type simWatch struct {
 	handler cache.ResourceEventHandler
 	cursor  int64
 	trace   func(format string, args ...any)
+	// stopped: the agent stopped this watch (asleep far back); it
+	// delivers nothing until started again.
+	stopped bool
+	// delivered counts the changes it delivered.
+	delivered int
 }
+
+// simGroups is the agent's seam to its group Leases' watch: stopping it
+// stops the delivery; starting it relists, as a new informer lists.
+type simGroups struct {
+	sw  *simWatch
+	api *simapi.Server
+}
+
+func (g simGroups) watch(context.Context) (cache.Store, error) {
+	if g.api.Down {
+		return nil, errors.New("simulated: the API server is away")
+	}
+	g.sw.stopped = false
+	g.sw.relist(g.api)
+	return g.sw.store, nil
+}
+
+func (g simGroups) stop() { g.sw.stopped = true }
 
 // relevant: the change is one this watch delivers (its selector matches
 // the object, or matched it before: then the informer sees it go).
@@ -45,6 +70,9 @@ func (sw *simWatch) relevant(c simapi.Change) bool {
 // relist replaces the store with what the server holds now, as an
 // informer does at its start and after a 410 Gone.
 func (sw *simWatch) relist(api *simapi.Server) {
+	if sw.stopped {
+		return
+	}
 	items, rv := api.List(sw.res, sw.ns, nil, sw.match)
 	old := map[string]any{}
 	for _, o := range sw.store.List() {
@@ -79,6 +107,9 @@ func (sw *simWatch) relist(api *simapi.Server) {
 // pending counts the changes not yet delivered; -1 when the log no longer
 // reaches back (the watch must relist).
 func (sw *simWatch) pending(api *simapi.Server) int {
+	if sw.stopped {
+		return 0
+	}
 	changes, ok := api.ChangesSince(sw.cursor)
 	if !ok {
 		return -1
@@ -95,6 +126,9 @@ func (sw *simWatch) pending(api *simapi.Server) int {
 // deliver delivers up to n of the pending changes, in order (all when n
 // < 0); a watch that fell behind the log relists.
 func (sw *simWatch) deliver(api *simapi.Server, n int) {
+	if sw.stopped {
+		return
+	}
 	changes, ok := api.ChangesSince(sw.cursor)
 	if !ok {
 		sw.relist(api)
@@ -109,6 +143,7 @@ func (sw *simWatch) deliver(api *simapi.Server, n int) {
 			continue
 		}
 		n--
+		sw.delivered++
 		if simVerbose && sw.trace != nil {
 			sw.trace("watch %s delivers %s %s@%d", sw.name, c.Type, c.Key.Name, c.RV)
 		}

@@ -74,6 +74,8 @@ type host struct {
 	name string
 	zone string
 	dir  string
+	// leaseLists counts its agents' LISTs of Leases (the tests' measure).
+	leaseLists int
 	// stay: the agent runs with --stay; otherwise it exits when Idle and
 	// the path unit starts it again when a request appears.
 	stay bool
@@ -197,6 +199,9 @@ func (h *host) start() {
 			}
 		}
 		h.calls++
+		if verb == "list" && k.Resource == simapi.Leases {
+			h.leaseLists++
+		}
 		if simVerbose && verb != "get" && verb != "list" {
 			w.tracef("%s: API %s %s %s", h.name, verb, k.Resource.Resource, k.Name)
 		}
@@ -247,6 +252,7 @@ func (h *host) start() {
 	}
 	a.useCaches(caches{groupLeases: h.watches[0].store, ownRecord: h.watches[1].store, control: h.watches[2].store,
 		node: h.watches[3].store, pods: h.watches[4].store, policies: h.watches[5].store})
+	a.queue.far.watcher = simGroups{sw: h.watches[0], api: w.api}
 	h.agent = a
 	h.nextBeat = w.now.Add(w.cfg.Queue.Heartbeat)
 	h.nextResync = w.now.Add(w.cfg.Resync)
@@ -294,6 +300,9 @@ func (h *host) due() bool {
 	if renew := h.agent.queue.renewAt; !renew.IsZero() && !now.Before(renew) {
 		return true
 	}
+	if look := h.agent.queue.far.listAt; !look.IsZero() && !now.Before(look) {
+		return true
+	}
 	return !now.Before(h.nextBeat) || !now.Before(h.nextResync)
 }
 
@@ -309,7 +318,7 @@ func (h *host) nextTimer() time.Time {
 	if wake := h.agent.decision.WakeAt; !wake.IsZero() {
 		t = earliestOf(t, wake)
 	}
-	return earliestOf(t, h.agent.queue.renewAt)
+	return earliestOf(t, h.agent.queue.renewAt, h.agent.queue.far.listAt)
 }
 
 func earliestOf(ts ...time.Time) time.Time {

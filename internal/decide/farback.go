@@ -19,18 +19,19 @@ func FarBack(near int, d Decision) bool {
 }
 
 // Moved is how many places a queue moved from one summary to a later one:
-// where the later one's first node stood in the earlier one (all of the
-// earlier one's nodes when it does not name it).
+// where the later one's first node stood in the earlier one; -1 when the
+// earlier one does not name it (it was short then, or the queue moved
+// past all it named: not a measure).
 func Moved(before, after []string) int {
 	if len(after) == 0 {
-		return len(before)
+		return -1
 	}
 	for i, n := range before {
 		if n == after[0] {
 			return i
 		}
 	}
-	return len(before)
+	return -1
 }
 
 // Sleep limits: a node asleep far back LISTs its group's Leases at least

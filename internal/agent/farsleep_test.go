@@ -1,0 +1,201 @@
+package agent
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kustodian/kustodian/internal/decide"
+	"github.com/kustodian/kustodian/internal/lock"
+)
+
+// A node far back in a fast queue sleeps: it does not watch the lock and
+// queue Leases while the handoffs ahead of it go by, and reads them with
+// a few LISTs instead, so what it receives before its turn does not grow
+// with its place; and the queue still serves every node in its order. Run
+// in the simulated world with every agent's own code: a holder, n nodes
+// queued behind it, then two-second maintenances (a handoff every two
+// seconds or so: a fleet that is patched already).
+func TestFarWaitersSleepThroughAFastQueue(t *testing.T) {
+	const n = 60
+	names := []string{"holder"}
+	for i := range n {
+		names = append(names, fmt.Sprintf("waiter-%d", i))
+	}
+	w := scenario(t, names...)
+	w.faults.calm = true
+	work := 2 * time.Second
+	w.faults.work = &work
+	holder, waiters := w.hosts[0], w.hosts[1:]
+	lockName := lock.DefaultGroup.LockName(0)
+	w.request(holder)
+	runUntil(t, w, 50*(n+2), "the holder holds the lock and works", func() bool {
+		return w.lockHolder(t, lockName) == "holder" && holder.inProgress()
+	})
+	holder.scriptDone = w.now.Add(time.Hour)
+	for _, h := range waiters {
+		w.request(h)
+	}
+	runUntil(t, w, 200*n, "every node waiting", func() bool {
+		for _, h := range waiters {
+			if r := w.recordOrNil(t, h.name); r == nil || r.State != lock.Waiting || r.QueueKey == "" {
+				return false
+			}
+		}
+		return true
+	})
+	// The test's own order: first come (the record made first), first
+	// served; one priority, one group.
+	order := make([]string, 0, n)
+	key := map[string]int{}
+	byName := map[string]*host{}
+	for _, h := range waiters {
+		k, err := strconv.Atoi(w.recordOrNil(t, h.name).QueueKey)
+		if err != nil {
+			t.Fatalf("%s: queue key: %v", h.name, err)
+		}
+		key[h.name] = k
+		order = append(order, h.name)
+		byName[h.name] = h
+	}
+	sort.Slice(order, func(i, j int) bool { return key[order[i]] < key[order[j]] })
+	// From the release on: what each node's watch of the group Leases
+	// delivers, and how many LISTs it makes, until its turn.
+	events, lists := map[string]int{}, map[string]int{}
+	for _, h := range waiters {
+		events[h.name], lists[h.name] = -h.watches[0].delivered, -h.leaseLists
+	}
+	holder.scriptDone = w.now
+	start := w.now
+	var granted []string
+	var grantAt []time.Time
+	runUntil(t, w, 300*n, "every node served", func() bool {
+		if hl := w.lockHolder(t, lockName); hl != "" && hl != "holder" && (len(granted) == 0 || granted[len(granted)-1] != hl) {
+			granted = append(granted, hl)
+			grantAt = append(grantAt, w.now)
+			h := byName[hl]
+			events[hl] += h.watches[0].delivered
+			lists[hl] += h.leaseLists
+		}
+		return len(granted) == n
+	})
+	took := w.now.Sub(start)
+	// No node sleeps through its turn: with two-second maintenances, the
+	// next grant comes within a heartbeat of the last (a sleeper at the
+	// head would hold it up until its next look).
+	prev := start
+	for i, at := range grantAt {
+		if gap := at.Sub(prev); gap > w.cfg.Queue.Heartbeat {
+			t.Errorf("%s, place %d, took the lock %s after the grant before it; want at most a heartbeat (%s)", granted[i], i+1, gap, w.cfg.Queue.Heartbeat)
+		}
+		prev = at
+	}
+	for i := range order {
+		if granted[i] != order[i] {
+			t.Fatalf("grants out of order at place %d: got %v, want %v", i+1, granted, order)
+		}
+	}
+	near := decide.NearBand + 2
+	most, mostAt := 0, 0
+	for i, name := range order {
+		if events[name] > most {
+			most, mostAt = events[name], i+1
+		}
+	}
+	t.Logf("%d handoffs in %s (simulated); group-Lease events before its turn: place 1 %d, place %d %d, place %d %d, place %d %d (most: %d, place %d); LISTs of Leases: place %d %d, place %d %d",
+		n, took.Round(time.Second), events[order[0]], near, events[order[near-1]], n/2, events[order[n/2-1]], n, events[order[n-1]],
+		most, mostAt, n/2, lists[order[n/2-1]], n, lists[order[n-1]])
+	// A node watching all along receives every handoff's few events; one
+	// asleep far back, only those from the nodes near it on.
+	limit := 4 * (near + 2*decide.SleepMargin*2)
+	for i, name := range order {
+		if events[name] > limit {
+			t.Errorf("%s, place %d: %d group-Lease events before its turn; want at most %d whatever its place", name, i+1, events[name], limit)
+		}
+		if lists[name] > 12 {
+			t.Errorf("%s, place %d: %d LISTs of Leases before its turn; want a few", name, i+1, lists[name])
+		}
+	}
+}
+
+// Nodes asleep far back still pass the nodes ahead of them when those are
+// all gone: a look that finds a lock free looks again a heartbeat later,
+// and a queue that has not moved meanwhile wakes it to watch and, four
+// heartbeats on, to pass the head. The steps: a fast queue until nodes far
+// back sleep, a holder that works a while, every node awake and waiting
+// stopped (SIGTERM), then the holder done: its release names the stopped
+// nodes first (their records were fresh at its LIST).
+func TestSleepersPassTheGoneNodesAhead(t *testing.T) {
+	const n = 40
+	names := []string{"holder"}
+	for i := range n {
+		names = append(names, fmt.Sprintf("waiter-%d", i))
+	}
+	w := scenario(t, names...)
+	w.faults.calm = true
+	work := 2 * time.Second
+	w.faults.work = &work
+	lockName := lock.DefaultGroup.LockName(0)
+	for _, h := range w.hosts {
+		w.request(h)
+	}
+	asleep := func() (sleepers []*host) {
+		for _, h := range w.hosts {
+			if h.agent != nil && h.agent.queue.far.asleep {
+				sleepers = append(sleepers, h)
+			}
+		}
+		return sleepers
+	}
+	runUntil(t, w, 500*n, "ten nodes asleep far back", func() bool { return len(asleep()) >= 10 })
+	var holder *host
+	runUntil(t, w, 500*n, "a node in maintenance", func() bool {
+		for _, h := range w.hosts {
+			if h.inProgress() && w.lockHolder(t, lockName) == h.name {
+				holder = h
+				return true
+			}
+		}
+		return false
+	})
+	holder.scriptDone = w.now.Add(time.Hour)
+	sleeping := map[string]bool{}
+	for _, h := range asleep() {
+		sleeping[h.name] = true
+	}
+	stopped := 0
+	for _, h := range w.hosts {
+		if h != holder && h.requested() && !sleeping[h.name] {
+			h.stop("stopped (SIGTERM) while waiting near the head")
+			stopped++
+		}
+	}
+	if len(sleeping) == 0 || stopped == 0 {
+		t.Fatalf("%d asleep, %d stopped: the steps need both", len(sleeping), stopped)
+	}
+	holder.scriptDone = w.now
+	var freed time.Time
+	runUntil(t, w, 500*n, "the holder releases", func() bool {
+		if w.lockHolder(t, lockName) == "" {
+			freed = w.now
+			return true
+		}
+		return false
+	})
+	var next string
+	runUntil(t, w, 1000*n, "a live node takes the lock", func() bool {
+		next = w.lockHolder(t, lockName)
+		return next != ""
+	})
+	took := w.now.Sub(freed)
+	t.Logf("%d nodes stopped near the head, %d asleep behind them: %s took the lock %s after the release", stopped, len(sleeping), next, took.Round(time.Millisecond))
+	if !sleeping[next] {
+		t.Errorf("%s took the lock; want one of the nodes that were asleep", next)
+	}
+	hb := w.cfg.Queue.Heartbeat
+	if bound := decide.SleepMax*hb + hb + w.cfg.Queue.StaleAfter() + hb; took > bound {
+		t.Errorf("the lock was free for %s; want at most %s (the longest sleep, a heartbeat's second look, four heartbeats, one for the takeover)", took.Round(time.Second), bound)
+	}
+}
