@@ -99,8 +99,11 @@ func TestSimulation(t *testing.T) {
 	if len(seeds) == 1 && res.last != nil {
 		t.Logf("trace of seed %d:\n%s", seeds[0], strings.Join(res.last.trace, "\n"))
 	}
-	t.Logf("%d seeds, %d at a time, %d actions, %d agent steps (interleavings explored), in %s",
-		len(seeds), res.workers, res.actions, res.steps, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d seeds, %d at a time, %d actions, %d agent steps (interleavings explored), %d sleeps far back, in %s",
+		len(seeds), res.workers, res.actions, res.steps, res.sleeps, time.Since(start).Round(time.Millisecond))
+	if len(seeds) >= 100 && res.sleeps == 0 {
+		t.Errorf("no agent slept far back in %d seeds: the simulation does not explore it", len(seeds))
+	}
 }
 
 // simulate runs one seed and returns the first property it found broken.

@@ -18,6 +18,7 @@ type seedRun struct {
 type seedResults struct {
 	workers        int
 	steps, actions int
+	sleeps         int // agents that stopped watching far back
 	last           *world   // the world of the last seed run (for SIM_SEED's trace)
 	failed         *seedRun // the failure of the earliest seed in the list that failed
 }
@@ -58,6 +59,7 @@ func runSeeds(seeds []uint64, workers int, simulate func(uint64) (*world, error)
 				mu.Lock()
 				res.steps += w.steps
 				res.actions += w.actions
+				res.sleeps += w.sleeps
 				res.last = w
 				if err != nil && i < failedAt {
 					failedAt = i

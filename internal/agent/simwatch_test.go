@@ -35,8 +35,9 @@ type simWatch struct {
 // simGroups is the agent's seam to its group Leases' watch: stopping it
 // stops the delivery; starting it relists, as a new informer lists.
 type simGroups struct {
-	sw  *simWatch
-	api *simapi.Server
+	sw     *simWatch
+	api    *simapi.Server
+	sleeps *int // the world's count of stops
 }
 
 func (g simGroups) watch(context.Context) (cache.Store, error) {
@@ -48,7 +49,12 @@ func (g simGroups) watch(context.Context) (cache.Store, error) {
 	return g.sw.store, nil
 }
 
-func (g simGroups) stop() { g.sw.stopped = true }
+func (g simGroups) stop() {
+	if !g.sw.stopped {
+		*g.sleeps++
+	}
+	g.sw.stopped = true
+}
 
 // relevant: the change is one this watch delivers (its selector matches
 // the object, or matched it before: then the informer sees it go).

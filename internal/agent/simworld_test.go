@@ -66,6 +66,8 @@ type world struct {
 	nodeBound bool
 	// nearBand: the agents' (decide.NearBand in production).
 	nearBand int
+	// sleeps counts the agents that stopped watching far back.
+	sleeps int
 }
 
 // host is one node: its files, its Node, and its agent while it runs.
@@ -252,7 +254,7 @@ func (h *host) start() {
 	}
 	a.useCaches(caches{groupLeases: h.watches[0].store, ownRecord: h.watches[1].store, control: h.watches[2].store,
 		node: h.watches[3].store, pods: h.watches[4].store, policies: h.watches[5].store})
-	a.queue.far.watcher = simGroups{sw: h.watches[0], api: w.api}
+	a.queue.far.watcher = simGroups{sw: h.watches[0], api: w.api, sleeps: &w.sleeps}
 	h.agent = a
 	h.nextBeat = w.now.Add(w.cfg.Queue.Heartbeat)
 	h.nextResync = w.now.Add(w.cfg.Resync)
