@@ -18,7 +18,7 @@ type seedRun struct {
 type seedResults struct {
 	workers        int
 	steps, actions int
-	sleeps         int // agents that stopped watching far back
+	sleeps         int      // agents that stopped watching far back
 	last           *world   // the world of the last seed run (for SIM_SEED's trace)
 	failed         *seedRun // the failure of the earliest seed in the list that failed
 }
