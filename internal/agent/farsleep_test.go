@@ -199,3 +199,41 @@ func TestSleepersPassTheGoneNodesAhead(t *testing.T) {
 		t.Errorf("the lock was free for %s; want at most %s (the longest sleep, a heartbeat's second look, four heartbeats, one for the takeover)", took.Round(time.Second), bound)
 	}
 }
+
+// A node that renewed its record every other heartbeat (far back) and is
+// now at the head renews it before its gate command runs (which may take
+// two heartbeats, with none beaten meanwhile); one renewed less than a
+// heartbeat ago does not write again.
+func TestRecordRenewedBeforeTheGateCommand(t *testing.T) {
+	w := scenario(t, "holder", "next")
+	w.faults.calm = true
+	holder, next := w.hosts[0], w.hosts[1]
+	w.request(holder)
+	runUntil(t, w, 200, "the holder holds the lock and works", func() bool {
+		return w.lockHolder(t, lock.DefaultGroup.LockName(0)) == "holder" && holder.inProgress()
+	})
+	holder.scriptDone = w.now.Add(time.Hour)
+	w.request(next)
+	runUntil(t, w, 200, "the next node waits", func() bool {
+		r := w.recordOrNil(t, "next")
+		return r != nil && r.State == lock.Waiting
+	})
+	beat := w.recordOrNil(t, "next").Heartbeat
+	w.now = beat.Add(w.cfg.Queue.Heartbeat / 2)
+	w.clock.SetTime(w.now)
+	if err := next.agent.renewBeforeCommand(next.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.recordOrNil(t, "next").Heartbeat; !got.Equal(beat) {
+		t.Errorf("renewed half a heartbeat after the last renewal (%s → %s); want no write", beat, got)
+	}
+	w.now = beat.Add(9 * w.cfg.Queue.Heartbeat / 5)
+	w.clock.SetTime(w.now)
+	if err := next.agent.renewBeforeCommand(next.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := w.recordOrNil(t, "next")
+	if !r.Heartbeat.Equal(w.now) || r.State != lock.Waiting {
+		t.Errorf("1.8 heartbeats after the last renewal: record %s, heartbeat %s; want Waiting, renewed now (%s)", r.State, r.Heartbeat, w.now)
+	}
+}

@@ -38,6 +38,9 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 			s.Holders[h] = f
 		}
 		if d.Need.Command {
+			if err := a.renewBeforeCommand(ctx); err != nil {
+				return d, s, err
+			}
 			a.gates.command = a.runGateCommand(ctx)
 			a.gates.command.At = a.now()
 			s.Command = a.gates.command
@@ -139,6 +142,24 @@ func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFact
 type holderCheck struct {
 	facts lock.HolderFacts
 	at    time.Time
+}
+
+// renewBeforeCommand renews the node's record before gates.command runs,
+// when its last renewal is a heartbeat old or more: the command may take
+// two heartbeats, with none beaten meanwhile, and a node that came from
+// far back (where it renews every other heartbeat) straight to the head
+// would otherwise reach four heartbeats, stale to the nodes behind it.
+func (a *Agent) renewBeforeCommand(ctx context.Context) error {
+	base := a.myRecordLease()
+	if base == nil {
+		return nil
+	}
+	r := lock.RecordFromLease(base)
+	if a.now().Sub(r.Heartbeat) < a.cfg.Queue.Heartbeat {
+		return nil
+	}
+	r.Heartbeat = a.now()
+	return a.records.put(ctx, base, r)
 }
 
 // runGateCommand runs gates.command.
