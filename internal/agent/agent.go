@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -108,6 +109,7 @@ func New(o Options) *Agent {
 	}
 	a.queue.seen, a.queue.changed, a.queue.last, a.queue.jitter = map[string]time.Time{}, map[string]time.Time{}, map[string]seenQueue{}, jitterOf(o.NodeName)
 	a.queue.nearBand = decide.NearBand
+	a.locks.sawOwn = func(q *coordv1.Lease) { a.sawQueue(nil, q) }
 	a.reported.tokenExpires, a.reported.hostWarning = o.TokenExpires, o.HostWarning
 	if o.ConnWatch != nil {
 		a.signals.watchBroken = o.ConnWatch.failed
@@ -312,6 +314,9 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, nod
 	d, s, err := a.decide(ctx)
 	if err != nil {
 		return false, "", nil, err
+	}
+	if a.wakeToTakeOver(ctx, d) {
+		return false, d.State, s.node, nil
 	}
 	asked, err := a.act(ctx, d, s)
 	if err != nil {

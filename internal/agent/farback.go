@@ -67,9 +67,12 @@ type farSide struct {
 	// the store is as fresh as that look (asleep, it is fresh only then).
 	lastRV map[string]string
 	looked bool
-	// soon: the last look found a lock free; the next comes a heartbeat
-	// after it, to see whether the queue moved meanwhile.
+	// soon: the last look found a lock free; the next comes two and a
+	// half heartbeats after it (a head that waits renews the queue Lease
+	// every two), to see whether the queue moved meanwhile.
 	soon bool
+	// retryAt: a watch that could not start is tried again then.
+	retryAt time.Time
 	// pace is how many places per second the queue moves, as measured
 	// between the summaries seen at sample.at and the one after it.
 	pace   float64
@@ -109,11 +112,13 @@ func (w *informerGroups) watch(ctx context.Context) (cache.Store, error) {
 	}
 	gctx, cancel := context.WithCancel(w.parent)
 	f.Start(gctx.Done())
-	wait, done := context.WithTimeout(ctx, 30*time.Second)
+	// Its heartbeat waits meanwhile: at most one.
+	within := min(30*time.Second, a.cfg.Queue.Heartbeat)
+	wait, done := context.WithTimeout(ctx, within)
 	defer done()
 	if !cache.WaitForCacheSync(wait.Done(), inf.HasSynced) {
 		cancel()
-		return nil, fmt.Errorf("watching the lock and queue Leases again: not read within 30 s")
+		return nil, fmt.Errorf("watching the lock and queue Leases again: not read within %s", within)
 	}
 	w.stop()
 	w.cancel = cancel
@@ -147,7 +152,7 @@ func (a *Agent) lookFarBack(ctx context.Context) error {
 		}
 	}
 	items := make([]any, 0, len(list.Items))
-	group := a.decision.Group
+	group, ttl := a.decision.Group, a.cfg.Lock.TTL
 	held, unchanged := 0, false
 	rvs := map[string]string{}
 	for i := range list.Items {
@@ -165,14 +170,22 @@ func (a *Agent) lookFarBack(ctx context.Context) error {
 				unchanged = true
 			}
 		case lock.IsLockName(l.Name):
-			if k := lock.LockOf(l); k.Grouped && k.Group == group && k.Holder != "" {
+			// A lock with a TTL that runs out before the next look may
+			// be taken over then: free, as far as looking again goes.
+			k := lock.LockOf(l)
+			expires := ttl > 0 && !k.Renewed.IsZero() && k.Renewed.Add(ttl).Before(a.now().Add(decide.SleepMax*a.cfg.Queue.Heartbeat))
+			if k.Grouped && k.Group == group && k.Holder != "" && !expires {
 				held++
 			}
 		}
 	}
 	for _, l := range old {
-		a.sawDeleted(l)
-		a.sawQueueDeleted(l)
+		// Gone by the LIST's version: no later than that, and so after
+		// any own write of it this agent made before the LIST.
+		gone := l.DeepCopy()
+		gone.ResourceVersion = list.ResourceVersion
+		a.sawDeleted(gone)
+		a.sawQueueDeleted(gone)
 	}
 	if err := f.store.get().Replace(items, list.ResourceVersion); err != nil {
 		return err
@@ -187,6 +200,22 @@ func (a *Agent) lookFarBack(ctx context.Context) error {
 		a.log.Info("far back in the queue, a lock is free and the queue has not moved since the last look; watching it again")
 	}
 	return nil
+}
+
+// wakeToTakeOver: a node asleep whose decision is to pass a gone head
+// watches first (its store is as old as its last look, and holds none of
+// the writes since) and decides again; it stays awake until the takeover
+// is through.
+func (a *Agent) wakeToTakeOver(ctx context.Context, d decide.Decision) bool {
+	f := &a.queue.far
+	if !f.asleep || !d.Takeover || f.watcher == nil {
+		return false
+	}
+	f.awakeUntil = a.now().Add(a.cfg.Queue.StaleAfter() + 2*a.cfg.Queue.Heartbeat)
+	f.retryAt = time.Time{}
+	a.sleepOrWatch(ctx, d)
+	a.poke()
+	return true
 }
 
 // sleepOrWatch follows decision d: a node far back in a fast queue stops
@@ -212,11 +241,14 @@ func (a *Agent) sleepOrWatch(ctx context.Context, d decide.Decision) {
 		f.asleep, f.lastRV = true, nil
 		a.log.Debug("far back in a fast queue: not watching its Leases", "ahead", d.Ahead, "places_per_second", f.pace, "next_look", after)
 	case !sleep && f.asleep:
+		if now.Before(f.retryAt) {
+			break // asleep still: it looks meanwhile
+		}
 		st, err := f.watcher.watch(ctx)
 		if err != nil {
-			a.log.Warn("could not watch the lock and queue Leases again; looking again in a heartbeat", "err", err)
-			f.listAt = now.Add(a.cfg.Queue.Heartbeat)
-			return
+			a.log.Warn("could not watch the lock and queue Leases again; trying again in a heartbeat, looking meanwhile", "err", err)
+			f.retryAt = now.Add(a.cfg.Queue.Heartbeat)
+			break
 		}
 		f.store.set(st)
 		f.asleep = false
@@ -230,7 +262,7 @@ func (a *Agent) sleepOrWatch(ctx context.Context, d decide.Decision) {
 		// Fallen asleep, or just looked: the next look. (Steps between
 		// two looks, a heartbeat's, see nothing new.)
 		if f.soon {
-			after = a.cfg.Queue.Heartbeat
+			after = 2*a.cfg.Queue.Heartbeat + a.cfg.Queue.Heartbeat/2
 		}
 		f.listAt = now.Add(after)
 	}
@@ -266,8 +298,6 @@ func (a *Agent) measurePace(d decide.Decision, now time.Time) {
 	// a node sleep through its turn, one too high only wakes it early.
 	if moved := decide.Moved(f.sample.nodes, s.Nodes); moved >= 0 {
 		f.pace = max(float64(moved)/dt.Seconds(), f.pace/2)
-	} else {
-		f.pace = 0 // not a measure: watch until the next
-	}
+	} // else not a measure: the pace stays
 	f.sample.at, f.sample.nodes = now, s.Nodes
 }

@@ -103,6 +103,13 @@ func (l *lockSide) summarize(ctx context.Context, group lock.GroupRef) (lock.Sum
 	return l.store.Summarize(ctx, group, l.node, l.staleAfter)
 }
 
+// saw tells the agent of its own write of a queue Lease.
+func (l *lockSide) saw(q *coordv1.Lease) {
+	if q != nil && l.sawOwn != nil {
+		l.sawOwn(q)
+	}
+}
+
 // renominate makes group's summary from one LIST and writes it. With
 // claim, it first writes the summary's Lease as this node saw it, and
 // makes nothing (made false) when another node wrote it meanwhile.
@@ -113,12 +120,14 @@ func (l *lockSide) renominate(ctx context.Context, group lock.GroupRef, claim bo
 			return lock.Summary{}, false, err
 		}
 		l.view.Wrote(claimed)
+		l.saw(claimed)
 	}
 	mine, written, err := l.store.Renominate(ctx, group, l.node, l.staleAfter)
 	if err != nil {
 		return mine, false, err
 	}
 	l.view.Wrote(written)
+	l.saw(written)
 	return mine, true, nil
 }
 
@@ -133,6 +142,7 @@ func (l *lockSide) touch(ctx context.Context, group lock.GroupRef) error {
 		return err
 	}
 	l.view.Wrote(written)
+	l.saw(written)
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
+
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -29,6 +31,9 @@ type lockSide struct {
 	staleAfter time.Duration
 	lastRenew  time.Time // of the held locks, when they have a TTL
 	holders    map[string]holderCheck
+	// sawOwn is told of this node's own writes of a queue Lease, as its
+	// watch would tell of them (a node asleep far back has none).
+	sawOwn func(*coordv1.Lease)
 }
 
 // informed are the informers' stores of the last start, as the agent

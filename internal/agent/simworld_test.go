@@ -76,8 +76,9 @@ type host struct {
 	name string
 	zone string
 	dir  string
-	// leaseLists counts its agents' LISTs of Leases (the tests' measure).
-	leaseLists int
+	// leaseLists and queueWrites count its agents' LISTs of Leases and
+	// writes of queue Leases (the tests' measures).
+	leaseLists, queueWrites int
 	// stay: the agent runs with --stay; otherwise it exits when Idle and
 	// the path unit starts it again when a request appears.
 	stay bool
@@ -203,6 +204,9 @@ func (h *host) start() {
 		h.calls++
 		if verb == "list" && k.Resource == simapi.Leases {
 			h.leaseLists++
+		}
+		if (verb == "update" || verb == "create") && k.Resource == simapi.Leases && lock.IsQueueName(k.Name) {
+			h.queueWrites++
 		}
 		if simVerbose && verb != "get" && verb != "list" {
 			w.tracef("%s: API %s %s %s", h.name, verb, k.Resource.Resource, k.Name)

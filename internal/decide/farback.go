@@ -19,16 +19,19 @@ func FarBack(near int, d Decision) bool {
 }
 
 // Moved is how many places a queue moved from one summary to a later one:
-// where the later one's first node stood in the earlier one; -1 when the
-// earlier one does not name it (it was short then, or the queue moved
-// past all it named: not a measure).
+// where the later one's first node that the earlier one names stood there,
+// less its place in the later one (a node that came in ahead, of a higher
+// priority, moves no one forward); -1 when the earlier one names none of
+// them (it was short then, or the queue moved past all it named: not a
+// measure).
 func Moved(before, after []string) int {
-	if len(after) == 0 {
-		return -1
-	}
+	at := make(map[string]int, len(before))
 	for i, n := range before {
-		if n == after[0] {
-			return i
+		at[n] = i
+	}
+	for j, n := range after {
+		if i, ok := at[n]; ok {
+			return max(i-j, 0)
 		}
 	}
 	return -1
@@ -55,7 +58,10 @@ func Asleep(heartbeat time.Duration, near int, d Decision, pace float64) (time.D
 	if !FarBack(near, d) || d.Ahead <= 0 || pace*SleepMax*heartbeat.Seconds() < 1 {
 		return 0, false
 	}
-	eta := time.Duration(float64(d.Ahead) / pace * float64(time.Second))
+	// Its turn comes with a slot free ahead of it: S-1 places before the
+	// head.
+	ahead := d.Ahead - (max(len(d.Locks), 1) - 1)
+	eta := time.Duration(float64(ahead) / pace * float64(time.Second))
 	if eta < SleepMargin*heartbeat {
 		return 0, false
 	}

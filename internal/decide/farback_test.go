@@ -14,7 +14,8 @@ func TestMoved(t *testing.T) {
 	}{
 		{[]string{"a", "b", "c"}, []string{"c", "d"}, 2},
 		{[]string{"a", "b"}, []string{"a", "b"}, 0},
-		{[]string{"a"}, []string{"z"}, -1}, // the earlier one was short: no measure
+		{[]string{"a", "b", "c"}, []string{"x", "b", "c"}, 0}, // x came in ahead
+		{[]string{"a"}, []string{"z"}, -1},                    // the earlier one was short: no measure
 		{[]string{"a"}, nil, -1},
 	} {
 		if got := Moved(tc.before, tc.after); got != tc.want {

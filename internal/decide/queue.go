@@ -70,8 +70,14 @@ func queueAt(s Snapshot, d *Decision) queueStep {
 	st.position, st.total = q.position()
 	st.behindCut = q.at < 0 && q.mine < 0 && q.state != nil && q.state.Summary.Cut()
 	st.ahead = max(st.position-1, 0)
-	if st.behindCut {
-		st.ahead = len(q.named)
+	if q.at < 0 && q.state != nil && q.state.Summary.Cut() {
+		// Not named in a cut summary: its own view's place (made when it
+		// joined) counts the nodes served since; the summary's names are
+		// all that is known to be ahead.
+		st.ahead = min(st.ahead, len(q.named))
+		if st.behindCut {
+			st.ahead = len(q.named)
+		}
 	}
 	st.atHead = q.at >= 0 && q.at < len(st.free)
 	st.heads = q.at >= 0 && q.at < max(len(st.free), 1)
