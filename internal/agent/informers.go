@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"time"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -286,71 +284,6 @@ func (a *Agent) useCaches(c caches) {
 	a.caches.nodes = c.node
 }
 
-// watchHandlers are what the agent does with the changes its watches
-// deliver.
-type watchHandlers struct {
-	groupLeases, ownRecord, nodeLabels, other cache.ResourceEventHandler
-}
-
-func (a *Agent) handlers() watchHandlers {
-	poke := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { a.poke() },
-		UpdateFunc: func(any, any) { a.poke() },
-		DeleteFunc: func(any) { a.poke() },
-	}
-	return watchHandlers{
-		// What an agent watches does not grow with the fleet
-		// (docs/agent.md): the lock and queue Leases (labelled with their
-		// policy) and its own record, never the other agents' records and
-		// heartbeats.
-		groupLeases: cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) { a.sawQueue(nil, obj); a.poke() },
-			UpdateFunc: func(oldObj, obj any) {
-				a.sawQueue(oldObj, obj)
-				a.poke()
-			},
-			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.sawQueueDeleted(obj); a.poke() },
-		},
-		// Its own record's echo after a heartbeat changes no decision.
-		ownRecord: cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { a.poke() },
-			UpdateFunc: func(oldObj, newObj any) {
-				o, ok1 := oldObj.(*coordv1.Lease)
-				n, ok2 := newObj.(*coordv1.Lease)
-				if ok1 && ok2 && heartbeatOnly(o, n) {
-					return
-				}
-				a.poke()
-			},
-			DeleteFunc: func(obj any) { a.sawDeleted(obj); a.poke() },
-		},
-		// The Nodes' metadata changes with every status update; only
-		// their labels (and the Nodes that come and go) matter to
-		// rollouts.
-		nodeLabels: cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { a.poke() },
-			UpdateFunc: func(oldObj, newObj any) {
-				o, ok1 := oldObj.(*metav1.PartialObjectMetadata)
-				n, ok2 := newObj.(*metav1.PartialObjectMetadata)
-				if ok1 && ok2 && maps.Equal(o.Labels, n.Labels) {
-					return
-				}
-				a.poke()
-			},
-			DeleteFunc: func(any) { a.poke() },
-		},
-		other: poke,
-	}
-}
-
-// sawDeleted tells the lease view of a deletion: an own write of that
-// Lease no longer stands.
-func (a *Agent) sawDeleted(obj any) {
-	if a.locks.view != nil {
-		a.locks.view.SawDeleted(obj)
-	}
-}
-
 // policiesInstalled tells whether the MaintenancePolicy CRD is installed.
 // Without it no policy can exist and the built-in default applies; a CRD the
 // agent may not read is an installation to fix, never a reason to ignore
@@ -385,57 +318,6 @@ func (a *Agent) crdInstalled(ctx context.Context, gvr schema.GroupVersionResourc
 		return false, permanent(fmt.Errorf("may not read the %s of namespace %q: the installation is older than this agent (run kustodian-ctl install -n %s)", kind, a.cfg.Namespace, a.cfg.Namespace))
 	default:
 		return false, fmt.Errorf("reading the %s of namespace %s: %w", kind, a.cfg.Namespace, err)
-	}
-}
-
-// heartbeatOnly reports whether a record update changed nothing but its
-// renewTime.
-func heartbeatOnly(o, n *coordv1.Lease) bool {
-	if len(o.Annotations) != len(n.Annotations) {
-		return false
-	}
-	for k, v := range o.Annotations {
-		if n.Annotations[k] != v {
-			return false
-		}
-	}
-	return lock.Holder(o) == lock.Holder(n) && o.Spec.AcquireTime.Equal(n.Spec.AcquireTime)
-}
-
-// sawQueue notes when a queue Lease changed, and when its summary did (a
-// renewal or a claim leaves it as it was): a summary that does not change
-// for long tells the nodes behind its head that the head is gone. A
-// version already seen (an informer's relist, a watch started again after
-// a sleep far back) is no change.
-func (a *Agent) sawQueue(_, obj any) {
-	l, ok := obj.(*coordv1.Lease)
-	if !ok || !lock.IsQueueName(l.Name) {
-		return
-	}
-	now := a.now()
-	a.queue.mu.Lock()
-	defer a.queue.mu.Unlock()
-	last, known := a.queue.last[l.Name]
-	summary := l.Annotations[lock.AnnotationQueue]
-	if known && last.rv == l.ResourceVersion && l.ResourceVersion != "" {
-		return
-	}
-	a.queue.seen[l.Name] = now
-	if !known || last.summary != summary {
-		a.queue.changed[l.Name] = now
-	}
-	a.queue.last[l.Name] = seenQueue{rv: l.ResourceVersion, summary: summary}
-}
-
-// sawQueueDeleted forgets a queue Lease that is gone.
-func (a *Agent) sawQueueDeleted(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if l, ok := obj.(*coordv1.Lease); ok {
-		a.queue.mu.Lock()
-		delete(a.queue.last, l.Name)
-		a.queue.mu.Unlock()
 	}
 }
 
