@@ -1,9 +1,6 @@
 package agent
 
 import (
-	"fmt"
-	"sort"
-	"strconv"
 	"testing"
 	"time"
 
@@ -20,47 +17,14 @@ import (
 // seconds or so: a fleet that is patched already).
 func TestFarWaitersSleepThroughAFastQueue(t *testing.T) {
 	const n = 60
-	names := []string{"holder"}
-	for i := range n {
-		names = append(names, fmt.Sprintf("waiter-%d", i))
-	}
-	w := scenario(t, names...)
-	w.faults.calm = true
-	work := 2 * time.Second
-	w.faults.work = &work
-	holder, waiters := w.hosts[0], w.hosts[1:]
+	w := fastQueue(t, n)
+	holder, order := queueBehindHolder(t, w)
+	waiters := w.hosts[1:]
 	lockName := lock.DefaultGroup.LockName(0)
-	w.request(holder)
-	runUntil(t, w, 50*(n+2), "the holder holds the lock and works", func() bool {
-		return w.lockHolder(t, lockName) == "holder" && holder.inProgress()
-	})
-	holder.scriptDone = w.now.Add(time.Hour)
-	for _, h := range waiters {
-		w.request(h)
-	}
-	runUntil(t, w, 200*n, "every node waiting", func() bool {
-		for _, h := range waiters {
-			if r := w.recordOrNil(t, h.name); r == nil || r.State != lock.Waiting || r.QueueKey == "" {
-				return false
-			}
-		}
-		return true
-	})
-	// The test's own order: first come (the record made first), first
-	// served; one priority, one group.
-	order := make([]string, 0, n)
-	key := map[string]int{}
 	byName := map[string]*host{}
 	for _, h := range waiters {
-		k, err := strconv.Atoi(w.recordOrNil(t, h.name).QueueKey)
-		if err != nil {
-			t.Fatalf("%s: queue key: %v", h.name, err)
-		}
-		key[h.name] = k
-		order = append(order, h.name)
 		byName[h.name] = h
 	}
-	sort.Slice(order, func(i, j int) bool { return key[order[i]] < key[order[j]] })
 	// From the release on: what each node's watch of the group Leases
 	// delivers, and how many LISTs it makes, until its turn.
 	events, lists := map[string]int{}, map[string]int{}
@@ -129,42 +93,12 @@ func TestFarWaitersSleepThroughAFastQueue(t *testing.T) {
 // nodes first (their records were fresh at its LIST).
 func TestSleepersPassTheGoneNodesAhead(t *testing.T) {
 	const n = 40
-	names := []string{"holder"}
-	for i := range n {
-		names = append(names, fmt.Sprintf("waiter-%d", i))
-	}
-	w := scenario(t, names...)
-	w.faults.calm = true
-	work := 2 * time.Second
-	w.faults.work = &work
+	w := fastQueue(t, n)
 	lockName := lock.DefaultGroup.LockName(0)
 	for _, h := range w.hosts {
 		w.request(h)
 	}
-	asleep := func() (sleepers []*host) {
-		for _, h := range w.hosts {
-			if h.agent != nil && h.agent.queue.far.asleep {
-				sleepers = append(sleepers, h)
-			}
-		}
-		return sleepers
-	}
-	runUntil(t, w, 500*n, "ten nodes asleep far back", func() bool { return len(asleep()) >= 10 })
-	var holder *host
-	runUntil(t, w, 500*n, "a node in maintenance", func() bool {
-		for _, h := range w.hosts {
-			if h.inProgress() && w.lockHolder(t, lockName) == h.name {
-				holder = h
-				return true
-			}
-		}
-		return false
-	})
-	holder.scriptDone = w.now.Add(time.Hour)
-	sleeping := map[string]bool{}
-	for _, h := range asleep() {
-		sleeping[h.name] = true
-	}
+	holder, sleeping := sleepThenHold(t, w)
 	stopped := 0
 	for _, h := range w.hosts {
 		if h != holder && h.requested() && !sleeping[h.name] {
@@ -247,41 +181,14 @@ func TestRecordRenewedBeforeTheGateCommand(t *testing.T) {
 // three minutes.
 func TestSleepersDoNotTakeOverFromTheirLastLook(t *testing.T) {
 	const n = 40
-	names := []string{"holder"}
-	for i := range n {
-		names = append(names, fmt.Sprintf("waiter-%d", i))
-	}
-	w := scenario(t, names...)
-	w.faults.calm = true
-	work := 2 * time.Second
-	w.faults.work = &work
+	w := fastQueue(t, n)
 	w.cfg.Lock.TTL = 20 * time.Second
 	for _, h := range w.hosts {
 		h.agent.cfg.Lock.TTL = w.cfg.Lock.TTL
 		w.request(h)
 	}
 	lockName := lock.DefaultGroup.LockName(0)
-	sleeping := map[string]bool{}
-	runUntil(t, w, 500*n, "ten nodes asleep far back", func() bool {
-		clear(sleeping)
-		for _, h := range w.hosts {
-			if h.agent != nil && h.agent.queue.far.asleep {
-				sleeping[h.name] = true
-			}
-		}
-		return len(sleeping) >= 10
-	})
-	var holder *host
-	runUntil(t, w, 500*n, "a node in maintenance", func() bool {
-		for _, h := range w.hosts {
-			if h.inProgress() && w.lockHolder(t, lockName) == h.name {
-				holder = h
-				return true
-			}
-		}
-		return false
-	})
-	holder.scriptDone = w.now.Add(time.Hour)
+	holder, sleeping := sleepThenHold(t, w)
 	writes := map[string]int{}
 	for _, h := range w.hosts {
 		writes[h.name] = h.queueWrites
@@ -296,4 +203,45 @@ func TestSleepersDoNotTakeOverFromTheirLastLook(t *testing.T) {
 			t.Errorf("%s (asleep before: %v) wrote the queue Lease %d times in three minutes of a live holder; want at most 2", h.name, sleeping[h.name], d)
 		}
 	}
+}
+
+// fastQueue is a calm world of a holder and n waiters whose maintenances
+// take two seconds: a handoff every two seconds or so.
+func fastQueue(t *testing.T, n int) *world {
+	w := scenario(t, holderAndWaiters(n)...)
+	w.faults.calm = true
+	work := 2 * time.Second
+	w.faults.work = &work
+	return w
+}
+
+// sleepThenHold runs a queue whose nodes all asked until ten of them sleep
+// far back, then has the node in maintenance work for an hour. It returns
+// that node and the nodes asleep then.
+func sleepThenHold(t *testing.T, w *world) (*host, map[string]bool) {
+	t.Helper()
+	n := len(w.hosts)
+	asleep := func() map[string]bool {
+		sleeping := map[string]bool{}
+		for _, h := range w.hosts {
+			if h.agent != nil && h.agent.queue.far.asleep {
+				sleeping[h.name] = true
+			}
+		}
+		return sleeping
+	}
+	runUntil(t, w, 500*n, "ten nodes asleep far back", func() bool { return len(asleep()) >= 10 })
+	lockName := lock.DefaultGroup.LockName(0)
+	var holder *host
+	runUntil(t, w, 500*n, "a node in maintenance", func() bool {
+		for _, h := range w.hosts {
+			if h.inProgress() && w.lockHolder(t, lockName) == h.name {
+				holder = h
+				return true
+			}
+		}
+		return false
+	})
+	holder.scriptDone = w.now.Add(time.Hour)
+	return holder, asleep()
 }

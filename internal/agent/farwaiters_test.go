@@ -19,42 +19,9 @@ import (
 // minutes measured and 30 nodes waiting behind it.
 func TestFarWaitersRenewEveryOtherHeartbeat(t *testing.T) {
 	const n = 30
-	names := []string{"holder"}
-	for i := range n {
-		names = append(names, fmt.Sprintf("waiter-%d", i))
-	}
-	w := scenario(t, names...)
+	w := scenario(t, holderAndWaiters(n)...)
 	w.faults.calm = true
-	holder, waiters := w.hosts[0], w.hosts[1:]
-	w.request(holder)
-	runUntil(t, w, 50*(n+2), "the holder holds the lock and works", func() bool {
-		return w.lockHolder(t, lock.DefaultGroup.LockName(0)) == "holder" && holder.inProgress()
-	})
-	holder.scriptDone = w.now.Add(time.Hour)
-	for _, h := range waiters {
-		w.request(h)
-	}
-	runUntil(t, w, 200*n, "every node waiting", func() bool {
-		for _, h := range waiters {
-			if r := w.recordOrNil(t, h.name); r == nil || r.State != lock.Waiting || r.QueueKey == "" {
-				return false
-			}
-		}
-		return true
-	})
-	// The test's own order: first come (the record made first), first
-	// served; one priority, one group.
-	order := make([]string, 0, n)
-	key := map[string]int{}
-	for _, h := range waiters {
-		k, err := strconv.Atoi(w.recordOrNil(t, h.name).QueueKey)
-		if err != nil {
-			t.Fatalf("%s: queue key: %v", h.name, err)
-		}
-		key[h.name] = k
-		order = append(order, h.name)
-	}
-	sort.Slice(order, func(i, j int) bool { return key[order[i]] < key[order[j]] })
+	_, order := queueBehindHolder(t, w)
 	hb := w.cfg.Queue.Heartbeat
 	// Settle for two heartbeats (each node's place reaches its decision),
 	// then watch every record's renewals for five minutes.
@@ -107,4 +74,51 @@ func place(order []string, name string) int {
 		}
 	}
 	return 0
+}
+
+// holderAndWaiters names a holder and n waiters.
+func holderAndWaiters(n int) []string {
+	names := []string{"holder"}
+	for i := range n {
+		names = append(names, fmt.Sprintf("waiter-%d", i))
+	}
+	return names
+}
+
+// queueBehindHolder has the world's first host take the lock and work for
+// an hour, then every other host ask and wait behind it. It returns the
+// holder and the waiters in the test's own order: first come (the record
+// made first), first served; one priority, one group.
+func queueBehindHolder(t *testing.T, w *world) (*host, []string) {
+	t.Helper()
+	holder, waiters := w.hosts[0], w.hosts[1:]
+	n := len(waiters)
+	w.request(holder)
+	runUntil(t, w, 50*(n+2), "the holder holds the lock and works", func() bool {
+		return w.lockHolder(t, lock.DefaultGroup.LockName(0)) == holder.name && holder.inProgress()
+	})
+	holder.scriptDone = w.now.Add(time.Hour)
+	for _, h := range waiters {
+		w.request(h)
+	}
+	runUntil(t, w, 200*n, "every node waiting", func() bool {
+		for _, h := range waiters {
+			if r := w.recordOrNil(t, h.name); r == nil || r.State != lock.Waiting || r.QueueKey == "" {
+				return false
+			}
+		}
+		return true
+	})
+	order := make([]string, 0, n)
+	key := map[string]int{}
+	for _, h := range waiters {
+		k, err := strconv.Atoi(w.recordOrNil(t, h.name).QueueKey)
+		if err != nil {
+			t.Fatalf("%s: queue key: %v", h.name, err)
+		}
+		key[h.name] = k
+		order = append(order, h.name)
+	}
+	sort.Slice(order, func(i, j int) bool { return key[order[i]] < key[order[j]] })
+	return holder, order
 }

@@ -274,7 +274,6 @@ type caches struct {
 func (a *Agent) useCaches(c caches) {
 	a.caches.kured, a.caches.pods, a.caches.policies = c.kured, c.pods, c.policies
 	a.rollouts.store, a.rollouts.nodeStore = c.rollouts, c.rolloutNodes
-	a.caches.groupLeases = c.groupLeases
 	a.queue.far.store = &groupStore{cur: c.groupLeases}
 	a.queue.far.asleep, a.queue.far.listAt, a.queue.far.lastRV = false, time.Time{}, nil
 	a.locks.view = newLeaseView(a.cfg.Namespace, a.queue.far.store, c.ownRecord)

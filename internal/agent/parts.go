@@ -43,7 +43,6 @@ type informed struct {
 	dyn  dynamic.Interface
 	meta metadata.Interface
 
-	groupLeases cache.Store // the lock and queue Leases
 	control     cache.Store
 	nodes       cache.Store
 	kured       cache.Store // nil when kured.enabled is false
