@@ -67,18 +67,27 @@ func TestFleetRefusalCostsOneEventAndFewWritesPerNode(t *testing.T) {
 		}
 		return nil
 	})
-	// An agent records its Event once its entry is written: every node's
-	// entry is there, so every Event is too.
-	evs, err := e.Client.CoreV1().Events(metav1.NamespaceDefault).List(e.Ctx, metav1.ListOptions{FieldSelector: "reason=RolloutRefused"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// An agent records its Event just after its entry's write: wait until
+	// every node has one, then no node may have more.
 	per := map[string]int{}
-	for _, ev := range evs.Items {
-		if strings.Contains(ev.Message, "rollout stranger ") {
-			per[ev.InvolvedObject.Name] += max(1, int(ev.Count))
+	e.Eventually("a RolloutRefused Event for every node", cluster.DefaultTimeout, func(ctx context.Context) error {
+		evs, err := e.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=RolloutRefused"})
+		if err != nil {
+			return err
 		}
-	}
+		per = map[string]int{}
+		for _, ev := range evs.Items {
+			if strings.Contains(ev.Message, "rollout stranger ") {
+				per[ev.InvolvedObject.Name] += max(1, int(ev.Count))
+			}
+		}
+		for _, n := range nodes {
+			if per[n] == 0 {
+				return fmt.Errorf("node %s has recorded no RolloutRefused Event yet (all: %v)", n, per)
+			}
+		}
+		return nil
+	})
 	for _, n := range nodes {
 		if per[n] != 1 {
 			t.Errorf("node %s recorded %d RolloutRefused Events, want 1 (all: %v)", n, per[n], per)
