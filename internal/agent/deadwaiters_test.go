@@ -113,13 +113,16 @@ func runUntil(t *testing.T, w *world, max int, what string, done func() bool) {
 
 func (w *world) promptAct() {
 	w.housekeeping()
-	for _, h := range w.hosts {
-		if h.running() && h.pendingWatches() {
-			for _, sw := range h.watches {
-				sw.deliver(w.api, -1)
+	if w.quietAt != w.api.RV() {
+		for _, h := range w.hosts {
+			if h.running() && h.pendingWatches() {
+				for _, sw := range h.watches {
+					sw.deliver(w.api, -1)
+				}
+				return
 			}
-			return
 		}
+		w.quietAt = w.api.RV()
 	}
 	for _, h := range w.hosts {
 		if h.due() {

@@ -335,7 +335,7 @@ func (w *world) script(h *host) {
 		h.scriptDone, h.failing = w.now, false
 	}
 	if !w.now.Before(h.scriptDone) {
-		w.fileEpoch++
+		h.files.read = false
 		if err := os.Remove(h.requestFile()); err == nil {
 			w.tracef("%s: the script is done: request removed", h.name)
 			h.poke()
@@ -352,7 +352,7 @@ func (h *host) poke() {
 
 // request creates the request file, as a maintenance script does.
 func (w *world) request(h *host) {
-	w.fileEpoch++
+	h.files.read = false
 	if err := os.WriteFile(h.requestFile(), []byte("patch\n"), 0o644); err != nil {
 		panic(err)
 	}
@@ -377,7 +377,7 @@ func (w *world) restart(h *host) {
 			h.restartAt = w.now.Add(time.Duration(w.rng.IntN(120)) * time.Second)
 		}
 	}
-	w.fileEpoch++
+	h.files.read = false
 	switch w.rng.IntN(4) {
 	case 0:
 		_ = os.RemoveAll(h.stateDir())

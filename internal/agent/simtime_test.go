@@ -36,7 +36,7 @@ func (w *world) advance() {
 // pendingWatches reports whether a watch has changes to deliver.
 func (h *host) pendingWatches() bool {
 	for _, sw := range h.watches {
-		if sw.pending(h.w.api) != 0 {
+		if sw.pending(h.w.api) {
 			return true
 		}
 	}
@@ -58,7 +58,7 @@ func (h *host) deliverWatches() {
 	}
 	var c []*simWatch
 	for _, sw := range h.watches {
-		if sw.pending(w.api) != 0 {
+		if sw.pending(w.api) {
 			c = append(c, sw)
 		}
 	}

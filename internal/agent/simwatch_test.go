@@ -30,6 +30,17 @@ type simWatch struct {
 	stopped bool
 	// delivered counts the changes it delivered.
 	delivered int
+	// quiet remembers a look that found nothing for it in the log, so
+	// the next look reads only what came after (with thousands of
+	// agents, every action asks every watch).
+	quiet quietScan
+}
+
+// quietScan: from cursor to upTo, the log held nothing for the watch.
+// Valid until the watch delivers or relists (its store changes).
+type quietScan struct {
+	valid        bool
+	cursor, upTo int64
 }
 
 // simGroups is the agent's seam to its group Leases' watch: stopping it
@@ -108,25 +119,35 @@ func (sw *simWatch) relist(api *simapi.Server) {
 		sw.handler.OnDelete(old[k])
 	}
 	sw.cursor = rv
+	sw.quiet.valid = false
 }
 
-// pending counts the changes not yet delivered; -1 when the log no longer
-// reaches back (the watch must relist).
-func (sw *simWatch) pending(api *simapi.Server) int {
+// pending: the watch has a change not yet delivered, or the log no longer
+// reaches back to it (it must relist).
+func (sw *simWatch) pending(api *simapi.Server) bool {
 	if sw.stopped {
-		return 0
+		return false
+	}
+	quiet := sw.quiet.valid && sw.quiet.cursor == sw.cursor
+	if quiet && sw.quiet.upTo == api.RV() && !api.Compacted(sw.cursor) {
+		return false // nothing new since the last look
 	}
 	changes, ok := api.ChangesSince(sw.cursor)
 	if !ok {
-		return -1
+		return true // it relists
 	}
-	n := 0
+	if quiet {
+		// Nothing up to quiet.upTo was for it, and its store has not
+		// changed since: read on from there.
+		changes, _ = api.ChangesSince(sw.quiet.upTo)
+	}
 	for _, c := range changes {
 		if sw.relevant(c) {
-			n++
+			return true
 		}
 	}
-	return n
+	sw.quiet = quietScan{valid: true, cursor: sw.cursor, upTo: api.RV()}
+	return false
 }
 
 // deliver delivers up to n of the pending changes, in order (all when n
@@ -140,6 +161,7 @@ func (sw *simWatch) deliver(api *simapi.Server, n int) {
 		sw.relist(api)
 		return
 	}
+	sw.quiet.valid = false
 	for _, c := range changes {
 		if n == 0 {
 			return

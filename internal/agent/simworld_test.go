@@ -50,11 +50,9 @@ type world struct {
 	// trace keeps the last lines of what happened, for a failure report.
 	trace []string
 	// steps counts the agents' steps: the interleavings explored.
-	steps int
-	// fileEpoch changes whenever a host's files may have changed.
-	fileEpoch int
-	actions   int
-	faults    faults
+	steps   int
+	actions int
+	faults  faults
 	// policy: the MaintenancePolicy in force (nil: the built-in default),
 	// as the simulation wrote it; the judge reads its own copy.
 	hasPolicy   bool
@@ -68,6 +66,11 @@ type world struct {
 	nearBand int
 	// sleeps counts the agents that stopped watching far back.
 	sleeps int
+	// quietAt: the server's revision when no watch had anything to
+	// deliver (0: not known). It stays so until the server writes: a
+	// watch starts at the server's revision and delivering only empties
+	// it.
+	quietAt int64
 }
 
 // host is one node: its files, its Node, and its agent while it runs.
@@ -99,10 +102,7 @@ type host struct {
 	lastErr   string
 	sameErr   int
 	restartAt time.Time // a stopped agent starts again then (zero: when asked)
-	files     struct {
-		request, inProgress, read bool
-		epoch                     int
-	}
+	files     struct{ request, inProgress, read bool }
 	// exitedIdle: the agent exited on its own, its node Idle.
 	exitedIdle bool
 
@@ -145,16 +145,16 @@ func exists(path string) bool {
 }
 
 // requested and inProgress read the host's files, once after each change
-// the simulation or an agent may have made (fileEpoch).
+// the simulation or its agent may have made (files.read = false).
 func (h *host) requested() bool  { h.readFiles(); return h.files.request }
 func (h *host) inProgress() bool { h.readFiles(); return h.files.inProgress }
 
 func (h *host) readFiles() {
-	if h.files.epoch == h.w.fileEpoch && h.files.read {
+	if h.files.read {
 		return
 	}
 	h.files.request, h.files.inProgress = exists(h.requestFile()), exists(h.inProgressFile())
-	h.files.epoch, h.files.read = h.w.fileEpoch, true
+	h.files.read = true
 }
 
 // config is the agent's configuration on every host.
@@ -355,7 +355,7 @@ func (h *host) step() {
 	h.retryAt = time.Time{}
 	w.steps++
 	done, err := a.step(h.ctx)
-	w.fileEpoch++
+	h.files.read = false
 	if simVerbose {
 		w.tracef("%s: step: %s %q err=%v", h.name, a.decision.State, a.decision.Message, err)
 	}
@@ -434,7 +434,7 @@ func (h *host) finishDrain() {
 	}
 	h.drainer.finish <- struct{}{}
 	<-run.done
-	h.w.fileEpoch++
+	h.files.read = false
 	h.w.tracef("%s: drain finishes", h.name)
 }
 

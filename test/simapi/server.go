@@ -85,6 +85,10 @@ func New() *Server {
 // RV is the current revision.
 func (s *Server) RV() int64 { return s.rv }
 
+// Compacted: the log no longer holds the changes after rv (a watch there
+// must relist).
+func (s *Server) Compacted(rv int64) bool { return rv < s.compacted }
+
 // ErrDown is what every request gets while the control plane is away.
 func ErrDown() error {
 	return apierrors.NewServiceUnavailable("the control plane is down (simulated outage)")
@@ -145,7 +149,7 @@ func (s *Server) record(t watch.EventType, k Key, o runtime.Object) {
 // ChangesSince returns the changes after revision rv, in order; ok is false
 // when the log no longer reaches back to rv (410 Gone: relist).
 func (s *Server) ChangesSince(rv int64) ([]Change, bool) {
-	if rv < s.compacted {
+	if s.Compacted(rv) {
 		return nil, false
 	}
 	i := sort.Search(len(s.changes), func(i int) bool { return s.changes[i].RV > rv })
