@@ -19,7 +19,7 @@ import (
 // queued behind it, then two-second maintenances (a handoff every two
 // seconds or so: a fleet that is patched already). FAST_QUEUE=N adds a
 // run with N nodes (the protocol at fleet size; see docs/performance.md
-// for how long 2,000 take).
+// for how long 1,000 take).
 func TestFarWaitersSleepThroughAFastQueue(t *testing.T) {
 	sizes := []int{60}
 	if v := os.Getenv("FAST_QUEUE"); v != "" {
@@ -60,6 +60,9 @@ func sleepThroughAFastQueue(t *testing.T, n int) {
 			h := byName[hl]
 			events[hl] += h.watches[0].delivered
 			lists[hl] += h.leaseLists
+			if n >= 500 && len(granted)%(n/10) == 0 {
+				t.Logf("%d of %d served (%s simulated, %s of wall time)", len(granted), n, w.now.Sub(start).Round(time.Second), time.Since(began).Round(time.Second))
+			}
 		}
 		return len(granted) == n
 	})
