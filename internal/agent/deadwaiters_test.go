@@ -24,15 +24,7 @@ import (
 // DEAD_WAITERS=N adds a run with N of them (on two cores, 1000 take about
 // a minute, 3000 about 19: every agent's start lists every record).
 func TestDeadWaitersArePassedWithinAMinute(t *testing.T) {
-	sizes := []int{10, 100}
-	if v := os.Getenv("DEAD_WAITERS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("DEAD_WAITERS=%q: want a number of nodes", v)
-		}
-		sizes = append(sizes, n)
-	}
-	for _, n := range sizes {
+	for _, n := range sizesAnd(t, "DEAD_WAITERS", 10, 100) {
 		t.Run(fmt.Sprintf("%d dead", n), func(t *testing.T) {
 			names := []string{"holder"}
 			for i := range n {
@@ -93,6 +85,21 @@ func TestDeadWaitersArePassedWithinAMinute(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sizesAnd are a test's numbers of nodes: the given ones, then the one the
+// environment variable env names when set (a run at fleet size, too long
+// for every run).
+func sizesAnd(t *testing.T, env string, given ...int) []int {
+	v := os.Getenv(env)
+	if v == "" {
+		return given
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a number of nodes", env, v)
+	}
+	return append(given, n)
 }
 
 // runUntil takes the world's actions until done holds, failing the test

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -21,15 +19,7 @@ import (
 // run with N nodes (the protocol at fleet size; see docs/performance.md
 // for how long 1,000 take).
 func TestFarWaitersSleepThroughAFastQueue(t *testing.T) {
-	sizes := []int{60}
-	if v := os.Getenv("FAST_QUEUE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("FAST_QUEUE=%q: want a number of nodes", v)
-		}
-		sizes = append(sizes, n)
-	}
-	for _, n := range sizes {
+	for _, n := range sizesAnd(t, "FAST_QUEUE", 60) {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) { sleepThroughAFastQueue(t, n) })
 	}
 }

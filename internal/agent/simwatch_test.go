@@ -30,17 +30,11 @@ type simWatch struct {
 	stopped bool
 	// delivered counts the changes it delivered.
 	delivered int
-	// quiet remembers a look that found nothing for it in the log, so
-	// the next look reads only what came after (with thousands of
-	// agents, every action asks every watch).
-	quiet quietScan
-}
-
-// quietScan: from cursor to upTo, the log held nothing for the watch.
-// Valid until the watch delivers or relists (its store changes).
-type quietScan struct {
-	valid        bool
-	cursor, upTo int64
+	// quiet: the log's revision up to which a look found nothing for it
+	// since it last delivered or relisted (0: none), so the next look
+	// reads only what came after (with thousands of agents, every action
+	// asks every watch).
+	quiet int64
 }
 
 // simGroups is the agent's seam to its group Leases' watch: stopping it
@@ -119,7 +113,7 @@ func (sw *simWatch) relist(api *simapi.Server) {
 		sw.handler.OnDelete(old[k])
 	}
 	sw.cursor = rv
-	sw.quiet.valid = false
+	sw.quiet = 0
 }
 
 // pending: the watch has a change not yet delivered, or the log no longer
@@ -128,25 +122,25 @@ func (sw *simWatch) pending(api *simapi.Server) bool {
 	if sw.stopped {
 		return false
 	}
-	quiet := sw.quiet.valid && sw.quiet.cursor == sw.cursor
-	if quiet && sw.quiet.upTo == api.RV() && !api.Compacted(sw.cursor) {
-		return false // nothing new since the last look
-	}
-	changes, ok := api.ChangesSince(sw.cursor)
-	if !ok {
+	if api.Compacted(sw.cursor) {
 		return true // it relists
 	}
-	if quiet {
-		// Nothing up to quiet.upTo was for it, and its store has not
-		// changed since: read on from there.
-		changes, _ = api.ChangesSince(sw.quiet.upTo)
+	from := sw.cursor
+	if sw.quiet != 0 {
+		if sw.quiet == api.RV() {
+			return false // nothing new since the last look
+		}
+		// Nothing up to quiet was for it, and its store has not changed
+		// since: read on from there.
+		from = sw.quiet
 	}
+	changes, _ := api.ChangesSince(from)
 	for _, c := range changes {
 		if sw.relevant(c) {
 			return true
 		}
 	}
-	sw.quiet = quietScan{valid: true, cursor: sw.cursor, upTo: api.RV()}
+	sw.quiet = api.RV()
 	return false
 }
 
@@ -161,7 +155,7 @@ func (sw *simWatch) deliver(api *simapi.Server, n int) {
 		sw.relist(api)
 		return
 	}
-	sw.quiet.valid = false
+	sw.quiet = 0
 	for _, c := range changes {
 		if n == 0 {
 			return
