@@ -282,7 +282,9 @@ func (a *Agent) measurePace(d decide.Decision, now time.Time) {
 		f.pace, f.sample.at, f.sample.nodes = 0, time.Time{}, nil
 		return
 	}
-	s, err := lock.SummaryFromLease(l)
+	a.queue.mu.Lock()
+	s, err := a.queue.summaryOf(l)
+	a.queue.mu.Unlock()
 	if err != nil {
 		return
 	}

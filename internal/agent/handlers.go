@@ -122,6 +122,7 @@ func (a *Agent) sawQueueDeleted(obj any) {
 	if l, ok := obj.(*coordv1.Lease); ok {
 		a.queue.mu.Lock()
 		delete(a.queue.last, l.Name)
+		delete(a.queue.parsed, l.Name)
 		a.queue.mu.Unlock()
 	}
 }

@@ -108,7 +108,7 @@ func (a *Agent) snapshot() (view, error) {
 			s.Locks[l.Name] = lock.LockOf(l)
 		case lock.IsQueueName(l.Name):
 			q := decide.QueueState{Seen: a.queue.seen[l.Name], Changed: a.queue.changed[l.Name]}
-			q.Summary, q.Err = lock.SummaryFromLease(l)
+			q.Summary, q.Err = a.queue.summaryOf(l)
 			s.Queues[l.Name] = q
 		}
 	}

@@ -61,6 +61,7 @@ type queueView struct {
 	seen      map[string]time.Time // any change of a queue Lease
 	changed   map[string]time.Time // a change of its summary (not a renewal)
 	last      map[string]seenQueue // the version and summary last seen
+	parsed    map[string]parsedQueue
 	mine      *lock.Summary
 	mineGroup lock.GroupRef
 	jitter    float64   // decide.Params.Jitter
@@ -71,6 +72,30 @@ type queueView struct {
 
 // seenQueue is a queue Lease as last seen.
 type seenQueue struct{ rv, summary string }
+
+// parsedQueue is a queue Lease's summary as last read: a waiting agent
+// reads the summaries at every step, and at fleet size one changes far
+// less often than that.
+type parsedQueue struct {
+	text, by string
+	summary  lock.Summary
+	err      error
+}
+
+// summaryOf reads l's summary, parsing it again only when its text
+// changed. Its caller holds mu.
+func (q *queueView) summaryOf(l *coordv1.Lease) (lock.Summary, error) {
+	text, by := l.Annotations[lock.AnnotationQueue], l.Annotations[lock.AnnotationQueueBy]
+	if p, ok := q.parsed[l.Name]; ok && p.text == text && p.by == by {
+		return p.summary, p.err
+	}
+	s, err := lock.SummaryFromLease(l)
+	if q.parsed == nil {
+		q.parsed = map[string]parsedQueue{}
+	}
+	q.parsed[l.Name] = parsedQueue{text: text, by: by, summary: s, err: err}
+	return s, err
+}
 
 // drainSide is the drain: what drains (seam), the run going on, and its
 // escalation; mu guards run and the escalation, which the drain's

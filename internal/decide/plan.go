@@ -220,7 +220,10 @@ func idleSteps(s Snapshot, p []Step) []Step {
 	}
 	// A request withdrawn while this node was named in a queue: the
 	// summary is made again without it, so that its turn passes at once.
-	p = append(p, Step{Do: ActLeaveQueues}, Step{Do: ActForget, State: from, Succeeded: succeeded})
+	if s.namedInAQueue() {
+		p = append(p, Step{Do: ActLeaveQueues})
+	}
+	p = append(p, Step{Do: ActForget, State: from, Succeeded: succeeded})
 	if s.Request == nil {
 		p = append(p, Step{Do: ActAskReboot})
 	}
@@ -384,4 +387,14 @@ func podList(pods []string) string {
 		return fmt.Sprintf("pods %s and %d more", strings.Join(pods[:5], ", "), len(pods)-5)
 	}
 	return "pods " + strings.Join(pods, ", ")
+}
+
+// namedInAQueue reports whether a queue summary (as read) names this node.
+func (s Snapshot) namedInAQueue() bool {
+	for _, q := range s.Queues {
+		if q.Err == nil && q.Summary.Index(s.Node) >= 0 {
+			return true
+		}
+	}
+	return false
 }

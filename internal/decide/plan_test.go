@@ -68,6 +68,10 @@ func TestPlanOfEveryState(t *testing.T) {
 			"stop-drain inhibit release-kured unquarantine show-state(Idle) rm-record tell leave-queues forget ask-reboot"},
 		{"idle, no Node, no record", []func(*Snapshot){func(s *Snapshot) { s.Request, s.Self, s.Own = nil, nil, nil }},
 			"stop-drain inhibit release-kured leave-queues forget ask-reboot"},
+		{"idle, named in no queue: no summary to make again", []func(*Snapshot){func(s *Snapshot) {
+			s.Request, s.Self, s.Own = nil, nil, nil
+			s.Queues[anyGroup] = QueueState{Summary: summary("a", "b"), Seen: t0}
+		}}, "stop-drain inhibit release-kured forget ask-reboot"},
 		{"waiting, a lock free", nil,
 			"stop-drain inhibit tell take publish(Waiting)-if-none-taken"},
 		{"waiting, first record", []func(*Snapshot){func(s *Snapshot) { s.Own = nil }},
