@@ -25,33 +25,44 @@ import (
 	"github.com/kustodian/kustodian/internal/rollout"
 )
 
-// waitForAPI waits (StartBackoff) until the API server answers, then checks
-// the objects the agent cannot work without.
+// waitForAPI waits (StartBackoff) until the API server is ready and the
+// objects the agent cannot work without are there. Only a permanent error
+// (Kustodian not installed, the Node missing, credentials refused) ends
+// it: a busy API server (429), one that times out or goes away meanwhile
+// is asked again, as a starting fleet on a loaded control plane finds it.
 func (a *Agent) waitForAPI(ctx context.Context) error {
 	backoff := StartBackoff()
 	var said RepeatLog
 	for {
-		// Ready, not just answering: right after a start the API server
-		// serves /version before its authorizer has read the RBAC, and
-		// refuses everything meanwhile.
-		err := a.readyz(ctx)
-		if err == nil {
-			break
-		}
-		var status apierrors.APIStatus
-		if errors.As(err, &status) { // its body lists every check
-			err = fmt.Errorf("the API server is up but not ready yet (HTTP %d from /readyz)", status.Status().Code)
+		err := a.apiReady(ctx)
+		var perm *PermanentError
+		if err == nil || errors.As(err, &perm) || ctx.Err() != nil {
+			return err
 		}
 		delay := backoff.Step()
 		a.setStatus(fmt.Sprintf("waiting for the API server, retrying in %s: %v", delay.Round(100*time.Millisecond), err))
 		if said.Due(err, a.now()) {
-			a.log.Warn("API server unreachable; asking again every 2 s or so, this said again every 30 s", "err", err)
+			a.log.Warn("API server unreachable or not ready; asking again every 2 s or so, this said again every 30 s", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-a.clock.After(delay):
 		}
+	}
+}
+
+// apiReady is one look at whether the agent can start: the API server
+// ready, not just answering (right after a start it serves /version
+// before its authorizer has read the RBAC, and refuses everything
+// meanwhile), then the objects the agent cannot work without.
+func (a *Agent) apiReady(ctx context.Context) error {
+	if err := a.readyz(ctx); err != nil {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) { // its body lists every check
+			err = fmt.Errorf("the API server is up but not ready yet (HTTP %d from /readyz)", status.Status().Code)
+		}
+		return err
 	}
 	_, err := a.kube.CoreV1().Namespaces().Get(ctx, a.cfg.Namespace, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

@@ -1,0 +1,129 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kustodian/kustodian/internal/config"
+)
+
+// startServer answers what an agent reads before it starts, as a busy
+// API server does: each path in busy is refused with 429 (no Retry-After,
+// so client-go does not retry it itself) that many times first.
+type startServer struct {
+	mu    sync.Mutex
+	busy  map[string]int
+	calls map[string]int
+}
+
+func (s *startServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.calls[r.URL.Path]++
+	refuse := s.busy[r.URL.Path] > 0
+	if refuse {
+		s.busy[r.URL.Path]--
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if refuse {
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429,"message":"the server has received too many requests and has asked us to try again later"}`)
+		return
+	}
+	switch {
+	case r.URL.Path == "/readyz":
+		fmt.Fprint(w, "ok")
+	case r.URL.Path == "/api/v1/namespaces/kustodian":
+		fmt.Fprint(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"kustodian"}}`)
+	case r.URL.Path == "/apis/coordination.k8s.io/v1/namespaces/kustodian/leases":
+		fmt.Fprint(w, `{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+	case r.URL.Path == "/api/v1/nodes/n1":
+		fmt.Fprint(w, `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1"}}`)
+	case r.URL.Path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"kind":"SelfSubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":true}}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// An agent that starts while the API server turns requests away (429, as
+// a control plane does when a whole fleet starts at once) waits and asks
+// again; it does not exit. Seen with 2,000 agents starting together: two
+// of them stopped for good on a 429.
+func TestAStartingAgentWaitsOutABusyAPIServer(t *testing.T) {
+	srv := &startServer{calls: map[string]int{}, busy: map[string]int{
+		"/apis/coordination.k8s.io/v1/namespaces/kustodian/leases": 2,
+		"/api/v1/nodes/n1": 1,
+	}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.Namespace = "kustodian"
+	var logs bytes.Buffer
+	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.NewTextHandler(&logs, nil)), Notifier: noNotify{}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.waitForAPI(ctx); err != nil {
+		t.Fatalf("waitForAPI: %v (it should have asked again)", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("waitForAPI gave up at the deadline")
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if got := srv.calls["/apis/coordination.k8s.io/v1/namespaces/kustodian/leases"]; got != 4 {
+		t.Errorf("the Leases were listed %d times, want 4 (two refusals, an answer, and again after the Node's refusal: each look is whole)", got)
+	}
+	if got := srv.calls["/api/v1/nodes/n1"]; got != 2 {
+		t.Errorf("the Node was read %d times, want 2", got)
+	}
+	if !strings.Contains(logs.String(), "too many requests") {
+		t.Errorf("the agent did not say why it waits:\n%s", logs.String())
+	}
+}
+
+// A permanent answer still ends the start at once: the Node missing.
+func TestAStartingAgentStopsWhenItsNodeIsMissing(t *testing.T) {
+	srv := &startServer{calls: map[string]int{}, busy: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.Handle("/", srv)
+	mux.HandleFunc("/api/v1/nodes/n1", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"nodes \"n1\" not found"}`)
+	})
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.Namespace = "kustodian"
+	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.DiscardHandler), Notifier: noNotify{}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = a.waitForAPI(ctx)
+	if err == nil || !strings.Contains(err.Error(), `node "n1" does not exist`) {
+		t.Fatalf("waitForAPI: %v, want the missing Node named", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("waitForAPI waited for the deadline instead of stopping")
+	}
+}
