@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -379,7 +380,9 @@ func (h *Host) Journal(ctx context.Context, unit string) string {
 }
 
 // Stop powers the host off, and kills nspawn (by its PID) if it does not
-// exit in time.
+// exit in time (a delay inhibitor inside may hold the poweroff back that
+// long), then whatever still runs in the host's root file system, so that
+// the directory can be removed.
 func (h *Host) Stop(ctx context.Context) {
 	if !h.Running() {
 		return
@@ -395,4 +398,36 @@ func (h *Host) Stop(ctx context.Context) {
 	h.mu.Unlock()
 	_ = cmd.Process.Kill()
 	_, _ = h.WaitExit(ctx)
+	h.killLeft(ctx)
+}
+
+// killLeft kills the processes whose root is the host's root file system
+// (nspawn killed leaves its container's processes running) and waits until
+// none is left, for at most 30 s.
+func (h *Host) killLeft(ctx context.Context) {
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		left := h.inside()
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return len(left) == 0, nil
+	})
+}
+
+// inside lists the processes whose root directory is the host's.
+func (h *Host) inside() []int {
+	dir, err := filepath.Abs(h.Dir)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	roots, _ := filepath.Glob("/proc/[0-9]*/root")
+	for _, r := range roots {
+		if link, err := os.Readlink(r); err == nil && link == dir {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(r))); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
 }
