@@ -56,6 +56,9 @@ type options struct {
 	scaleHeartbeat time.Duration
 	// scaleHandoffTime bounds the handoffs at each N.
 	scaleHandoffTime time.Duration
+	// The fleet refusal: its number of agents (0: none).
+	refusal     int
+	refusalOnly bool
 	// The plan's accuracy.
 	planNodes int
 	planSeed  uint64
@@ -80,6 +83,8 @@ func main() {
 	flag.IntVar(&o.scaleHandoffs, "scale-handoffs", 30, "handoffs the scale mode times at each N")
 	flag.DurationVar(&o.scaleHandoffTime, "scale-handoff-time", 5*time.Minute, "how long the scale mode waits for its handoffs at each N")
 	flag.DurationVar(&o.scaleHeartbeat, "scale-heartbeat", 10*time.Second, "the agents' heartbeat in the scale mode (the default of queue.heartbeat)")
+	flag.IntVar(&o.refusal, "refusal", 0, "agents refusing one rollout at once, for its writes and Events (0: none)")
+	flag.BoolVar(&o.refusalOnly, "refusal-only", false, "run only the fleet refusal")
 	flag.IntVar(&o.planNodes, "plan-nodes", 20, "nodes of the plan's accuracy benchmark (0: none)")
 	flag.Uint64Var(&o.planSeed, "plan-seed", 1, "seed of the per-node work of the plan's accuracy benchmark")
 	flag.BoolVar(&o.planOnly, "plan-only", false, "run only the plan's accuracy benchmark")
@@ -116,13 +121,24 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	fmt.Printf("machine: %d cores; each figure is the median of its runs, with min and max\n\n", runtime.NumCPU())
+	if o.refusalOnly {
+		if o.refusal < 1 {
+			return fmt.Errorf("--refusal-only: --refusal %d: want a number of agents of at least 1", o.refusal)
+		}
+		return runRefusal(ctx, o)
+	}
 	if !o.scaleOnly {
 		if err := runMain(ctx, o); err != nil {
 			return err
 		}
 	}
 	if len(sizes) > 0 && !o.handoffOnly && !o.planOnly {
-		return runScale(ctx, o, sizes)
+		if err := runScale(ctx, o, sizes); err != nil {
+			return err
+		}
+	}
+	if o.refusal > 0 && !o.handoffOnly && !o.planOnly {
+		return runRefusal(ctx, o)
 	}
 	return nil
 }

@@ -67,9 +67,9 @@ func runScale(ctx context.Context, o options, sizes []int) error {
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
 		return err
 	}
-	swarm := filepath.Join(o.workdir, "swarm")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", swarm, "./test/cmd/swarm").CombinedOutput(); err != nil {
-		return fmt.Errorf("building test/cmd/swarm: %v: %s", err, out)
+	swarm, err := buildSwarm(ctx, o)
+	if err != nil {
+		return err
 	}
 	// Each agent watches its host files and its jobs through inotify.
 	if err := raiseInotify(2*maxN + 256); err != nil {

@@ -1,0 +1,271 @@
+package main
+
+// The fleet refusal (docs/performance.md, "A rollout every node writes at
+// once"): N agents with rollouts enabled, one rollout signed by a key none
+// of them trusts, so every node refuses it at once. What it costs the
+// control plane: the writes of the rollout's status (and how many of them
+// conflicted), the RolloutRefused Events, and how long until every node's
+// entry said Refused.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kustodian/kustodian/internal/rollout"
+	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
+)
+
+// refusalResult is what the refusal measured.
+type refusalResult struct {
+	n                 int
+	allRefused        time.Duration // rollout created → every entry Refused
+	counted           time.Duration // rollout created → status.counts.refused = N
+	writes, conflicts int           // the rollout's status writes
+	events, most      int           // RolloutRefused Events, and most for one node
+	swarmCPU, apiCPU  time.Duration
+}
+
+func runRefusal(ctx context.Context, o options) error {
+	n := o.refusal
+	swarm, err := buildSwarm(ctx, o)
+	if err != nil {
+		return err
+	}
+	if err := raiseInotify(2*n + 256); err != nil {
+		return err
+	}
+	copts := cluster.Options{Name: "kustodian-refusal", Nodes: n, Log: io.Discard}
+	fmt.Printf("\nrefusal: starting a control plane with %d kwok nodes\n", n)
+	_ = cluster.Down(ctx, copts)
+	c, err := cluster.Up(ctx, copts)
+	if err != nil {
+		return err
+	}
+	if !o.keepCluster {
+		defer cluster.Down(context.Background(), copts)
+	}
+	if err := cluster.Eventually(ctx, 5*time.Minute, func(ctx context.Context) error { return nodesReady(ctx, c.Client, n) }); err != nil {
+		return err
+	}
+	b := &bench{o: o, c: c}
+	r, err := b.refusal(ctx, swarm, copts, n)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nrefusal: %d agents in one process refusing one rollout at once (signed by a key no host trusts)\n", r.n)
+	fmt.Printf("  every entry Refused after the rollout's creation   %s\n", round(r.allRefused))
+	fmt.Printf("  status.counts.refused = %d after                  %s\n", r.n, round(r.counted))
+	fmt.Printf("  status writes (conflicts)                          %d (%d): %.2f per node\n", r.writes, r.conflicts, float64(r.writes)/float64(r.n))
+	fmt.Printf("  RolloutRefused Events; most for one node           %d; %d\n", r.events, r.most)
+	fmt.Printf("  CPU: the agents' process; the API server           %s; %s\n", round(r.swarmCPU), round(r.apiCPU))
+	return nil
+}
+
+// buildSwarm builds test/cmd/swarm, the agents of many nodes in one process.
+func buildSwarm(ctx context.Context, o options) (string, error) {
+	swarm := filepath.Join(o.workdir, "swarm")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", swarm, "./test/cmd/swarm").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building test/cmd/swarm: %v: %s", err, out)
+	}
+	return swarm, nil
+}
+
+func (b *bench) refusal(ctx context.Context, swarm string, copts cluster.Options, n int) (refusalResult, error) {
+	r := refusalResult{n: n}
+	apiPID, err := copts.PID("kube-apiserver")
+	if err != nil {
+		return r, err
+	}
+	ns, err := b.namespace(ctx)
+	if err != nil {
+		return r, err
+	}
+	keys := filepath.Join(b.o.workdir, ns, "keys")
+	trusted, err := writeKey(filepath.Join(keys, "trusted"))
+	if err != nil {
+		return r, err
+	}
+	stranger, err := writeKey(filepath.Join(keys, "stranger"))
+	if err != nil {
+		return r, err
+	}
+	fmt.Printf("refusal N=%d: minting %d node kubeconfigs in %s\n", n, n, ns)
+	nodes := make([]string, n)
+	if err := parallel(ctx, n, 4, func(i int) error {
+		nodes[i] = cluster.NodeName(i)
+		_, err := b.spec(ctx, ns, nodes[i])
+		return err
+	}); err != nil {
+		return r, err
+	}
+	logPath := filepath.Join(b.o.workdir, ns, "swarm.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return r, err
+	}
+	defer log.Close()
+	cmd := exec.Command(swarm, "--namespace", ns, "--workdir", b.o.workdir, "--nodes", strings.Join(nodes, ","),
+		"--agent-flag=--rollouts-enabled", "--agent-flag=--rollouts-trusted-keys="+trusted.Trusted)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	long := max(5*time.Minute, time.Duration(n)*time.Second/2)
+	if err := waitCount(ctx, logPath, `"msg":"agent started"`, n, long); err != nil {
+		return r, err
+	}
+	// The rollout's summary counts the Nodes labelled as running rollouts.
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, long, true, func(ctx context.Context) (bool, error) {
+		list, err := b.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: rollout.LabelRollouts + "=enabled"})
+		if err != nil {
+			return false, err
+		}
+		return len(list.Items) >= n, nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("waiting for %d Nodes labelled %s=enabled: %w", n, rollout.LabelRollouts, err)
+	}
+	script := filepath.Join(keys, "script.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntrue\n"), 0o755); err != nil {
+		return r, err
+	}
+	dyn, err := dynamic.NewForConfig(b.c.Config)
+	if err != nil {
+		return r, err
+	}
+	before, err := rolloutStatusWrites(ctx, b)
+	if err != nil {
+		return r, err
+	}
+	cpu0, api0 := cpuTime(cmd.Process.Pid), cpuTime(apiPID)
+	fmt.Printf("refusal N=%d: every agent started and its Node labelled; the rollout created\n", n)
+	t0 := time.Now()
+	if out, err := b.ctl(ns).Run(ctx, "rollout", "create", "stranger", "--script", script, "--stage", "all", "--key", stranger.Private); err != nil {
+		return r, fmt.Errorf("kustodian-ctl rollout create: %w\n%s", err, out)
+	}
+	// Once a second: the benchmark's own reads must not weigh on it.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, long, true, func(ctx context.Context) (bool, error) {
+		u, err := dyn.Resource(rollout.GVR).Namespace(ns).Get(ctx, "stranger", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ro, err := rollout.FromUnstructured(u)
+		if err != nil {
+			return false, err
+		}
+		refused := 0
+		for _, e := range ro.Status.Nodes {
+			if e.State == rollout.Refused {
+				refused++
+			}
+		}
+		if refused == n && r.allRefused == 0 {
+			r.allRefused = time.Since(t0)
+		}
+		if ro.Status.Counts.Refused == n && r.counted == 0 {
+			r.counted = time.Since(t0)
+		}
+		return r.allRefused > 0 && r.counted > 0, nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("waiting for %d Refused entries and the summary counting them: %w", n, err)
+	}
+	// An agent records its Event just after its entry's write.
+	per := map[string]int{}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, long, true, func(ctx context.Context) (bool, error) {
+		evs, err := b.c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=RolloutRefused"})
+		if err != nil {
+			return false, err
+		}
+		per = refusalsByNode(evs.Items, "stranger")
+		return len(per) >= n, nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("waiting for a RolloutRefused Event from each of %d nodes (%d so far): %w", n, len(per), err)
+	}
+	r.swarmCPU, r.apiCPU = cpuTime(cmd.Process.Pid)-cpu0, cpuTime(apiPID)-api0
+	for _, c := range per {
+		r.events += c
+		r.most = max(r.most, c)
+	}
+	after, err := rolloutStatusWrites(ctx, b)
+	if err != nil {
+		return r, err
+	}
+	r.writes, r.conflicts = after.all-before.all, after.conflicts-before.conflicts
+	return r, nil
+}
+
+// writeKey makes a rollout signing key in dir.
+func writeKey(dir string) (nodecreds.RolloutKey, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nodecreds.RolloutKey{}, err
+	}
+	return nodecreds.WriteRolloutKey(dir)
+}
+
+// refusalsByNode counts the RolloutRefused Events of rollout name by node
+// (an Event's count included).
+func refusalsByNode(evs []corev1.Event, name string) map[string]int {
+	per := map[string]int{}
+	for _, ev := range evs {
+		if strings.Contains(ev.Message, "rollout "+name+" ") {
+			per[ev.InvolvedObject.Name] += max(1, int(ev.Count))
+		}
+	}
+	return per
+}
+
+type writeCounts struct{ all, conflicts int }
+
+// rolloutStatusWrites counts the API server's requests that wrote the
+// status of MaintenanceRollouts (any verb but reads), from its metrics.
+func rolloutStatusWrites(ctx context.Context, b *bench) (writeCounts, error) {
+	body, err := b.c.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return writeCounts{}, fmt.Errorf("reading /metrics: %w", err)
+	}
+	var c writeCounts
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "apiserver_request_total{"), "} ")
+		if !ok || !strings.HasPrefix(line, "apiserver_request_total{") || label(labels, "resource") != rollout.GVR.Resource ||
+			label(labels, "subresource") != "status" {
+			continue
+		}
+		if v := label(labels, "verb"); v == "GET" || v == "LIST" || v == "WATCH" {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return c, fmt.Errorf("the API server's /metrics: %q: %w", line, err)
+		}
+		c.all += int(v)
+		if label(labels, "code") == "409" {
+			c.conflicts += int(v)
+		}
+	}
+	return c, sc.Err()
+}
