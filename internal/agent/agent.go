@@ -161,10 +161,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return permanent(fmt.Errorf("rollouts.trustedKeys: %w", err))
 		}
 	}
-	if err := a.waitForAPI(ctx); err != nil || ctx.Err() != nil {
-		return err
-	}
-	if err := a.startInformers(ctx, false); err != nil || ctx.Err() != nil {
+	if err := a.untilStarted(ctx, a.startReading); err != nil || ctx.Err() != nil {
 		return err
 	}
 	fileChanges, err := hostwatch.Files(ctx, a.files)

@@ -25,16 +25,16 @@ import (
 	"github.com/kustodian/kustodian/internal/rollout"
 )
 
-// waitForAPI waits (StartBackoff) until the API server is ready and the
-// objects the agent cannot work without are there. Only a permanent error
-// (Kustodian not installed, the Node missing, credentials refused) ends
-// it: a busy API server (429), one that times out or goes away meanwhile
-// is asked again, as a starting fleet on a loaded control plane finds it.
-func (a *Agent) waitForAPI(ctx context.Context) error {
+// untilStarted runs start (StartBackoff) until it succeeds. Only a
+// permanent error (Kustodian not installed, the Node missing, credentials
+// refused) ends it: a busy API server (429), one that times out or goes
+// away meanwhile is asked again, as a starting fleet on a loaded control
+// plane finds it.
+func (a *Agent) untilStarted(ctx context.Context, start func(context.Context) error) error {
 	backoff := StartBackoff()
 	var said RepeatLog
 	for {
-		err := a.apiReady(ctx)
+		err := start(ctx)
 		var perm *PermanentError
 		if err == nil || errors.As(err, &perm) || ctx.Err() != nil {
 			return err
@@ -50,6 +50,15 @@ func (a *Agent) waitForAPI(ctx context.Context) error {
 		case <-a.clock.After(delay):
 		}
 	}
+}
+
+// startReading is the agent's start: the API server ready, the objects it
+// cannot work without there, and its informers filled.
+func (a *Agent) startReading(ctx context.Context) error {
+	if err := a.apiReady(ctx); err != nil {
+		return err
+	}
+	return a.startInformers(ctx, false)
 }
 
 // apiReady is one look at whether the agent can start: the API server

@@ -79,11 +79,11 @@ func TestAStartingAgentWaitsOutABusyAPIServer(t *testing.T) {
 	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.NewTextHandler(&logs, nil)), Notifier: noNotify{}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := a.waitForAPI(ctx); err != nil {
-		t.Fatalf("waitForAPI: %v (it should have asked again)", err)
+	if err := a.untilStarted(ctx, a.apiReady); err != nil {
+		t.Fatalf("the start: %v (it should have asked again)", err)
 	}
 	if ctx.Err() != nil {
-		t.Fatal("waitForAPI gave up at the deadline")
+		t.Fatal("the start gave up at the deadline")
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -119,11 +119,11 @@ func TestAStartingAgentStopsWhenItsNodeIsMissing(t *testing.T) {
 	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.DiscardHandler), Notifier: noNotify{}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = a.waitForAPI(ctx)
+	err = a.untilStarted(ctx, a.apiReady)
 	if err == nil || !strings.Contains(err.Error(), `node "n1" does not exist`) {
-		t.Fatalf("waitForAPI: %v, want the missing Node named", err)
+		t.Fatalf("the start: %v, want the missing Node named", err)
 	}
 	if ctx.Err() != nil {
-		t.Fatal("waitForAPI waited for the deadline instead of stopping")
+		t.Fatal("the start waited for the deadline instead of stopping")
 	}
 }
