@@ -25,6 +25,8 @@ var foreign = map[string]string{
 	"--plan-seed":                            "make bench's (test/cmd/bench)",
 	"--scale":                                "make bench's (test/cmd/bench)",
 	"--scale-only":                           "make bench's (test/cmd/bench)",
+	"--refusal":                              "make bench's (test/cmd/bench)",
+	"--refusal-only":                         "make bench's (test/cmd/bench)",
 	"-trimpath":                              "go build's",
 	"--reboot-sentinel-command":              "Kured's",
 	"--lock-annotation":                      "Kured's",
