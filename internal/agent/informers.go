@@ -26,8 +26,8 @@ import (
 )
 
 // untilStarted runs start (StartBackoff) until it succeeds. Only a
-// permanent error (Kustodian not installed, the Node missing, credentials
-// refused) ends it: a busy API server (429), one that times out or goes
+// permanent error (Kustodian not installed, the Node missing, the eviction
+// right refused) ends it, and a stop, which is no error: a busy API server (429), one that times out or goes
 // away meanwhile is asked again, as a starting fleet on a loaded control
 // plane finds it.
 func (a *Agent) untilStarted(ctx context.Context, start func(context.Context) error) error {
@@ -35,8 +35,11 @@ func (a *Agent) untilStarted(ctx context.Context, start func(context.Context) er
 	var said RepeatLog
 	for {
 		err := start(ctx)
+		if ctx.Err() != nil {
+			return nil // stopped while it started
+		}
 		var perm *PermanentError
-		if err == nil || errors.As(err, &perm) || ctx.Err() != nil {
+		if err == nil || errors.As(err, &perm) {
 			return err
 		}
 		delay := backoff.Step()

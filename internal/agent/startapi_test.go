@@ -127,3 +127,43 @@ func TestAStartingAgentStopsWhenItsNodeIsMissing(t *testing.T) {
 		t.Fatal("the start waited for the deadline instead of stopping")
 	}
 }
+
+// Stopped while the API server still turns it away, the start ends
+// without an error: systemd stopped it, nothing failed.
+func TestAStartingAgentStoppedWhileWaitingEndsWithoutError(t *testing.T) {
+	srv := &startServer{calls: map[string]int{}, busy: map[string]int{"/readyz": 1 << 30}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.Namespace = "kustodian"
+	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.DiscardHandler), Notifier: noNotify{}})
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan error, 1)
+	go func() { started <- a.untilStarted(ctx, a.startReading) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		srv.mu.Lock()
+		asked := srv.calls["/readyz"]
+		srv.mu.Unlock()
+		if asked >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent did not ask /readyz twice within 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("a start stopped while waiting returned %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the start did not end within 30 s of its stop")
+	}
+}
