@@ -58,6 +58,21 @@ func (s *startServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// startingAgent is the agent of node n1 in namespace kustodian, talking
+// to an API server played by h (stopped with the test).
+func startingAgent(t *testing.T, h http.Handler, log slog.Handler) *Agent {
+	t.Helper()
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.Namespace = "kustodian"
+	return New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(log), Notifier: noNotify{}})
+}
+
 // An agent that starts while the API server turns requests away (429, as
 // a control plane does when a whole fleet starts at once) waits and asks
 // again; it does not exit. Seen with 2,000 agents starting together: two
@@ -67,16 +82,8 @@ func TestAStartingAgentWaitsOutABusyAPIServer(t *testing.T) {
 		"/apis/coordination.k8s.io/v1/namespaces/kustodian/leases": 2,
 		"/api/v1/nodes/n1": 1,
 	}}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	kube, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.Namespace = "kustodian"
 	var logs bytes.Buffer
-	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.NewTextHandler(&logs, nil)), Notifier: noNotify{}})
+	a := startingAgent(t, srv, slog.NewTextHandler(&logs, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := a.untilStarted(ctx, a.apiReady); err != nil {
@@ -108,18 +115,10 @@ func TestAStartingAgentStopsWhenItsNodeIsMissing(t *testing.T) {
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"nodes \"n1\" not found"}`)
 	})
-	ts := httptest.NewServer(mux)
-	defer ts.Close()
-	kube, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.Namespace = "kustodian"
-	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.DiscardHandler), Notifier: noNotify{}})
+	a := startingAgent(t, mux, slog.DiscardHandler)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = a.untilStarted(ctx, a.apiReady)
+	err := a.untilStarted(ctx, a.apiReady)
 	if err == nil || !strings.Contains(err.Error(), `node "n1" does not exist`) {
 		t.Fatalf("the start: %v, want the missing Node named", err)
 	}
@@ -132,15 +131,7 @@ func TestAStartingAgentStopsWhenItsNodeIsMissing(t *testing.T) {
 // without an error: systemd stopped it, nothing failed.
 func TestAStartingAgentStoppedWhileWaitingEndsWithoutError(t *testing.T) {
 	srv := &startServer{calls: map[string]int{}, busy: map[string]int{"/readyz": 1 << 30}}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	kube, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.Namespace = "kustodian"
-	a := New(Options{Config: cfg, NodeName: "n1", Kube: kube, Log: slog.New(slog.DiscardHandler), Notifier: noNotify{}})
+	a := startingAgent(t, srv, slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan error, 1)
 	go func() { started <- a.untilStarted(ctx, a.startReading) }()

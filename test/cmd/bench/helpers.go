@@ -240,3 +240,22 @@ func round(d time.Duration) time.Duration {
 	}
 	return d.Round(100 * time.Microsecond)
 }
+
+// freshCluster starts a control plane of copts anew (the audit policy
+// applies from its start) and waits until its nodes are ready, within
+// ready; stop takes it down unless --keep-cluster.
+func freshCluster(ctx context.Context, o options, copts cluster.Options, ready time.Duration) (c *cluster.Cluster, stop func(), err error) {
+	_ = cluster.Down(ctx, copts)
+	if c, err = cluster.Up(ctx, copts); err != nil {
+		return nil, nil, err
+	}
+	stop = func() {}
+	if !o.keepCluster {
+		stop = func() { _ = cluster.Down(context.Background(), copts) }
+	}
+	if err := cluster.Eventually(ctx, ready, func(ctx context.Context) error { return nodesReady(ctx, c.Client, copts.Nodes) }); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, stop, nil
+}

@@ -175,17 +175,11 @@ func runMain(ctx context.Context, o options) error {
 	}
 	copts := cluster.Options{Name: "kustodian-bench", Nodes: nodes, AuditPolicy: policy, Log: io.Discard}
 	fmt.Printf("starting a control plane with %d kwok nodes (kube %s)\n", nodes, cluster.KubeVersion)
-	_ = cluster.Down(ctx, copts) // a fresh one: the audit policy applies from the start
-	c, err := cluster.Up(ctx, copts)
+	c, stop, err := freshCluster(ctx, o, copts, 2*time.Minute)
 	if err != nil {
 		return err
 	}
-	if !o.keepCluster {
-		defer cluster.Down(context.Background(), copts)
-	}
-	if err := cluster.Eventually(ctx, 2*time.Minute, func(ctx context.Context) error { return nodesReady(ctx, c.Client, nodes) }); err != nil {
-		return err
-	}
+	defer stop()
 	b := &bench{o: o, c: c}
 	if o.handoffOnly {
 		return b.handoffs(ctx)

@@ -57,17 +57,11 @@ func runRefusal(ctx context.Context, o options) error {
 	}
 	copts := cluster.Options{Name: "kustodian-refusal", Nodes: n, Log: io.Discard}
 	fmt.Printf("\nrefusal: starting a control plane with %d kwok nodes\n", n)
-	_ = cluster.Down(ctx, copts)
-	c, err := cluster.Up(ctx, copts)
+	c, stop, err := freshCluster(ctx, o, copts, 5*time.Minute)
 	if err != nil {
 		return err
 	}
-	if !o.keepCluster {
-		defer cluster.Down(context.Background(), copts)
-	}
-	if err := cluster.Eventually(ctx, 5*time.Minute, func(ctx context.Context) error { return nodesReady(ctx, c.Client, n) }); err != nil {
-		return err
-	}
+	defer stop()
 	b := &bench{o: o, c: c}
 	r, err := b.refusal(ctx, swarm, copts, n)
 	if err != nil {

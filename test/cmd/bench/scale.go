@@ -77,17 +77,11 @@ func runScale(ctx context.Context, o options, sizes []int) error {
 	}
 	copts := cluster.Options{Name: "kustodian-scale", Nodes: maxN, AuditPolicy: policy, Log: io.Discard, KubeletHeartbeats: true}
 	fmt.Printf("\nscale: starting a control plane with %d kwok nodes\n", maxN)
-	_ = cluster.Down(ctx, copts)
-	c, err := cluster.Up(ctx, copts)
+	c, stop, err := freshCluster(ctx, o, copts, 5*time.Minute)
 	if err != nil {
 		return err
 	}
-	if !o.keepCluster {
-		defer cluster.Down(context.Background(), copts)
-	}
-	if err := cluster.Eventually(ctx, 5*time.Minute, func(ctx context.Context) error { return nodesReady(ctx, c.Client, maxN) }); err != nil {
-		return err
-	}
+	defer stop()
 	b := &bench{o: o, c: c}
 	var results []scaleResult
 	for _, n := range sizes {
