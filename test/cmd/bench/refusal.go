@@ -34,16 +34,16 @@ import (
 
 // refusalResult is what the refusal measured.
 type refusalResult struct {
-	n                 int
-	refused           int           // entries Refused when the wait ended
-	waited            time.Duration // how long the wait for them lasted
-	allRefused        time.Duration // rollout created → every entry Refused
-	counted           time.Duration // rollout created → status.counts.refused = N
-	writes, conflicts int           // the rollout's status writes
-	events, most      int           // RolloutRefused Events, and most for one node
-	swarmCPU, apiCPU  time.Duration
-	swarmRSS          int64
-	evented           int // nodes with an Event
+	n                int
+	refused          int            // entries Refused when the wait ended
+	waited           time.Duration  // how long the wait for them lasted
+	allRefused       time.Duration  // rollout created → every entry Refused
+	counted          time.Duration  // rollout created → status.counts.refused = N
+	traffic          rolloutTraffic // what the rollouts cost the API server meanwhile
+	events, most     int            // RolloutRefused Events, and most for one node
+	swarmCPU, apiCPU time.Duration
+	swarmRSS         int64
+	evented          int // nodes with an Event
 }
 
 func runRefusal(ctx context.Context, o options) error {
@@ -74,7 +74,10 @@ func runRefusal(ctx context.Context, o options) error {
 		fmt.Printf("  every entry Refused after the rollout's creation   %s\n", round(r.allRefused))
 		fmt.Printf("  status.counts.refused = %d after                  %s\n", r.n, round(r.counted))
 	}
-	fmt.Printf("  status writes (conflicts)                          %d (%d): %.2f per node refused\n", r.writes, r.conflicts, float64(r.writes)/float64(max(r.refused, 1)))
+	t, per := r.traffic, float64(max(r.refused, 1))
+	fmt.Printf("  status writes (conflicts)                          %d (%d): %.2f per node refused\n", t.writes, t.conflicts, float64(t.writes)/per)
+	fmt.Printf("  watch events of MaintenanceRollouts sent (MiB)     %d (%.1f): %.0f per node refused\n", t.watchEvents, mib(t.watchBytes), float64(t.watchEvents)/per)
+	fmt.Printf("  reads (GET, LIST) of MaintenanceRollouts (MiB)     %d (%.1f)\n", t.reads, mib(t.readBytes))
 	fmt.Printf("  RolloutRefused Events; most for one node           %d; %d (%d nodes with one; the others' writes timed out)\n", r.events, r.most, r.evented)
 	fmt.Printf("  CPU: the agents' process; the API server           %s; %s\n", round(r.swarmCPU), round(r.apiCPU))
 	fmt.Printf("  the agents' process, resident at most              %.0f MiB\n", float64(r.swarmRSS)/(1<<20))
@@ -159,7 +162,7 @@ func (b *bench) refusal(ctx context.Context, swarm string, copts cluster.Options
 	if err != nil {
 		return r, err
 	}
-	before, err := rolloutStatusWrites(ctx, b)
+	before, err := rolloutRequests(ctx, b)
 	if err != nil {
 		return r, err
 	}
@@ -198,15 +201,18 @@ func (b *bench) refusal(ctx context.Context, swarm string, copts cluster.Options
 	if err != nil && !wait.Interrupted(err) {
 		return r, fmt.Errorf("waiting for %d Refused entries and the summary counting them: %w", n, err)
 	}
-	// An agent records its Event just after its entry's write; when not
+	// An agent records its Event just after its entry's write, so those
+	// that come at all come within seconds of the last entry; when not
 	// every entry came in time, the Events of those that did.
-	events := long
+	events := time.Minute
 	if r.refused < n {
 		fmt.Printf("refusal N=%d: only %d entries Refused within %s; counting what came\n", n, r.refused, long)
 		events = 10 * time.Second
 	}
 	per := map[string]int{}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, events, true, func(ctx context.Context) (bool, error) {
+	// The reads use ctx, not the poll's: a client's rate limiter refuses
+	// a wait that would pass the poll's deadline, which is no error.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, events, true, func(context.Context) (bool, error) {
 		evs, err := b.c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=RolloutRefused"})
 		if err != nil {
 			return false, err
@@ -226,11 +232,11 @@ func (b *bench) refusal(ctx context.Context, swarm string, copts cluster.Options
 		r.events += c
 		r.most = max(r.most, c)
 	}
-	after, err := rolloutStatusWrites(ctx, b)
+	after, err := rolloutRequests(ctx, b)
 	if err != nil {
 		return r, err
 	}
-	r.writes, r.conflicts = after.all-before.all, after.conflicts-before.conflicts
+	r.traffic = after.minus(before)
 	return r, nil
 }
 
@@ -254,36 +260,70 @@ func refusalsByNode(evs []corev1.Event, name string) map[string]int {
 	return per
 }
 
-type writeCounts struct{ all, conflicts int }
+// rolloutTraffic is what the MaintenanceRollouts cost the API server,
+// from its metrics: the writes of their status (and the conflicts among
+// them), the watch events it sent of them (and their bytes: every watcher
+// counts), and the reads (GET and LIST, of the objects or their metadata).
+type rolloutTraffic struct {
+	writes, conflicts     int
+	watchEvents, reads    int
+	watchBytes, readBytes float64
+}
 
-// rolloutStatusWrites counts the API server's requests that wrote the
-// status of MaintenanceRollouts (any verb but reads), from its metrics.
-func rolloutStatusWrites(ctx context.Context, b *bench) (writeCounts, error) {
+func (t rolloutTraffic) minus(o rolloutTraffic) rolloutTraffic {
+	return rolloutTraffic{writes: t.writes - o.writes, conflicts: t.conflicts - o.conflicts,
+		watchEvents: t.watchEvents - o.watchEvents, reads: t.reads - o.reads,
+		watchBytes: t.watchBytes - o.watchBytes, readBytes: t.readBytes - o.readBytes}
+}
+
+func mib(b float64) float64 { return b / (1 << 20) }
+
+// rolloutRequests reads rolloutTraffic from the API server's /metrics.
+func rolloutRequests(ctx context.Context, b *bench) (rolloutTraffic, error) {
 	body, err := b.c.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return writeCounts{}, fmt.Errorf("reading /metrics: %w", err)
+		return rolloutTraffic{}, fmt.Errorf("reading /metrics: %w", err)
 	}
-	var c writeCounts
+	var t rolloutTraffic
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "apiserver_request_total{"), "} ")
-		if !ok || !strings.HasPrefix(line, "apiserver_request_total{") || label(labels, "resource") != rollout.GVR.Resource ||
-			label(labels, "subresource") != "status" {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok {
 			continue
 		}
-		if v := label(labels, "verb"); v == "GET" || v == "LIST" || v == "WATCH" {
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		ours := label(labels, "resource") == rollout.GVR.Resource
+		verb, sub := label(labels, "verb"), label(labels, "subresource")
+		read := ours && (verb == "GET" || verb == "LIST")
+		write := ours && sub == "status" && !read && verb != "WATCH"
+		if !(name == "apiserver_request_total" && (read || write) || name == "apiserver_response_sizes_sum" && read ||
+			strings.HasPrefix(name, "apiserver_watch_events_") && ours) {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
 		if err != nil {
-			return c, fmt.Errorf("the API server's /metrics: %q: %w", line, err)
+			return t, fmt.Errorf("the API server's /metrics: %q: %w", line, err)
 		}
-		c.all += int(v)
-		if label(labels, "code") == "409" {
-			c.conflicts += int(v)
+		switch {
+		case name == "apiserver_request_total" && write:
+			t.writes += int(v)
+			if label(labels, "code") == "409" {
+				t.conflicts += int(v)
+			}
+		case name == "apiserver_request_total":
+			t.reads += int(v)
+		case name == "apiserver_response_sizes_sum":
+			t.readBytes += v
+		case name == "apiserver_watch_events_total":
+			t.watchEvents += int(v)
+		case name == "apiserver_watch_events_sizes_sum":
+			t.watchBytes += v
 		}
 	}
-	return c, sc.Err()
+	return t, sc.Err()
 }
