@@ -13,7 +13,7 @@ import (
 // watchHandlers are what the agent does with the changes its watches
 // deliver.
 type watchHandlers struct {
-	groupLeases, ownRecord, nodeLabels, other cache.ResourceEventHandler
+	groupLeases, ownRecord, nodeLabels, rollouts, other cache.ResourceEventHandler
 }
 
 func (a *Agent) handlers() watchHandlers {
@@ -50,16 +50,30 @@ func (a *Agent) handlers() watchHandlers {
 		},
 		// The Nodes' metadata changes with every status update; only
 		// their labels (and the Nodes that come and go) matter to
-		// rollouts.
+		// rollouts, and not the state label every agent changes at each
+		// step of a maintenance: with it, every node's maintenance would
+		// wake every agent several times.
 		nodeLabels: cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { a.poke() },
 			UpdateFunc: func(oldObj, newObj any) {
 				o, ok1 := oldObj.(*metav1.PartialObjectMetadata)
 				n, ok2 := newObj.(*metav1.PartialObjectMetadata)
-				if ok1 && ok2 && maps.Equal(o.Labels, n.Labels) {
+				if ok1 && ok2 && sameLabelsBut(o.Labels, n.Labels, lock.LabelState) {
 					return
 				}
 				a.poke()
+			},
+			DeleteFunc: func(any) { a.poke() },
+		},
+		// The rollouts' metadata: a step when one comes or goes, its
+		// spec changes, or its status does while this agent follows it
+		// (rolloutread.go).
+		rollouts: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { a.poke() },
+			UpdateFunc: func(oldObj, newObj any) {
+				if a.rollouts.rolloutChanged(oldObj, newObj) {
+					a.poke()
+				}
 			},
 			DeleteFunc: func(any) { a.poke() },
 		},
@@ -125,4 +139,18 @@ func (a *Agent) sawQueueDeleted(obj any) {
 		delete(a.queue.parsed, l.Name)
 		a.queue.mu.Unlock()
 	}
+}
+
+// sameLabelsBut reports whether two sets of labels are the same but for
+// the label but.
+func sameLabelsBut(a, b map[string]string, but string) bool {
+	if _, ok := a[but]; ok {
+		a = maps.Clone(a)
+		delete(a, but)
+	}
+	if _, ok := b[but]; ok {
+		b = maps.Clone(b)
+		delete(b, but)
+	}
+	return maps.Equal(a, b)
 }

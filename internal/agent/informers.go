@@ -182,8 +182,10 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 		if installed, err := a.rolloutsInstalled(ctx); err != nil {
 			return err
 		} else if installed {
-			rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.caches.dyn, 0, a.cfg.Namespace, longWatch)
-			rolloutStore = watch(rf.ForResource(rollout.GVR).Informer(), h.other, rf.Start)
+			// The rollouts' metadata only: each is read whole when it
+			// matters to this node (rolloutread.go).
+			rf := metadatainformer.NewFilteredSharedInformerFactory(a.caches.meta, 0, a.cfg.Namespace, longWatch)
+			rolloutStore = watch(rf.ForResource(rollout.GVR).Informer(), h.rollouts, rf.Start)
 			// Which nodes a rollout selects, and when they joined: their
 			// metadata only, and a step only when that changes.
 			mf := metadatainformer.NewFilteredSharedInformerFactory(a.caches.meta, 0, metav1.NamespaceAll, longWatch)

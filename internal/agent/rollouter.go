@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -39,15 +38,21 @@ type rollouter struct {
 	// label sets one label of this node's Node (nil removes it).
 	label func(ctx context.Context, key string, value *string) error
 
-	// The MaintenanceRollouts and the Nodes' metadata (nil unless
+	// The MaintenanceRollouts' metadata and the Nodes' (nil unless
 	// rollouts.enabled and the CRD is installed).
 	store, nodeStore cache.Store
-	// written: the rollouts this agent wrote, until the cache has them;
+	// copies: the rollouts as last read whole or written, by name
+	// (rolloutread.go), with interest, what their watch needs to know, and
+	// reread, those to read again at once; checkedHeld: the job of a
+	// rollout read since this node took its lock for it.
+	copies      map[string]*rolloutCopy
+	interest    rolloutInterest
+	reread      map[string]bool
+	checkedHeld string
 	// refusedAt: when this agent last refused each rollout; wakeAt: when
-	// a rollout's next stage opens by itself; conflict: whether the last
-	// entry written met another's write; seen: when this agent first saw
-	// each stage of a rollout succeed.
-	written   map[string]*unstructured.Unstructured
+	// a rollout's next stage opens by itself, or its next read is due;
+	// conflict: whether the last entry written met another's write; seen:
+	// when this agent first saw each stage of a rollout succeed.
 	refusedAt map[string]time.Time
 	wakeAt    time.Time
 	conflict  bool
@@ -57,5 +62,5 @@ type rollouter struct {
 func newRollouter(a *Agent) *rollouter {
 	return &rollouter{cfg: a.cfg.Rollouts, stateDir: a.cfg.StateDir, node: a.node, log: a.log, now: a.now,
 		kube: a.kube, dyn: a.caches.dyn, jobs: a.jobs.store, files: a.files, event: a.nodeEvent, poke: a.poke, label: a.nodes.label,
-		written: map[string]*unstructured.Unstructured{}, refusedAt: map[string]time.Time{}}
+		copies: map[string]*rolloutCopy{}, reread: map[string]bool{}, refusedAt: map[string]time.Time{}}
 }

@@ -70,7 +70,7 @@ func lastN(lines []string, n int) []string {
 }
 
 // reportRollout writes this node's entry of r when its job's state says
-// something new, and withdraws a job still queued when r stopped.
+// something new, and withdraws a job not started yet when r stopped.
 func (ro *rollouter) reportRollout(ctx context.Context, c cachedRollout, nodes []rollout.NodeFacts, state lock.State) error {
 	r := c.r
 	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
@@ -87,8 +87,9 @@ func (ro *rollouter) reportRollout(ctx context.Context, c cachedRollout, nodes [
 	}
 	current := cur != nil && cur.ID == j.ID
 	want := entryOf(j, current, ro.now())
-	if why := rollout.Withdrawn(r, nodes); why != "" && want.State == rollout.Waiting && current && (state == lock.Waiting || state == lock.Idle) {
-		// Queued, not started: it goes, and the node leaves the queue.
+	if why := rollout.Withdrawn(r, nodes); why != "" && want.State == rollout.Waiting && current && (state == lock.Waiting || state == lock.Idle || state == lock.Draining) {
+		// Queued, or draining for it, not started: it goes, and the node
+		// leaves the queue or gives its lock back.
 		if err := ro.jobs.Discard(j.ID); err != nil {
 			return permanent(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -51,10 +50,13 @@ func (ro *rollouter) step(ctx context.Context, state lock.State, node *corev1.No
 	if !ro.cfg.Enabled || ro.store == nil {
 		return nil
 	}
-	rs := ro.list()
 	nodes := ro.nodeFacts()
-	ro.observeStages(rs, nodes)
 	ro.wakeAt = time.Time{}
+	rs, err := ro.list(ctx, state, nodes)
+	if err != nil {
+		return err
+	}
+	ro.observeStages(rs, nodes)
 	for _, r := range rs {
 		if err := ro.reportRollout(ctx, r, nodes, state); err != nil {
 			return err
@@ -96,8 +98,9 @@ func (ro *rollouter) markNode(ctx context.Context, node *corev1.Node) error {
 	return nil
 }
 
-// cachedRollout is a rollout as the agent knows it: the newer of the
-// informer's copy and the one this agent last wrote; when this agent first
+// cachedRollout is a rollout as the agent knows it: its copy as last read
+// whole or written (rolloutread.go; shared from step to step, never
+// changed in place); when this agent first
 // saw each stage of its revision succeed, and the nodes that had taken it
 // when this node could first take it (observeStages).
 type cachedRollout struct {
@@ -105,37 +108,6 @@ type cachedRollout struct {
 	r      *rollout.MaintenanceRollout
 	seen   rollout.Seen
 	before []string
-}
-
-// rollouts are the rollouts of the namespace, oldest first.
-func (ro *rollouter) list() []cachedRollout {
-	var out []cachedRollout
-	for _, obj := range ro.store.List() {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		if w, ok := ro.written[u.GetName()]; ok {
-			if compare(u.GetResourceVersion(), w.GetResourceVersion()) < 0 && u.GetUID() == w.GetUID() {
-				u = w // the cache has not caught up with this agent's write
-			} else {
-				delete(ro.written, u.GetName())
-			}
-		}
-		r, err := rollout.FromUnstructured(u)
-		if err != nil {
-			ro.log.Warn("a MaintenanceRollout cannot be read; skipping it", "rollout", u.GetName(), "err", err)
-			continue
-		}
-		out = append(out, cachedRollout{u: u, r: r})
-	}
-	slices.SortFunc(out, func(x, y cachedRollout) int {
-		if c := x.r.CreationTimestamp.Compare(y.r.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(x.r.Name, y.r.Name)
-	})
-	return out
 }
 
 // rolloutNodes are the cluster's nodes as rollouts see them.
@@ -198,8 +170,8 @@ func (ro *rollouter) takeRollout(ctx context.Context, c cachedRollout, nodes []r
 			ro.log.Warn("a MaintenanceRollout cannot be decided on; skipping it", "rollout", r.Name, "err", err)
 			return false, nil
 		}
-		if !v.WakeAt.IsZero() && (ro.wakeAt.IsZero() || v.WakeAt.Before(ro.wakeAt)) {
-			ro.wakeAt = v.WakeAt
+		if !v.WakeAt.IsZero() {
+			ro.wakeBy(v.WakeAt)
 		}
 		if v.Defer {
 			return false, ro.deferRollout(ctx, c, v, nodes)
@@ -331,12 +303,13 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 	countClaim := claim && e.Stage < len(st) && (st[e.Stage].Nodes != nil || st[e.Stage].Percent != nil)
 	written, first, err := ro.putEntry(ctx, res, c, e, nodes, countClaim)
 	if err == nil && first {
-		ro.written[written.GetName()] = written // the whole status, summary and all
+		ro.keep(written) // the whole status, summary and all
 		return nil
 	}
 	switch {
 	case apierrors.IsConflict(err), apierrors.IsInvalid(err) && strings.Contains(err.Error(), "test"):
 		ro.conflict = true
+		ro.reread[c.u.GetName()] = true
 		ro.poke()
 		return nil
 	case apierrors.IsNotFound(err):
@@ -344,7 +317,7 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 	case err != nil:
 		return fmt.Errorf("writing this node's entry of MaintenanceRollout %s: %w", c.u.GetName(), err)
 	}
-	ro.written[written.GetName()] = written
+	ro.keep(written)
 	if err := ro.summarize(ctx, written, nodes, c.seen); err != nil {
 		ro.log.Warn("could not write the summary of a rollout; a later entry's writer makes it again", "rollout", written.GetName(), "err", err)
 	}
@@ -401,6 +374,6 @@ func (ro *rollouter) summarize(ctx context.Context, written *unstructured.Unstru
 	case err != nil:
 		return err
 	}
-	ro.written[summarized.GetName()] = summarized
+	ro.keep(summarized)
 	return nil
 }
