@@ -315,6 +315,10 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 	case apierrors.IsNotFound(err):
 		return nil // deleted meanwhile
 	case err != nil:
+		// The write may have been made (a time-out): the next step reads
+		// the rollout before it decides, so that it does not add this
+		// node's entry twice.
+		ro.reread[c.u.GetName()] = true
 		return fmt.Errorf("writing this node's entry of MaintenanceRollout %s: %w", c.u.GetName(), err)
 	}
 	ro.keep(written)
