@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -255,4 +257,26 @@ func (ro *rollouter) wakeBy(t time.Time) {
 	if ro.wakeAt.IsZero() || t.Before(ro.wakeAt) {
 		ro.wakeAt = t
 	}
+}
+
+// writtenSince says whether the rollouts' watch has shown a write of u's
+// rollout after u.
+func (ro *rollouter) writtenSince(u *unstructured.Unstructured) bool {
+	obj, ok, err := ro.store.GetByKey(u.GetNamespace() + "/" + u.GetName())
+	if err != nil || !ok {
+		return false
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	return ok && m.UID == u.GetUID() && compare(u.GetResourceVersion(), m.ResourceVersion) < 0
+}
+
+// refused says whether the API server answered err to a write it did not
+// make: a 4xx but a time-out.
+func refused(err error) bool {
+	var s apierrors.APIStatus
+	if !errors.As(err, &s) {
+		return false
+	}
+	code := s.Status().Code
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout
 }

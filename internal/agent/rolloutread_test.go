@@ -2,13 +2,16 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -227,6 +230,55 @@ func TestTheStateLabelAloneIsNoChangeOfANodesLabels(t *testing.T) {
 	} {
 		if got := sameLabelsBut(c.old, c.new, lock.LabelState); got != c.same {
 			t.Errorf("%v → %v: the same but for the state label: %v, want %v", c.old, c.new, got, c.same)
+		}
+	}
+}
+
+// A node does not write a summary the watch has shown a later write of
+// the rollout to supersede: it would only conflict.
+func TestASummaryALaterWriteSupersedesIsNotWritten(t *testing.T) {
+	w := newReadWorld(t)
+	mine := w.u.DeepCopy()
+	if w.ro.writtenSince(mine) {
+		t.Fatal("a write shown as later than the rollout as the watch has it")
+	}
+	w.step(lock.Idle)
+	rev := rollout.Revision("kustodian", "fix", w.ro.copies["fix"].r.Spec)
+	w.write(&rollout.NodeStatus{Name: "n2", Revision: rev, State: rollout.Refused, Message: "untrusted"})
+	if w.ro.writtenSince(mine) {
+		t.Fatal("a later write not delivered yet counts")
+	}
+	w.delivered()
+	if !w.ro.writtenSince(mine) {
+		t.Fatal("a later write the watch delivered does not supersede this node's summary")
+	}
+	calls := len(w.dyn.Actions())
+	if err := w.ro.summarize(context.Background(), mine, w.nodes, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.dyn.Actions()) - calls; n != 0 {
+		t.Fatalf("a superseded summary: %d requests, want none", n)
+	}
+}
+
+// A write the API server refused was not made; one that timed out may
+// have been.
+func TestAnAnswerToAWriteSaysWhetherItWasNotMade(t *testing.T) {
+	gr := rollout.GVR.GroupResource()
+	for _, c := range []struct {
+		err     error
+		refused bool
+	}{
+		{apierrors.NewTooManyRequests("busy", 1), true},
+		{apierrors.NewForbidden(gr, "fix", errors.New("no")), true},
+		{apierrors.NewConflict(gr, "fix", errors.New("changed")), true},
+		{apierrors.NewTimeoutError("slow", 1), false},
+		{apierrors.NewInternalError(errors.New("etcd")), false},
+		{apierrors.NewGenericServerResponse(http.StatusRequestTimeout, "patch", gr, "fix", "", 0, false), false},
+		{errors.New("connection reset by peer"), false},
+	} {
+		if got := refused(c.err); got != c.refused {
+			t.Errorf("%v: refused %v, want %v", c.err, got, c.refused)
 		}
 	}
 }

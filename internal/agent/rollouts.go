@@ -315,10 +315,12 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 	case apierrors.IsNotFound(err):
 		return nil // deleted meanwhile
 	case err != nil:
-		// The write may have been made (a time-out): the next step reads
-		// the rollout before it decides, so that it does not add this
-		// node's entry twice.
-		ro.reread[c.u.GetName()] = true
+		// A write that may have been made (a time-out, not a refusal such
+		// as 429): the next step reads the rollout before it decides, so
+		// that it does not add this node's entry twice.
+		if !refused(err) {
+			ro.reread[c.u.GetName()] = true
+		}
 		return fmt.Errorf("writing this node's entry of MaintenanceRollout %s: %w", c.u.GetName(), err)
 	}
 	ro.keep(written)
@@ -355,8 +357,15 @@ func (ro *rollouter) putEntry(ctx context.Context, res dynamic.ResourceInterface
 
 // summarize writes the summary of a rollout as written (by this node's
 // entry) when it differs from what is stored, against that version; a
-// conflict leaves it to the later writer.
+// conflict leaves it to the later writer, and so does a later write the
+// watch has shown already (the write would only conflict, at the full cost
+// of one on the API server).
 func (ro *rollouter) summarize(ctx context.Context, written *unstructured.Unstructured, nodes []rollout.NodeFacts, seen rollout.Seen) error {
+	if ro.writtenSince(written) {
+		// It would conflict: a later writer's summary holds this entry.
+		ro.log.Debug("the summary of a rollout is left to a later writer", "rollout", written.GetName())
+		return nil
+	}
 	r, err := rollout.FromUnstructured(written)
 	if err != nil {
 		return err

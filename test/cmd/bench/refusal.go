@@ -13,9 +13,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,6 +78,7 @@ func runRefusal(ctx context.Context, o options) error {
 	}
 	t, per := r.traffic, float64(max(r.refused, 1))
 	fmt.Printf("  status writes (conflicts)                          %d (%d): %.2f per node refused\n", t.writes, t.conflicts, float64(t.writes)/per)
+	fmt.Printf("  status writes by HTTP code                         %s\n", byCode(t.codes))
 	fmt.Printf("  watch events of MaintenanceRollouts sent (MiB)     %d (%.1f): %.0f per node refused\n", t.watchEvents, mib(t.watchBytes), float64(t.watchEvents)/per)
 	fmt.Printf("  reads (GET, LIST) of MaintenanceRollouts (MiB)     %d (%.1f)\n", t.reads, mib(t.readBytes))
 	fmt.Printf("  RolloutRefused Events; most for one node           %d; %d (%d nodes with one; the others' writes timed out)\n", r.events, r.most, r.evented)
@@ -266,12 +269,19 @@ func refusalsByNode(evs []corev1.Event, name string) map[string]int {
 // counts), and the reads (GET and LIST, of the objects or their metadata).
 type rolloutTraffic struct {
 	writes, conflicts     int
+	codes                 map[string]int // the writes by HTTP code
 	watchEvents, reads    int
 	watchBytes, readBytes float64
 }
 
 func (t rolloutTraffic) minus(o rolloutTraffic) rolloutTraffic {
-	return rolloutTraffic{writes: t.writes - o.writes, conflicts: t.conflicts - o.conflicts,
+	codes := map[string]int{}
+	for c, n := range t.codes {
+		if d := n - o.codes[c]; d != 0 {
+			codes[c] = d
+		}
+	}
+	return rolloutTraffic{writes: t.writes - o.writes, conflicts: t.conflicts - o.conflicts, codes: codes,
 		watchEvents: t.watchEvents - o.watchEvents, reads: t.reads - o.reads,
 		watchBytes: t.watchBytes - o.watchBytes, readBytes: t.readBytes - o.readBytes}
 }
@@ -284,7 +294,7 @@ func rolloutRequests(ctx context.Context, b *bench) (rolloutTraffic, error) {
 	if err != nil {
 		return rolloutTraffic{}, fmt.Errorf("reading /metrics: %w", err)
 	}
-	var t rolloutTraffic
+	t := rolloutTraffic{codes: map[string]int{}}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -312,6 +322,7 @@ func rolloutRequests(ctx context.Context, b *bench) (rolloutTraffic, error) {
 		switch {
 		case name == "apiserver_request_total" && write:
 			t.writes += int(v)
+			t.codes[label(labels, "code")] += int(v)
 			if label(labels, "code") == "409" {
 				t.conflicts += int(v)
 			}
@@ -326,4 +337,13 @@ func rolloutRequests(ctx context.Context, b *bench) (rolloutTraffic, error) {
 		}
 	}
 	return t, sc.Err()
+}
+
+// byCode is "200: 12, 409: 3", codes in order.
+func byCode(codes map[string]int) string {
+	var out []string
+	for _, c := range slices.Sorted(maps.Keys(codes)) {
+		out = append(out, fmt.Sprintf("%s: %d", c, codes[c]))
+	}
+	return strings.Join(out, ", ")
 }
