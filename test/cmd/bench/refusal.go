@@ -81,6 +81,7 @@ func runRefusal(ctx context.Context, o options) error {
 	fmt.Printf("  status writes by HTTP code                         %s\n", byCode(t.codes))
 	fmt.Printf("  watch events of MaintenanceRollouts sent (MiB)     %d (%.1f): %.0f per node refused\n", t.watchEvents, mib(t.watchBytes), float64(t.watchEvents)/per)
 	fmt.Printf("  reads (GET, LIST) of MaintenanceRollouts (MiB)     %d (%.1f)\n", t.reads, mib(t.readBytes))
+	fmt.Printf("  watch events of Nodes sent meanwhile (MiB)         %d (%.1f)\n", t.nodeEvents, mib(t.nodeBytes))
 	fmt.Printf("  RolloutRefused Events; most for one node           %d; %d (%d nodes with one; the others' writes timed out)\n", r.events, r.most, r.evented)
 	fmt.Printf("  CPU: the agents' process; the API server           %s; %s\n", round(r.swarmCPU), round(r.apiCPU))
 	fmt.Printf("  the agents' process, resident at most              %.0f MiB\n", float64(r.swarmRSS)/(1<<20))
@@ -272,6 +273,10 @@ type rolloutTraffic struct {
 	codes                 map[string]int // the writes by HTTP code
 	watchEvents, reads    int
 	watchBytes, readBytes float64
+	// The Nodes' watch events (every agent with rollouts enabled watches
+	// every Node's metadata) and their bytes.
+	nodeEvents int
+	nodeBytes  float64
 }
 
 func (t rolloutTraffic) minus(o rolloutTraffic) rolloutTraffic {
@@ -283,7 +288,8 @@ func (t rolloutTraffic) minus(o rolloutTraffic) rolloutTraffic {
 	}
 	return rolloutTraffic{writes: t.writes - o.writes, conflicts: t.conflicts - o.conflicts, codes: codes,
 		watchEvents: t.watchEvents - o.watchEvents, reads: t.reads - o.reads,
-		watchBytes: t.watchBytes - o.watchBytes, readBytes: t.readBytes - o.readBytes}
+		watchBytes: t.watchBytes - o.watchBytes, readBytes: t.readBytes - o.readBytes,
+		nodeEvents: t.nodeEvents - o.nodeEvents, nodeBytes: t.nodeBytes - o.nodeBytes}
 }
 
 func mib(b float64) float64 { return b / (1 << 20) }
@@ -307,12 +313,13 @@ func rolloutRequests(ctx context.Context, b *bench) (rolloutTraffic, error) {
 		if !ok {
 			continue
 		}
+		nodes := label(labels, "resource") == "nodes" && label(labels, "group") == ""
 		ours := label(labels, "resource") == rollout.GVR.Resource
 		verb, sub := label(labels, "verb"), label(labels, "subresource")
 		read := ours && (verb == "GET" || verb == "LIST")
 		write := ours && sub == "status" && !read && verb != "WATCH"
 		if !(name == "apiserver_request_total" && (read || write) || name == "apiserver_response_sizes_sum" && read ||
-			strings.HasPrefix(name, "apiserver_watch_events_") && ours) {
+			strings.HasPrefix(name, "apiserver_watch_events_") && (ours || nodes)) {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
@@ -330,6 +337,10 @@ func rolloutRequests(ctx context.Context, b *bench) (rolloutTraffic, error) {
 			t.reads += int(v)
 		case name == "apiserver_response_sizes_sum":
 			t.readBytes += v
+		case name == "apiserver_watch_events_total" && nodes:
+			t.nodeEvents += int(v)
+		case name == "apiserver_watch_events_sizes_sum" && nodes:
+			t.nodeBytes += v
 		case name == "apiserver_watch_events_total":
 			t.watchEvents += int(v)
 		case name == "apiserver_watch_events_sizes_sum":
