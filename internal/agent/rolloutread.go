@@ -140,7 +140,7 @@ func (ro *rollouter) list(ctx context.Context, state lock.State, nodes []rollout
 		}
 		stale := c != nil && compare(c.u.GetResourceVersion(), m.ResourceVersion) < 0
 		due := c != nil && !ro.now().Before(c.read.Add(pace))
-		read := c == nil || c.u.GetGeneration() != m.Generation || ro.reread[m.Name] || heldJob != "" ||
+		read := c == nil || c.u.GetGeneration() < m.Generation || ro.reread[m.Name] || heldJob != "" ||
 			stale && (f == followNow || f == followPaced && due)
 		if read {
 			var err error
