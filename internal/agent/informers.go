@@ -351,9 +351,11 @@ func (a *Agent) crdInstalled(ctx context.Context, gvr schema.GroupVersionResourc
 // server's return only that late. So a failure other than an expired
 // history (which the informer lists again at once) or a closed watch
 // makes the Run loop check whether the API server is away (watchBroke).
+// A 429 does not: the server that answers it is there, only busy.
 func (a *Agent) watchError(ctx context.Context, r *cache.Reflector, err error) {
 	cache.DefaultWatchErrorHandler(ctx, r, err)
-	if ctx.Err() != nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+	if ctx.Err() != nil || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) ||
+		apierrors.IsTooManyRequests(err) { // there, busy: the informer's backoff is the right answer
 		return
 	}
 	select {

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // probeEvery is how often an agent asks whether the API server is back,
@@ -74,11 +76,18 @@ func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
 // hold a probe for the 30 s of a TCP dial.
 const probeTimeout = 3 * time.Second
 
-// readyz asks the API server whether it is ready, within probeTimeout.
+// readyz asks the API server whether it is ready, within probeTimeout. A
+// server that turns the probe away (429) is there, only busy: taking it
+// for away would read the whole cluster again when it answers, adding to
+// the load that made it busy.
 func (a *Agent) readyz(ctx context.Context) error {
 	probe, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	return a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(probe).Error()
+	err := a.kube.Discovery().RESTClient().Get().AbsPath("/readyz").Do(probe).Error()
+	if apierrors.IsTooManyRequests(err) {
+		return nil
+	}
+	return err
 }
 
 // ConnWatch tells the agent of every request to the API server that
