@@ -365,13 +365,11 @@ func (a *Agent) watchError(ctx context.Context, r *cache.Reflector, err error) {
 }
 
 // watchBroke: an informer's watch failed. If the API server answers, the
-// informer's own retry is enough; if it is away, the outage is ridden out
-// and the cluster read anew when it is back, as after a failed step.
+// informer's own retry is enough; if it is slow, the agent waits for it
+// to answer; if it is away, the outage is ridden out and the cluster read
+// anew when it is back, as after a failed step.
 func (a *Agent) watchBroke(ctx context.Context) error {
-	if err := a.readyz(ctx); err == nil || ctx.Err() != nil {
-		return nil
-	}
-	err := a.rideOut(ctx, probeEvery)
+	err := a.rideOut(ctx, 0)
 	// What the old informers said while the API server was away is over.
 	select {
 	case <-a.signals.watchBroken:
