@@ -20,6 +20,6 @@ node back to the cluster once the script removes the request.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newAgentCommand(), newRunCommand(), newCredentialsCommand(), newConfigCommand(), newJobExecCommand(), newRebootCommand(), newRebootGateCommand(), newDoctorCommand(), version.NewCommand("kustodian"))
+	root.AddCommand(newAgentCommand(), newRunCommand(), newCredentialsCommand(), newConfigCommand(), newJobExecCommand(), newRebootCommand(), newRebootGateCommand(), newDoctorCommand(), newPatchCommand(), version.NewCommand("kustodian"))
 	return root
 }

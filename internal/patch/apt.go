@@ -195,9 +195,9 @@ func pinned(set []Package) []string {
 }
 
 // aptInst is a line of apt-get -s: "Inst NAME [OLD] (NEW RELEASES [ARCH])",
-// the old version absent for a new package, " []" after it when apt
-// breaks a dependency for a moment while it orders the installs.
-var aptInst = regexp.MustCompile(`^Inst (\S+)(?: \[([^\]]*)\])? \((\S+) (.*) \[[^\]]*\]\)( \[\])?$`)
+// the old version absent for a new package; after it, in brackets, the
+// dependencies apt breaks for a moment while it orders the installs.
+var aptInst = regexp.MustCompile(`^Inst (\S+)(?: \[([^\]]*)\])? \((\S+) (.*?) \[[^\]]*\]\)(?: \[[^\]]*\])*$`)
 
 // parseAptSimulation reads apt-get -s: what it would install, and a
 // removal as an error (the commands here never remove).

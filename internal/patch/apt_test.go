@@ -17,6 +17,7 @@ Inst base-files [12.4+deb12u11] (12.4+deb12u15 Debian:12.15/oldstable [amd64])
 Conf base-files (12.4+deb12u15 Debian:12.15/oldstable [amd64])
 Inst libgcrypt20-dev [1.10.1-3] (1.10.1-3+deb12u1 Debian:12.15/oldstable, Debian-Security:12/oldstable-security [amd64]) []
 Inst libfoo1 (2.0-1 localrepo:kustodian/test [all])
+Inst libpam-modules-bin [1.5.2-6+deb12u1] (1.5.2-6+deb12u3 Debian-Security:12/oldstable-security [amd64]) [libpam-modules:amd64 on libpam-modules-bin:amd64] [libpam-modules:amd64 ]
 Inst libc6:i386 [2.36-9] (2.36-9+deb12u14 Debian:12.15/oldstable [i386])
 Conf libfoo1 (2.0-1 localrepo:kustodian/test [all])
 `
@@ -28,6 +29,7 @@ Conf libfoo1 (2.0-1 localrepo:kustodian/test [all])
 		{Package{"base-files", "12.4+deb12u11", "12.4+deb12u15"}, "Debian:12.15/oldstable"},
 		{Package{"libgcrypt20-dev", "1.10.1-3", "1.10.1-3+deb12u1"}, "Debian:12.15/oldstable, Debian-Security:12/oldstable-security"},
 		{Package{"libfoo1", "", "2.0-1"}, "localrepo:kustodian/test"},
+		{Package{"libpam-modules-bin", "1.5.2-6+deb12u1", "1.5.2-6+deb12u3"}, "Debian-Security:12/oldstable-security"},
 		{Package{"libc6:i386", "2.36-9", "2.36-9+deb12u14"}, "Debian:12.15/oldstable"},
 	}
 	if !reflect.DeepEqual(got, want) {

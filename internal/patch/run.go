@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -17,7 +18,7 @@ type Runner func(ctx context.Context, env []string, name string, args ...string)
 
 // Exec runs commands on the host, their standard error copied to log
 // (the job's output) as they write it.
-func Exec(log *os.File) Runner {
+func Exec(log io.Writer) Runner {
 	return func(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
 		var out, errs bytes.Buffer
 		cmd := exec.CommandContext(ctx, name, args...)
