@@ -39,6 +39,11 @@ func (ro *rollouter) checkRollout(ctx context.Context, r *rollout.MaintenanceRol
 	if _, err := rollout.Verify(r.Spec.Signature, []byte(rollout.Manifest(r.Namespace, r.Name, r.Spec)), keys); err != nil {
 		return nil, &refusal{err.Error()}
 	}
+	if r.Spec.Patch != nil {
+		// Signed and valid, but the agent's side of a campaign (the
+		// resolved set in status.patch, the job) is not built yet.
+		return nil, &refusal{"spec.patch: this agent does not run patch campaigns yet; kustodian patch plan shows what one would install on this host"}
+	}
 	out := map[string][]byte{}
 	get := func(name, field string, src rollout.Source) error {
 		b, err := ro.rolloutSource(ctx, r.Namespace, field, src)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kustodian/kustodian/internal/patch"
+	"github.com/kustodian/kustodian/internal/rollout"
 )
 
 // newPatchCommand runs a patch campaign's job on this host, and shows
@@ -36,7 +37,7 @@ func newPatchPlanCommand() *cobra.Command {
 		Short: "Show the package versions a patch campaign would install on this host now",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if errs := s.Validate("--"); len(errs) > 0 {
+			if errs := rollout.ValidatePatch("-", s); len(errs) > 0 {
 				return errors.Join(errs...)
 			}
 			m, err := hostManager(io.Discard)
@@ -69,7 +70,7 @@ func newPatchPlanCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&s.Updates, "updates", patch.UpdatesAll, "all, or security: the updates of the security releases only")
+	f.StringVar(&s.Updates, "updates", rollout.UpdatesAll, "all, or security: the updates of the security releases only")
 	f.StringSliceVar(&s.Include, "include", nil, "only the packages whose names match one of these patterns (shell wildcards)")
 	f.StringSliceVar(&s.Exclude, "exclude", nil, "none of the packages whose names match one of these patterns")
 	f.BoolVar(&refresh, "refresh", false, "read the repositories' indexes again first (apt-get update)")

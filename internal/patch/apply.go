@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/kustodian/kustodian/internal/atomicfile"
+	"github.com/kustodian/kustodian/internal/rollout"
 )
 
 // The files of a patch job, in its directory: the order the agent writes,
@@ -117,7 +118,7 @@ func Apply(ctx context.Context, m Manager, dir, sentinel string, say func(format
 			}
 		}
 		r.State = StateInstalled
-		if o.Spec.Reboot != RebootNever {
+		if o.Spec.Reboot != rollout.PatchRebootNever {
 			if r.RebootRequired, r.RebootWhy, err = m.RebootRequired(ctx); err != nil {
 				return r, err
 			}

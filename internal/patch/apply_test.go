@@ -142,7 +142,7 @@ func TestTheFleetInstallsExactlyWhatTheFirstNodeResolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Package{{"app", "1", "2"}, {"libapp", "1", "2"}}
+	want := []Package{pkg("app", "1", "2"), pkg("libapp", "1", "2")}
 	if !r.Resolved || !slices.Equal(r.Set, want) || !slices.Equal(r.Changes, want) || r.State != StateInstalled {
 		t.Fatalf("the canary: %+v, want resolved and installed %v (kubelet excluded)", r, want)
 	}
@@ -159,7 +159,7 @@ func TestTheFleetInstallsExactlyWhatTheFirstNodeResolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if later.installed["app"] != "2" || r.Resolved || !slices.Equal(r.Changes, []Package{{"app", "1", "2"}}) {
+	if later.installed["app"] != "2" || r.Resolved || !slices.Equal(r.Changes, []Package{pkg("app", "1", "2")}) {
 		t.Errorf("a later node: installed %v, result %+v; want app 2 only (libapp already at 2)", later.installed, r)
 	}
 
@@ -192,14 +192,14 @@ func TestAPatchJobRunsAgainAndRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(r.Changes, []Package{{"openssl", "1", "2"}}) || h.installed["vim"] != "1" {
+	if !slices.Equal(r.Changes, []Package{pkg("openssl", "1", "2")}) || h.installed["vim"] != "1" {
 		t.Errorf("security only: %+v, installed %v", r.Changes, h.installed)
 	}
 	if _, err := os.Stat(sentinel); err != nil || !r.RebootRequired {
 		t.Errorf("the host needs a reboot: sentinel %v, result %v", err, r.RebootRequired)
 	}
 	// After the reboot the job runs again.
-	if r, err = Apply(ctx, h, dir, sentinel, quiet); err != nil || h.installs != 1 || !slices.Equal(r.Changes, []Package{{"openssl", "1", "2"}}) {
+	if r, err = Apply(ctx, h, dir, sentinel, quiet); err != nil || h.installs != 1 || !slices.Equal(r.Changes, []Package{pkg("openssl", "1", "2")}) {
 		t.Errorf("run again: %v, %d installs, changes %v; want the first run's changes and no second install", err, h.installs, r.Changes)
 	}
 	if err := Rollback(ctx, h, dir, quiet); err != nil {

@@ -9,40 +9,18 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/kustodian/kustodian/internal/rollout"
 )
 
-// Which updates a campaign installs.
-const (
-	UpdatesAll      = "all"
-	UpdatesSecurity = "security"
-)
-
-// When a campaign's node reboots.
-const (
-	RebootIfRequired = "ifRequired"
-	RebootNever      = "never"
-)
-
-// Spec says what a campaign installs: every update the repositories offer,
-// or the security ones only, narrowed by Include (none: every package) and
-// Exclude (shell patterns of package names, as path.Match reads them).
-type Spec struct {
-	Updates string   `json:"updates,omitempty"`
-	Include []string `json:"include,omitempty"`
-	Exclude []string `json:"exclude,omitempty"`
-	Reboot  string   `json:"reboot,omitempty"`
-}
+// Spec says what a campaign installs (a MaintenanceRollout's spec.patch).
+type Spec = rollout.PatchSpec
 
 // Package is a change of one package: From is the version before ("": it
 // was not installed), To the version after.
-type Package struct {
-	Name string `json:"name"`
-	From string `json:"from,omitempty"`
-	To   string `json:"to"`
-}
+type Package = rollout.PackageChange
 
 // Candidate is an update the repositories offer: a package change and
 // where it comes from (the release it is in, as the manager names it).
@@ -84,7 +62,7 @@ type Manager interface {
 func Select(s Spec, cands []Candidate) []Package {
 	var out []Package
 	for _, c := range cands {
-		if s.Picks(c) {
+		if Picks(s, c) {
 			out = append(out, c.Package)
 		}
 	}
@@ -92,15 +70,15 @@ func Select(s Spec, cands []Candidate) []Package {
 }
 
 // Picks says whether s installs c.
-func (s Spec) Picks(c Candidate) bool {
-	if s.Updates == UpdatesSecurity && !IsSecurity(c.Release) {
+func Picks(s Spec, c Candidate) bool {
+	if s.Updates == rollout.UpdatesSecurity && !IsSecurity(c.Release) {
 		return false
 	}
-	return s.Names(c.Name) == ""
+	return LeftOut(s, c.Name) == ""
 }
 
-// Names is why s leaves the package name out ("" when it does not).
-func (s Spec) Names(name string) string {
+// LeftOut is why s leaves the package name out ("" when it does not).
+func LeftOut(s Spec, name string) string {
 	if len(s.Include) > 0 && !slices.ContainsFunc(s.Include, func(p string) bool { return match(p, name) }) {
 		return "spec.patch.include does not name it"
 	}
@@ -109,10 +87,6 @@ func (s Spec) Names(name string) string {
 	}
 	return ""
 }
-
-// pattern is what a package name pattern may hold: Debian's and RPM's
-// name characters and the shell's wildcards.
-var pattern = regexp.MustCompile(`^[A-Za-z0-9.+_:*?\[\]!^-]{1,128}$`)
 
 func match(pattern, name string) bool {
 	ok, err := path.Match(pattern, name)
@@ -124,32 +98,4 @@ func match(pattern, name string) bool {
 // dnf's advisories of type security, name it so.
 func IsSecurity(release string) bool {
 	return strings.Contains(strings.ToLower(release), "security")
-}
-
-// Validate lists the problems of a spec, naming each field under prefix.
-func (s Spec) Validate(prefix string) []error {
-	var errs []error
-	switch s.Updates {
-	case "", UpdatesAll, UpdatesSecurity:
-	default:
-		errs = append(errs, fmt.Errorf("%s.updates: %q: want all or security", prefix, s.Updates))
-	}
-	switch s.Reboot {
-	case "", RebootIfRequired, RebootNever:
-	default:
-		errs = append(errs, fmt.Errorf("%s.reboot: %q: want ifRequired or never", prefix, s.Reboot))
-	}
-	for _, f := range []struct {
-		name     string
-		patterns []string
-	}{{"include", s.Include}, {"exclude", s.Exclude}} {
-		for i, p := range f.patterns {
-			if !pattern.MatchString(p) {
-				errs = append(errs, fmt.Errorf("%s.%s[%d]: %q is not a pattern of package names (letters, digits, '.', '+', '-', ':', and * ? [...])", prefix, f.name, i, p))
-			} else if _, err := path.Match(p, ""); err != nil {
-				errs = append(errs, fmt.Errorf("%s.%s[%d]: %q: %v", prefix, f.name, i, p, err))
-			}
-		}
-	}
-	return errs
 }

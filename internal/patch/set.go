@@ -28,7 +28,7 @@ func Resolve(ctx context.Context, m Manager, s Spec) ([]Package, error) {
 		if find(picked, p.Name) != nil {
 			continue
 		}
-		if why := s.Names(p.Name); why != "" {
+		if why := LeftOut(s, p.Name); why != "" {
 			return nil, fmt.Errorf("the updates need %s %s, which %s: exclude what needs it too, or include it", p.Name, p.To, why)
 		}
 	}

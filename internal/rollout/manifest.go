@@ -9,7 +9,8 @@ import (
 )
 
 // Manifest is the text a rollout's signature covers: what runs on the
-// nodes and how often (reboot, retries), and nothing about where or when
+// nodes (the scripts and files, or what a patch campaign installs) and how
+// often (reboot, retries), and nothing about where or when
 // (the selector, the stages, the promotion and the backoff are an admin's
 // to change without signing again). It binds
 // the scripts to the rollout's namespace and name, so that a signed
@@ -17,7 +18,20 @@ import (
 // manifest` prints it for ssh-keygen -Y sign.
 func Manifest(namespace, name string, s Spec) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "kustodian-rollout v1\nrollout %s/%s\nreboot %s\nscript sha256:%s\n", namespace, name, rebootOf(s), strings.ToLower(s.Script.SHA256))
+	fmt.Fprintf(&b, "kustodian-rollout v1\nrollout %s/%s\nreboot %s\n", namespace, name, rebootOf(s))
+	if p := s.Patch; p != nil {
+		// What a patch campaign installs is what runs: the patterns (no
+		// space in them, Validate says) in the order given.
+		fmt.Fprintf(&b, "patch updates %s reboot %s\n", or(p.Updates, UpdatesAll), or(p.Reboot, PatchRebootIfRequired))
+		for _, pat := range p.Include {
+			fmt.Fprintf(&b, "patch include %s\n", pat)
+		}
+		for _, pat := range p.Exclude {
+			fmt.Fprintf(&b, "patch exclude %s\n", pat)
+		}
+	} else {
+		fmt.Fprintf(&b, "script sha256:%s\n", strings.ToLower(s.Script.SHA256))
+	}
 	if s.RollbackScript != nil {
 		fmt.Fprintf(&b, "rollback sha256:%s\n", strings.ToLower(s.RollbackScript.SHA256))
 	} else {
@@ -49,6 +63,13 @@ const (
 	RebootAuto  = "auto"
 	RebootNever = "never"
 )
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
 
 func rebootOf(s Spec) string {
 	if s.Reboot == "" {

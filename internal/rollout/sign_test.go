@@ -172,6 +172,33 @@ func TestManifestCoversWhatRuns(t *testing.T) {
 			t.Errorf("a change of %s makes a new revision", name)
 		}
 	}
+	// A patch campaign: what it installs is what runs; when is not.
+	campaign := Spec{Patch: &PatchSpec{}}
+	crev := Revision("kustodian", "fix", campaign)
+	if crev == rev {
+		t.Error("a patch campaign has the revision of a script")
+	}
+	for name, change := range map[string]func(*PatchSpec){
+		"updates":             func(p *PatchSpec) { p.Updates = UpdatesSecurity },
+		"include":             func(p *PatchSpec) { p.Include = []string{"openssl"} },
+		"exclude":             func(p *PatchSpec) { p.Exclude = []string{"kubelet"} },
+		"include and exclude": func(p *PatchSpec) { p.Include = []string{"openssl"}; p.Exclude = []string{"openssl"} },
+		"reboot":              func(p *PatchSpec) { p.Reboot = PatchRebootNever },
+	} {
+		p := PatchSpec{}
+		change(&p)
+		if Revision("kustodian", "fix", Spec{Patch: &p}) == crev {
+			t.Errorf("a change of the patch's %s keeps the revision", name)
+		}
+	}
+	if Revision("kustodian", "fix", Spec{Patch: &PatchSpec{Updates: UpdatesAll, Reboot: PatchRebootIfRequired}}) != crev {
+		t.Error("the patch's defaults written out make a new revision")
+	}
+	later := campaign
+	later.Deadline, later.MaxConcurrency = &metav1.Time{Time: time.Unix(1e9, 0)}, new(int)
+	if Revision("kustodian", "fix", later) != crev {
+		t.Error("a deadline or a concurrency makes a new revision")
+	}
 	if Revision("other", "fix", base) == rev || Revision("kustodian", "fix2", base) == rev {
 		t.Error("the revision does not name the rollout")
 	}

@@ -33,7 +33,13 @@ type MaintenanceRollout struct {
 // (docs/rollout.md): add, never rename.
 type Spec struct {
 	// Script runs as root on each node, in a directory that holds Files.
-	Script Source `json:"script"`
+	// A patch campaign has none: Patch says what runs.
+	Script Source `json:"script,omitzero"`
+	// Patch, instead of a script: the host's own package updates,
+	// installed with its own package manager from its own repositories.
+	// The first node resolves the versions; every later node installs
+	// exactly those (status.patch).
+	Patch *PatchSpec `json:"patch,omitempty"`
 	// RollbackScript runs on a node whose Script failed, before the node
 	// is held (or the script tried again).
 	RollbackScript *Source `json:"rollbackScript,omitempty"`
@@ -69,6 +75,53 @@ type Spec struct {
 	Paused bool `json:"paused,omitempty"`
 	// Aborted: no node starts the rollout any more, for good.
 	Aborted bool `json:"aborted,omitempty"`
+	// Deadline: when every selected node should be done. A campaign
+	// predicted to end after it raises how many nodes go at once (never
+	// above the policy's limits and MaxConcurrency) and says it is at
+	// risk.
+	Deadline *metav1.Time `json:"deadline,omitempty"`
+	// MaxConcurrency bounds how many nodes run the rollout at once when
+	// the deadline raises it; none: the policy's limits alone.
+	MaxConcurrency *int `json:"maxConcurrency,omitempty"`
+}
+
+// Which updates a patch campaign installs.
+const (
+	UpdatesAll      = "all"
+	UpdatesSecurity = "security"
+)
+
+// When a patch campaign's node reboots.
+const (
+	PatchRebootIfRequired = "ifRequired"
+	PatchRebootNever      = "never"
+)
+
+// PatchSpec says what a patch campaign installs: every update the hosts'
+// repositories offer (all, the default) or those of their security
+// releases (security), narrowed by Include (none: every package) and
+// Exclude, shell patterns of package names; and whether a node reboots
+// when its host then needs it (ifRequired, the default) or never.
+type PatchSpec struct {
+	Updates string   `json:"updates,omitempty"`
+	Include []string `json:"include,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
+	Reboot  string   `json:"reboot,omitempty"`
+}
+
+// PackageChange is a change of one package: From the version before ("":
+// not installed), To the version after.
+type PackageChange struct {
+	Name string `json:"name"`
+	From string `json:"from,omitempty"`
+	To   string `json:"to"`
+}
+
+// PatchStatus is what a patch campaign's first node resolved: the set
+// every later node installs, exactly.
+type PatchStatus struct {
+	ResolvedOn string          `json:"resolvedOn,omitempty"`
+	Packages   []PackageChange `json:"packages,omitempty"`
 }
 
 // Source is a script: inline, or a key of a ConfigMap in the rollout's

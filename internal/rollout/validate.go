@@ -3,6 +3,7 @@ package rollout
 import (
 	"errors"
 	"fmt"
+	"path"
 	"regexp"
 	"time"
 
@@ -49,7 +50,20 @@ func Validate(s Spec) []error {
 			add("%s.sha256: %q is not a SHA-256 in hex (sha256sum FILE)", field, src.SHA256)
 		}
 	}
-	source("spec.script", s.Script)
+	switch {
+	case s.Patch != nil && (s.Script != Source{}):
+		add("spec: script and patch are both set: a rollout runs a script or installs package updates, not both")
+	case s.Patch != nil:
+		errs = append(errs, ValidatePatch("spec.patch", *s.Patch)...)
+		if s.RollbackScript != nil || len(s.Files) > 0 {
+			add("spec: a patch campaign has no rollbackScript or files: its rollback restores the packages it changed")
+		}
+	default:
+		source("spec.script", s.Script)
+	}
+	if s.MaxConcurrency != nil && *s.MaxConcurrency < 1 {
+		add("spec.maxConcurrency: %d: want 1 or more", *s.MaxConcurrency)
+	}
 	if s.RollbackScript != nil {
 		source("spec.rollbackScript", *s.RollbackScript)
 	}
@@ -139,4 +153,37 @@ func Check(name string, s Spec) error {
 		return nil
 	}
 	return fmt.Errorf("MaintenanceRollout %s: %w", name, errors.Join(errs...))
+}
+
+// packagePattern is what a pattern of package names may hold: Debian's
+// and RPM's name characters and the shell's wildcards.
+var packagePattern = regexp.MustCompile(`^[A-Za-z0-9.+_:*?\[\]!^-]{1,128}$`)
+
+// ValidatePatch lists the problems of a patch campaign's spec, naming each
+// field under prefix (spec.patch; -- for the command line's flags).
+func ValidatePatch(prefix string, s PatchSpec) []error {
+	var errs []error
+	switch s.Updates {
+	case "", UpdatesAll, UpdatesSecurity:
+	default:
+		errs = append(errs, fmt.Errorf("%s.updates: %q: want all or security", prefix, s.Updates))
+	}
+	switch s.Reboot {
+	case "", PatchRebootIfRequired, PatchRebootNever:
+	default:
+		errs = append(errs, fmt.Errorf("%s.reboot: %q: want ifRequired or never", prefix, s.Reboot))
+	}
+	for _, f := range []struct {
+		name     string
+		patterns []string
+	}{{"include", s.Include}, {"exclude", s.Exclude}} {
+		for i, p := range f.patterns {
+			if !packagePattern.MatchString(p) {
+				errs = append(errs, fmt.Errorf("%s.%s[%d]: %q is not a pattern of package names (letters, digits, '.', '+', '-', ':', and * ? [...])", prefix, f.name, i, p))
+			} else if _, err := path.Match(p, ""); err != nil {
+				errs = append(errs, fmt.Errorf("%s.%s[%d]: %q: %v", prefix, f.name, i, p, err))
+			}
+		}
+	}
+	return errs
 }

@@ -14,6 +14,10 @@ func TestValidate(t *testing.T) {
 	if errs := Validate(ok); len(errs) != 0 {
 		t.Fatalf("a minimal rollout: %v", errs)
 	}
+	campaign := Spec{Patch: &PatchSpec{Updates: UpdatesSecurity, Exclude: []string{"kubelet", "containerd*", "lib?[0-9]"}, Reboot: PatchRebootIfRequired}, MaxConcurrency: intp(5)}
+	if errs := Validate(campaign); len(errs) != 0 {
+		t.Fatalf("a patch campaign: %v", errs)
+	}
 	for _, tc := range []struct {
 		name   string
 		change func(*Spec)
@@ -42,6 +46,15 @@ func TestValidate(t *testing.T) {
 		{"retries without retry", func(s *Spec) { s.OnFailure.Retries = 2 }, "without action: retry"},
 		{"retry without retries", func(s *Spec) { s.OnFailure.Action = FailureRetry }, "spec.onFailure.retries: 0"},
 		{"failure action", func(s *Spec) { s.OnFailure.Action = "panic" }, "spec.onFailure.action"},
+		{"a script and a patch", func(s *Spec) { s.Patch = &PatchSpec{} }, "script and patch are both set"},
+		{"a patch with a rollback script", func(s *Spec) {
+			s.Patch, s.Script, s.RollbackScript = &PatchSpec{}, Source{}, &ok.Script
+		}, "no rollbackScript or files"},
+		{"updates", func(s *Spec) { s.Patch, s.Script = &PatchSpec{Updates: "some"}, Source{} }, "spec.patch.updates"},
+		{"patch reboot", func(s *Spec) { s.Patch, s.Script = &PatchSpec{Reboot: "auto"}, Source{} }, "spec.patch.reboot"},
+		{"a pattern with a space", func(s *Spec) { s.Patch, s.Script = &PatchSpec{Exclude: []string{"kube let"}}, Source{} }, "spec.patch.exclude[0]"},
+		{"a broken pattern", func(s *Spec) { s.Patch, s.Script = &PatchSpec{Include: []string{"lib["}}, Source{} }, "spec.patch.include[0]"},
+		{"max concurrency", func(s *Spec) { s.MaxConcurrency = intp(0) }, "spec.maxConcurrency"},
 	} {
 		s := ok
 		s.Files, s.Stages = nil, nil
