@@ -186,6 +186,9 @@ func Rollback(ctx context.Context, m Manager, dir string, say func(string, ...an
 		say("nothing was installed: nothing to restore")
 		return nil
 	}
+	if err := ValidSet(r.Changes); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, ResultFile), err)
+	}
 	say("restoring %d packages with %s: %s", len(r.Changes), m.Name(), describeBack(r.Changes))
 	if err := m.Restore(ctx, filepath.Join(dir, KeepDir), r.Changes); err != nil {
 		return err

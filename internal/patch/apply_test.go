@@ -168,6 +168,15 @@ func TestTheFleetInstallsExactlyWhatTheFirstNodeResolved(t *testing.T) {
 	if _, err := Apply(ctx, gone, order(t, set), "", quiet); err == nil || !strings.Contains(err.Error(), `"2" for "app"`) || gone.installs != 0 {
 		t.Errorf("a version gone: %v, %d installs; want a clear error and nothing installed", err, gone.installs)
 	}
+	// A set whose name is an option to apt-get (a compromised first node).
+	evil := `{"spec":{},"set":[{"name":"-oAPT::Update::Pre-Invoke::=touch /tmp/x","to":"1"}]}`
+	if _, err := Apply(ctx, gone, order(t, evil), "", quiet); err == nil || !strings.Contains(err.Error(), "not a package name") || gone.installs != 0 {
+		t.Errorf("a name that is an option: %v, want it refused before anything runs", err)
+	}
+	evil = `{"spec":{},"set":[{"name":"app","to":"--allow-unauthenticated"}]}`
+	if _, err := Apply(ctx, gone, order(t, evil), "", quiet); err == nil || !strings.Contains(err.Error(), "not a version") {
+		t.Errorf("a version that is an option: %v, want it refused", err)
+	}
 	// A node whose set would pull in more than the canary's.
 	more := &host{repo: repo, needs: map[string][]string{"app=2": {"libapp=2", "tool=1"}}, installed: map[string]string{"app": "1", "libapp": "1"}}
 	if _, err := Apply(ctx, more, order(t, set), "", quiet); err == nil || !strings.Contains(err.Error(), "tool 1 (not in the set)") || more.installs != 0 {

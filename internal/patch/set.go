@@ -3,6 +3,7 @@ package patch
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -41,6 +42,9 @@ func Resolve(ctx context.Context, m Manager, s Spec) ([]Package, error) {
 // set, or to another version, is an error naming it: the node installs
 // exactly what the first node proved, or nothing.
 func Check(ctx context.Context, m Manager, set []Package, installed map[string]string) ([]Package, error) {
+	if err := ValidSet(set); err != nil {
+		return nil, err
+	}
 	var todo []Package
 	for _, p := range set {
 		if installed[p.Name] != p.To {
@@ -94,4 +98,28 @@ func find(set []Package, name string) *Package {
 
 func sortByName(ps []Package) {
 	slices.SortFunc(ps, func(a, b Package) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// A package's name and versions as Debian and RPM write them. The set
+// comes from the cluster (the first node's resolution): a name that
+// began with '-' would be an option to the package manager, run as root.
+var (
+	packageName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9+._-]{0,127}(:[a-z0-9-]{1,32})?$`)
+	packageVersion = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+~^:_-]{0,127}$`)
+)
+
+// ValidSet is an error naming the first change of set that is not a
+// package name and versions.
+func ValidSet(set []Package) error {
+	for i, p := range set {
+		switch {
+		case !packageName.MatchString(p.Name):
+			return fmt.Errorf("the set's package %d: %q is not a package name", i, p.Name)
+		case !packageVersion.MatchString(p.To):
+			return fmt.Errorf("the set's package %s: %q is not a version", p.Name, p.To)
+		case p.From != "" && !packageVersion.MatchString(p.From):
+			return fmt.Errorf("the set's package %s: %q is not a version", p.Name, p.From)
+		}
+	}
+	return nil
 }
