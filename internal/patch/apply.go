@@ -21,17 +21,19 @@ const (
 )
 
 // Order is what the agent asks of a patch job: Spec, and Set, the exact
-// versions to install; without Set this node is the first, and resolves
-// it.
+// versions to install (it may be empty), or Resolve: this node is the
+// first, and resolves the set.
 type Order struct {
-	Spec Spec      `json:"spec"`
-	Set  []Package `json:"set,omitempty"`
+	Spec    Spec      `json:"spec"`
+	Resolve bool      `json:"resolve,omitempty"`
+	Set     []Package `json:"set"`
 }
 
 // A patch job's states, in its result.
 const (
 	StateInstalling = "installing" // the changes are being made: a rollback restores them
 	StateInstalled  = "installed"
+	StateRestoring  = "restoring" // a rollback began: run again, it restores again
 	StateRestored   = "restored"
 )
 
@@ -96,8 +98,12 @@ func Apply(ctx context.Context, m Manager, dir, sentinel string, say func(format
 	if err != nil {
 		return nil, err
 	}
-	if r == nil || r.State == StateRestored {
-		if r, err = begin(ctx, m, dir, o, say); err != nil || r == nil {
+	switch {
+	case r != nil && r.State == StateRestoring:
+		return r, fmt.Errorf("a rollback of this job began and did not finish: run kustodian patch rollback %s", dir)
+	case r == nil || r.State == StateRestored:
+		// The first run, or a retry after a rollback.
+		if r, err = begin(ctx, m, dir, o, say); err != nil {
 			return r, err
 		}
 	}
@@ -146,26 +152,23 @@ func begin(ctx context.Context, m Manager, dir string, o Order, say func(string,
 		return nil, err
 	}
 	r := &Result{Manager: m.Name(), Set: o.Set, State: StateInstalling}
-	if o.Set == nil {
+	switch {
+	case o.Resolve:
 		set, err := Resolve(ctx, m, o.Spec)
 		if err != nil {
 			return nil, err
 		}
 		r.Set, r.Resolved = set, true
 		say("resolved the set of this campaign: %s", describe(set))
+	case o.Set == nil:
+		return nil, fmt.Errorf("%s: no set to install, and this node is not the one to resolve it", filepath.Join(dir, OrderFile))
 	}
 	installed, err := m.Installed(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if r.Changes, err = Check(ctx, m, r.Set, installed); err != nil {
+	if r.Changes, err = Check(ctx, m, o.Spec, r.Set, installed); err != nil {
 		return nil, err
-	}
-	if r.Set == nil {
-		r.Set = []Package{}
-	}
-	if r.Changes == nil {
-		r.Changes = []Package{}
 	}
 	if r.NotKept, err = m.Keep(ctx, filepath.Join(dir, KeepDir), r.Changes); err != nil {
 		return nil, err
@@ -190,6 +193,10 @@ func Rollback(ctx context.Context, m Manager, dir string, say func(string, ...an
 		return fmt.Errorf("%s: %w", filepath.Join(dir, ResultFile), err)
 	}
 	say("restoring %d packages with %s: %s", len(r.Changes), m.Name(), describeBack(r.Changes))
+	r.State = StateRestoring
+	if err := writeResult(dir, r); err != nil {
+		return err
+	}
 	if err := m.Restore(ctx, filepath.Join(dir, KeepDir), r.Changes); err != nil {
 		return err
 	}

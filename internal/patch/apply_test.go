@@ -34,7 +34,13 @@ func (h *host) Updates(ctx context.Context) ([]Candidate, error) {
 			up = append(up, Package{Name: name, To: vs[len(vs)-1]})
 		}
 	}
-	ps, err := h.Simulate(ctx, up)
+	return h.Simulate(ctx, up)
+}
+
+func (h *host) Newer(_ context.Context, a, b string) (bool, error) { return a > b, nil }
+
+func (h *host) Simulate(_ context.Context, set []Package) ([]Candidate, error) {
+	ps, err := h.plan(set)
 	var out []Candidate
 	for _, p := range ps {
 		rel := h.release[p.Name+"="+p.To]
@@ -46,7 +52,7 @@ func (h *host) Updates(ctx context.Context) ([]Candidate, error) {
 	return out, err
 }
 
-func (h *host) Simulate(_ context.Context, set []Package) ([]Package, error) {
+func (h *host) plan(set []Package) ([]Package, error) {
 	var out []Package
 	var add func(name, ver string) error
 	add = func(name, ver string) error {
@@ -78,8 +84,8 @@ func (h *host) Simulate(_ context.Context, set []Package) ([]Package, error) {
 	return out, nil
 }
 
-func (h *host) Install(ctx context.Context, set []Package) error {
-	plan, err := h.Simulate(ctx, set)
+func (h *host) Install(_ context.Context, set []Package) error {
+	plan, err := h.plan(set)
 	if err != nil {
 		return err
 	}
@@ -137,7 +143,7 @@ func TestTheFleetInstallsExactlyWhatTheFirstNodeResolved(t *testing.T) {
 	repo := map[string][]string{"app": {"1", "2"}, "libapp": {"1", "2"}, "kubelet": {"1", "2"}, "tool": {"1"}}
 	needs := map[string][]string{"app=2": {"libapp=2"}}
 	canary := &host{repo: repo, needs: needs, installed: map[string]string{"app": "1", "libapp": "1", "kubelet": "1", "tool": "1"}}
-	dir := order(t, `{"spec":{"updates":"all","exclude":["kube*"]}}`)
+	dir := order(t, `{"spec":{"updates":"all","exclude":["kube*"]},"resolve":true}`)
 	r, err := Apply(ctx, canary, dir, "", quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +183,25 @@ func TestTheFleetInstallsExactlyWhatTheFirstNodeResolved(t *testing.T) {
 	if _, err := Apply(ctx, gone, order(t, evil), "", quiet); err == nil || !strings.Contains(err.Error(), "not a version") {
 		t.Errorf("a version that is an option: %v, want it refused", err)
 	}
+	// A set that a lying first node made: what the spec leaves out, a
+	// package new to the host named outright, a version not newer.
+	liar := &host{repo: map[string][]string{"app": {"1", "2"}, "kubelet": {"1", "2"}, "backdoor": {"1"}, "vim": {"1", "2"}},
+		installed: map[string]string{"app": "1", "kubelet": "1", "vim": "2"}}
+	for _, c := range []struct{ set, want string }{
+		{`{"spec":{"exclude":["kube*"]},"set":[{"name":"kubelet","from":"1","to":"2"}]}`, "kubelet 2 (from main: the spec does not pick it)"},
+		{`{"spec":{"updates":"security"},"set":[{"name":"app","from":"1","to":"2"}]}`, "app 2 (from main: the spec does not pick it)"},
+	} {
+		if _, err := Apply(ctx, liar, order(t, c.set), "", quiet); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("a set the spec does not allow: %v, want an error naming %q", err, c.want)
+		}
+	}
+	lie := `{"spec":{},"set":[{"name":"backdoor","to":"1"},{"name":"vim","from":"1","to":"1"},{"name":"zsh","from":"1","to":"2"}]}`
+	if r, err := Apply(ctx, liar, order(t, lie), "", quiet); err != nil || len(r.Changes) != 0 || liar.installed["backdoor"] != "" || liar.installs != 0 {
+		t.Errorf("a new package named outright, a version older than installed, a package not here: %v, %+v, installed %v; want nothing installed", err, r, liar.installed)
+	}
+	if _, err := Apply(ctx, liar, order(t, `{"spec":{}}`), "", quiet); err == nil || !strings.Contains(err.Error(), "no set") {
+		t.Errorf("an order with neither a set nor resolve: %v, want an error", err)
+	}
 	// A node whose set would pull in more than the canary's.
 	more := &host{repo: repo, needs: map[string][]string{"app=2": {"libapp=2", "tool=1"}}, installed: map[string]string{"app": "1", "libapp": "1"}}
 	if _, err := Apply(ctx, more, order(t, set), "", quiet); err == nil || !strings.Contains(err.Error(), "tool 1 (not in the set)") || more.installs != 0 {
@@ -184,7 +209,7 @@ func TestTheFleetInstallsExactlyWhatTheFirstNodeResolved(t *testing.T) {
 	}
 	// A set that needs what the spec excludes.
 	dep := &host{repo: repo, needs: map[string][]string{"app=3": {"kubelet=2"}}, installed: map[string]string{"app": "1", "kubelet": "1"}}
-	if _, err := Apply(ctx, dep, order(t, `{"spec":{"exclude":["kubelet"]}}`), "", quiet); err == nil || !strings.Contains(err.Error(), "kubelet 2") || !strings.Contains(err.Error(), "exclude") {
+	if _, err := Apply(ctx, dep, order(t, `{"spec":{"exclude":["kubelet"]},"resolve":true}`), "", quiet); err == nil || !strings.Contains(err.Error(), "kubelet 2") || !strings.Contains(err.Error(), "exclude") {
 		t.Errorf("a need excluded: %v, want an error naming kubelet and the exclude", err)
 	}
 }
@@ -195,7 +220,7 @@ func TestAPatchJobRunsAgainAndRollsBack(t *testing.T) {
 	ctx := context.Background()
 	h := &host{repo: map[string][]string{"openssl": {"1", "2"}, "vim": {"1", "2"}}, release: map[string]string{"openssl=2": "Debian-Security:12/stable-security"},
 		installed: map[string]string{"openssl": "1", "vim": "1"}, reboot: true}
-	dir := order(t, `{"spec":{"updates":"security","reboot":"ifRequired"}}`)
+	dir := order(t, `{"spec":{"updates":"security","reboot":"ifRequired"},"resolve":true}`)
 	sentinel := filepath.Join(t.TempDir(), "reboot-required")
 	r, err := Apply(ctx, h, dir, sentinel, quiet)
 	if err != nil {
@@ -222,7 +247,7 @@ func TestAPatchJobRunsAgainAndRollsBack(t *testing.T) {
 	// a new package removed.
 	f := &host{repo: map[string][]string{"app": {"1", "4"}, "newdep": {"1"}}, needs: map[string][]string{"app=4": {"newdep=1"}},
 		installed: map[string]string{"app": "1"}, fail: map[string]bool{"app=4": true}}
-	fdir := order(t, `{"spec":{}}`)
+	fdir := order(t, `{"spec":{},"resolve":true}`)
 	if _, err := Apply(ctx, f, fdir, "", quiet); err == nil || !strings.Contains(err.Error(), "post-installation") {
 		t.Fatalf("a failing postinst: %v", err)
 	}

@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/kustodian/kustodian/internal/atomicfile"
 )
 
 // Apt is the package manager of Debian and Ubuntu hosts: apt-get and
@@ -29,18 +33,22 @@ func NewApt(run Runner) *Apt {
 	return &Apt{Run: run, Cache: "/var/cache/apt/archives", Sentinel: "/run/reboot-required"}
 }
 
-// aptEnv keeps apt and dpkg from asking anything: a configuration file
-// the admin changed stays, the package's new one is put beside it.
-var aptEnv = []string{"DEBIAN_FRONTEND=noninteractive", "APT_LISTCHANGES_FRONTEND=none", "NEEDRESTART_MODE=l"}
+// aptEnv keeps apt, dpkg and ucf from asking anything: a configuration
+// file the admin changed stays, the package's new one is put beside it.
+var aptEnv = []string{"DEBIAN_FRONTEND=noninteractive", "APT_LISTCHANGES_FRONTEND=none", "NEEDRESTART_MODE=l", "UCF_FORCE_CONFFOLD=1"}
 
-var aptOpts = []string{"-q", "-y", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"}
+// lockWait: apt waits for another apt or dpkg (unattended-upgrades, an
+// admin) to finish, for up to 10 minutes, rather than failing at once.
+var lockWait = []string{"-o", "DPkg::Lock::Timeout=600"}
+
+var aptOpts = append([]string{"-q", "-y", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"}, lockWait...)
 
 // Name is apt.
 func (a *Apt) Name() string { return "apt" }
 
 // Refresh runs apt-get update.
 func (a *Apt) Refresh(ctx context.Context) error {
-	_, err := a.Run(ctx, aptEnv, "apt-get", "-q", "update")
+	_, err := a.Run(ctx, aptEnv, "apt-get", append([]string{"-q", "update"}, lockWait...)...)
 	return err
 }
 
@@ -54,22 +62,29 @@ func (a *Apt) Updates(ctx context.Context) ([]Candidate, error) {
 	return parseAptSimulation(out)
 }
 
-// Simulate simulates installing exactly set's versions, removing nothing.
-func (a *Apt) Simulate(ctx context.Context, set []Package) ([]Package, error) {
-	args := append([]string{"-s", "-q", "--no-remove", "install"}, pinned(set)...)
+// Simulate simulates installing exactly set's versions, removing nothing;
+// with -y, as the install has it, so that a downgrade or a held package
+// is refused here already.
+func (a *Apt) Simulate(ctx context.Context, set []Package) ([]Candidate, error) {
+	args := append([]string{"-s", "-q", "-y", "--no-remove", "install"}, pinned(set)...)
 	out, err := a.Run(ctx, aptEnv, "apt-get", args...)
 	if err != nil {
 		return nil, err
 	}
-	cands, err := parseAptSimulation(out)
-	if err != nil {
-		return nil, err
+	return parseAptSimulation(out)
+}
+
+// Newer asks dpkg whether version a is newer than b.
+func (a *Apt) Newer(ctx context.Context, v, than string) (bool, error) {
+	_, err := a.Run(ctx, nil, "dpkg", "--compare-versions", v, "gt", than)
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		return false, nil
 	}
-	ps := make([]Package, len(cands))
-	for i, c := range cands {
-		ps[i] = c.Package
-	}
-	return ps, nil
+	return false, err
 }
 
 // Install installs exactly set's versions, removing nothing and
@@ -114,19 +129,30 @@ func (a *Apt) Installed(ctx context.Context) (map[string]string, error) {
 	return got, sc.Err()
 }
 
-// Keep downloads the From version of every upgraded package into dir
-// (apt-get download), else finds it in apt's cache; it returns those it
-// found nowhere. A package that was new needs nothing kept: it is removed.
+// Keep puts the .deb of every upgraded package's From version into dir:
+// a copy of apt's cached one, else downloaded from the repositories
+// (apt-get download); it returns those it found nowhere. A package that
+// was new needs nothing kept: it is removed.
 func (a *Apt) Keep(ctx context.Context, dir string, changes []Package) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	arch, err := a.arch(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var missing []string
 	for _, p := range changes {
-		if p.From == "" || a.kept(dir, p) != "" {
+		if p.From == "" || debIn(dir, p, arch) != "" {
 			continue
 		}
-		if _, err := a.Run(ctx, aptEnv, "sh", "-c", `cd "$1" && apt-get -q download "$2"`, "keep", dir, p.Name+"="+p.From); err == nil && a.kept(dir, p) != "" {
+		if cached := debIn(a.Cache, p, arch); cached != "" {
+			if err := copyFile(cached, filepath.Join(dir, filepath.Base(cached))); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if _, err := a.Run(ctx, aptEnv, "sh", "-c", `cd "$1" && apt-get -q download "$2"`, "keep", dir, p.Name+"="+p.From); err == nil && debIn(dir, p, arch) != "" {
 			continue
 		}
 		missing = append(missing, p.Name+" "+p.From)
@@ -134,41 +160,113 @@ func (a *Apt) Keep(ctx context.Context, dir string, changes []Package) ([]string
 	return missing, nil
 }
 
-// kept is the .deb of p's From version in dir or apt's cache ("": none).
-func (a *Apt) kept(dir string, p Package) string {
-	// A .deb's file name has the version with its epoch's colon escaped.
-	pattern := p.Name + "_" + strings.ReplaceAll(p.From, ":", "%3a") + "_*.deb"
-	for _, d := range []string{dir, a.Cache} {
-		if d == "" {
-			continue
-		}
-		if m, _ := filepath.Glob(filepath.Join(d, pattern)); len(m) > 0 {
-			return m[0]
+// arch is dpkg's own architecture.
+func (a *Apt) arch(ctx context.Context) (string, error) {
+	out, err := a.Run(ctx, nil, "dpkg", "--print-architecture")
+	return strings.TrimSpace(string(out)), err
+}
+
+// debIn is the .deb of p's From version in dir ("": none): a .deb's file
+// name is name_version_arch.deb, the epoch's colon escaped, the
+// architecture the one a name:arch says, else the host's or all.
+func debIn(dir string, p Package, arch string) string {
+	if dir == "" {
+		return ""
+	}
+	name, archs := p.Name, []string{arch, "all"}
+	if n, a, ok := strings.Cut(p.Name, ":"); ok {
+		name, archs = n, []string{a}
+	}
+	for _, ar := range archs {
+		f := filepath.Join(dir, name+"_"+strings.ReplaceAll(p.From, ":", "%3a")+"_"+ar+".deb")
+		if _, err := os.Stat(f); err == nil {
+			return f
 		}
 	}
 	return ""
 }
 
-// Restore installs the From versions again (a kept .deb first, else from
-// the repositories) and removes the packages that were new.
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(to, data, 0o600)
+}
+
+// Restore installs the From versions again, from the .debs kept in dir
+// first, else from the repositories, then removes the packages that were
+// new; a removal apt would make beyond those is refused. An old version
+// found nowhere fails the restore, naming it, after everything else is
+// restored.
 func (a *Apt) Restore(ctx context.Context, dir string, changes []Package) error {
-	var args []string
+	arch, err := a.arch(ctx)
+	if err != nil {
+		return err
+	}
+	// dpkg may have been cut off in the install being undone.
+	if _, err := a.Run(ctx, aptEnv, "dpkg", "--configure", "-a", "--force-confdef", "--force-confold"); err != nil {
+		return err
+	}
+	var kept, fromRepo, removed []string
+	var gone []Package
 	for _, p := range changes {
-		switch {
+		switch deb := debIn(dir, p, arch); {
 		case p.From == "":
-			args = append(args, p.Name+"-")
-		case a.kept(dir, p) != "":
-			args = append(args, a.kept(dir, p))
+			removed = append(removed, p.Name)
+			gone = append(gone, p)
+		case deb != "":
+			kept = append(kept, deb)
 		default:
-			args = append(args, p.Name+"="+p.From)
+			fromRepo = append(fromRepo, p.Name+"="+p.From)
 		}
 	}
-	if len(args) == 0 {
-		return nil
+	install := func(args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		_, err := a.Run(ctx, aptEnv, "apt-get", append(append(slices.Clone(aptOpts), "--no-remove", "--allow-downgrades", "install"), args...)...)
+		return err
 	}
-	args = append(append(slices.Clone(aptOpts), "--allow-downgrades", "install"), args...)
-	_, err := a.Run(ctx, aptEnv, "apt-get", args...)
-	return err
+	var failed error
+	if err := install(append(slices.Clone(kept), fromRepo...)); err != nil {
+		// One version found nowhere fails the whole command: restore
+		// what was kept, and say what was not.
+		failed = err
+		if len(fromRepo) > 0 {
+			if err := install(kept); err != nil {
+				return err
+			}
+			failed = fmt.Errorf("no rollback source holds %s: %w", strings.Join(fromRepo, ", "), err)
+		}
+	}
+	if len(removed) > 0 {
+		out, err := a.Run(ctx, aptEnv, "apt-get", append([]string{"-s", "-q", "-y", "remove"}, removed...)...)
+		if err != nil {
+			return err
+		}
+		for _, r := range removals(out) {
+			if find(gone, r) == nil {
+				return errors.Join(failed, fmt.Errorf("removing the packages the campaign installed new (%s) would also remove %s: left installed", strings.Join(removed, ", "), r))
+			}
+		}
+		if _, err := a.Run(ctx, aptEnv, "apt-get", append(append(slices.Clone(aptOpts), "remove"), removed...)...); err != nil {
+			return errors.Join(failed, err)
+		}
+	}
+	return failed
+}
+
+// removals are the packages apt-get -s says it would remove.
+func removals(out []byte) []string {
+	var got []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "Remv" {
+			got = append(got, f[1])
+		}
+	}
+	return got
 }
 
 // RebootRequired reads Debian's reboot sentinel and the packages that

@@ -1,6 +1,9 @@
 package patch
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -47,3 +50,49 @@ Conf libfoo1 (2.0-1 localrepo:kustodian/test [all])
 }
 
 func pkg(name, from, to string) Package { return Package{Name: name, From: from, To: to} }
+
+// A kept .deb is found by apt's own file name: the epoch's colon escaped,
+// the architecture the host's, all, or the one a name:arch says.
+func TestKeptDebsAreFoundByTheirFileNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"login_1%3a4.13+dfsg1-1_amd64.deb", "tzdata_2024a-0+deb12u1_all.deb", "libc6_2.36-9_i386.deb", "libc6_2.36-9_amd64.deb"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		p    Package
+		want string
+	}{
+		{pkg("login", "1:4.13+dfsg1-1", "1:4.13+dfsg1-2"), "login_1%3a4.13+dfsg1-1_amd64.deb"},
+		{pkg("tzdata", "2024a-0+deb12u1", "2025b-0+deb12u1"), "tzdata_2024a-0+deb12u1_all.deb"},
+		{pkg("libc6:i386", "2.36-9", "2.36-9+deb12u14"), "libc6_2.36-9_i386.deb"},
+		{pkg("libc6", "2.36-9", "2.36-9+deb12u14"), "libc6_2.36-9_amd64.deb"},
+		{pkg("libc6:arm64", "2.36-9", "2.36-9+deb12u14"), ""},
+		{pkg("bash", "5.2.15-2+b8", "5.2.15-2+b13"), ""},
+	} {
+		got := debIn(dir, c.p, "amd64")
+		if filepath.Base(got) != c.want && !(got == "" && c.want == "") {
+			t.Errorf("%s %s: found %q, want %q", c.p.Name, c.p.From, got, c.want)
+		}
+	}
+	out := "Remv newdep [1.0]\nRemv kubelet [1.30.1] [containerd ]\nInst x (1 a [all])\n"
+	if got := removals([]byte(out)); !reflect.DeepEqual(got, []string{"newdep", "kubelet"}) {
+		t.Errorf("removals: %v", got)
+	}
+}
+
+// Versions are compared by dpkg itself (this machine is Debian, as the
+// hosts are).
+func TestVersionsAreComparedByDpkg(t *testing.T) {
+	a := NewApt(Exec(nil))
+	for _, c := range []struct {
+		a, b  string
+		newer bool
+	}{{"1:1.0", "2.0", true}, {"2.0~rc1", "2.0", false}, {"2.36-9+deb12u14", "2.36-9+deb12u4", true}, {"1.0", "1.0", false}} {
+		got, err := a.Newer(context.Background(), c.a, c.b)
+		if err != nil || got != c.newer {
+			t.Errorf("%s newer than %s: %v, %v; want %v", c.a, c.b, got, err, c.newer)
+		}
+	}
+}

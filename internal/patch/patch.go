@@ -39,9 +39,12 @@ type Manager interface {
 	// packages they need.
 	Updates(ctx context.Context) ([]Candidate, error)
 	// Simulate says what installing exactly these versions would change,
-	// every package it would install or upgrade, without changing
-	// anything.
-	Simulate(ctx context.Context, set []Package) ([]Package, error)
+	// every package it would install or upgrade and where from, without
+	// changing anything; a downgrade, a removal or a held package is an
+	// error.
+	Simulate(ctx context.Context, set []Package) ([]Candidate, error)
+	// Newer says whether version a is newer than version b.
+	Newer(ctx context.Context, a, b string) (bool, error)
 	// Install installs exactly these versions.
 	Install(ctx context.Context, set []Package) error
 	// Installed are the versions installed now, by name.

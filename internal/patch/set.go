@@ -19,61 +19,87 @@ func Resolve(ctx context.Context, m Manager, s Spec) ([]Package, error) {
 	}
 	picked := Select(s, cands)
 	if len(picked) == 0 {
-		return nil, nil
+		return []Package{}, nil
 	}
 	plan, err := m.Simulate(ctx, picked)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range plan {
-		if find(picked, p.Name) != nil {
-			continue
+	out := make([]Package, 0, len(plan))
+	for _, c := range plan {
+		if find(picked, c.Name) == nil {
+			if why := LeftOut(s, c.Name); why != "" {
+				return nil, fmt.Errorf("the updates need %s %s, which %s: exclude what needs it too, or include it", c.Name, c.To, why)
+			}
 		}
-		if why := LeftOut(s, p.Name); why != "" {
-			return nil, fmt.Errorf("the updates need %s %s, which %s: exclude what needs it too, or include it", p.Name, p.To, why)
-		}
+		out = append(out, c.Package)
 	}
-	sortByName(plan)
-	return plan, nil
+	sortByName(out)
+	return out, nil
 }
 
-// Check is what installing set changes on this host: the packages of set
-// not at their version yet, From what is installed here. A change outside
-// set, or to another version, is an error naming it: the node installs
-// exactly what the first node proved, or nothing.
-func Check(ctx context.Context, m Manager, set []Package, installed map[string]string) ([]Package, error) {
+// Check is what installing set changes on this host: the upgrades of set
+// whose packages this host has at an older version, and the new packages
+// apt needs for them, From what apt says is installed. It holds the set to
+// the spec as the first node did (a set comes from the cluster, written by
+// that node, which may lie): an upgrade the spec does not pick, a need the
+// spec leaves out, a package apt would install that the set does not
+// hold, or at another version, is an error naming it, and nothing is
+// installed. A package of the set this host does not have is not
+// installed here; one it has at that version or newer is left as it is.
+func Check(ctx context.Context, m Manager, s Spec, set []Package, installed map[string]string) ([]Package, error) {
 	if err := ValidSet(set); err != nil {
 		return nil, err
 	}
 	var todo []Package
 	for _, p := range set {
-		if installed[p.Name] != p.To {
+		have := installed[p.Name]
+		if p.From == "" || have == "" {
+			continue // a need of the first node's, or a package this host does not have
+		}
+		newer, err := m.Newer(ctx, p.To, have)
+		if err != nil {
+			return nil, err
+		}
+		if newer {
 			todo = append(todo, p)
 		}
 	}
 	if len(todo) == 0 {
-		return nil, nil
+		return []Package{}, nil
 	}
 	plan, err := m.Simulate(ctx, todo)
 	if err != nil {
 		return nil, err
 	}
-	var outside []string
-	for i, p := range plan {
-		q := find(set, p.Name)
+	var wrong []string
+	for _, c := range plan {
+		q, named := find(set, c.Name), find(todo, c.Name) != nil
 		switch {
 		case q == nil:
-			outside = append(outside, fmt.Sprintf("%s %s (not in the set)", p.Name, p.To))
-		case q.To != p.To:
-			outside = append(outside, fmt.Sprintf("%s %s (the set has %s)", p.Name, p.To, q.To))
+			wrong = append(wrong, fmt.Sprintf("%s %s (not in the set)", c.Name, c.To))
+		case q.To != c.To:
+			wrong = append(wrong, fmt.Sprintf("%s %s (the set has %s)", c.Name, c.To, q.To))
+		case named && !Picks(s, c):
+			wrong = append(wrong, fmt.Sprintf("%s %s (from %s: the spec does not pick it)", c.Name, c.To, c.Release))
+		case !named && LeftOut(s, c.Name) != "":
+			wrong = append(wrong, fmt.Sprintf("%s %s (%s)", c.Name, c.To, LeftOut(s, c.Name)))
 		}
-		plan[i].From = installed[p.Name]
 	}
-	if len(outside) > 0 {
-		return nil, fmt.Errorf("installing the campaign's set here would also install %s: stopping before anything is installed", strings.Join(outside, ", "))
+	for _, p := range todo {
+		if !slices.ContainsFunc(plan, func(c Candidate) bool { return c.Name == p.Name }) {
+			wrong = append(wrong, fmt.Sprintf("not %s %s itself", p.Name, p.To))
+		}
 	}
-	sortByName(plan)
-	return plan, nil
+	if len(wrong) > 0 {
+		return nil, fmt.Errorf("installing the campaign's set here would install %s: stopping before anything is installed", strings.Join(wrong, ", "))
+	}
+	out := make([]Package, len(plan))
+	for i, c := range plan {
+		out[i] = c.Package
+	}
+	sortByName(out)
+	return out, nil
 }
 
 // Changes are the changes between two sets of installed versions, of the
@@ -104,8 +130,10 @@ func sortByName(ps []Package) {
 // comes from the cluster (the first node's resolution): a name that
 // began with '-' would be an option to the package manager, run as root.
 var (
-	packageName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9+._-]{0,127}(:[a-z0-9-]{1,32})?$`)
-	packageVersion = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+~^:_-]{0,127}$`)
+	packageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9+._-]{0,127}(:[a-z0-9-]{1,32})?$`)
+	// A version ends in a letter, a digit or '~': apt reads name=version-
+	// as a removal.
+	packageVersion = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.+~^:_-]{0,126}[A-Za-z0-9~])?$`)
 )
 
 // ValidSet is an error naming the first change of set that is not a
