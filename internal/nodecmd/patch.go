@@ -124,7 +124,7 @@ func newPatchRollbackCommand() *cobra.Command {
 // to log.
 func hostManager(log io.Writer) (patch.Manager, error) {
 	if _, err := exec.LookPath("apt-get"); err == nil {
-		return patch.NewApt(patch.Exec(log)), nil
+		return patch.NewApt(log), nil
 	}
 	if _, err := exec.LookPath("dnf"); err == nil {
 		return nil, errors.New("this host has dnf: patch campaigns run on apt hosts only in this version")

@@ -6,8 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,7 +19,9 @@ import (
 // Apt is the package manager of Debian and Ubuntu hosts: apt-get and
 // dpkg, with the host's own sources and keys.
 type Apt struct {
-	Run Runner
+	// Run runs the queries; Loud what changes the host (its output is
+	// the job's).
+	Run, Loud Runner
 	// Cache is apt's archive cache (/var/cache/apt/archives): a
 	// rollback finds old versions there too.
 	Cache string
@@ -28,9 +30,9 @@ type Apt struct {
 	Sentinel string
 }
 
-// NewApt is the host's apt.
-func NewApt(run Runner) *Apt {
-	return &Apt{Run: run, Cache: "/var/cache/apt/archives", Sentinel: "/run/reboot-required"}
+// NewApt is the host's apt, its output to log.
+func NewApt(log io.Writer) *Apt {
+	return &Apt{Run: Exec(log), Loud: ExecLoud(log), Cache: "/var/cache/apt/archives", Sentinel: "/run/reboot-required"}
 }
 
 // aptEnv keeps apt, dpkg and ucf from asking anything: a configuration
@@ -41,14 +43,15 @@ var aptEnv = []string{"DEBIAN_FRONTEND=noninteractive", "APT_LISTCHANGES_FRONTEN
 // admin) to finish, for up to 10 minutes, rather than failing at once.
 var lockWait = []string{"-o", "DPkg::Lock::Timeout=600"}
 
-var aptOpts = append([]string{"-q", "-y", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"}, lockWait...)
+// Dpkg::Use-Pty=0: the job's log gets dpkg's lines, not a progress bar.
+var aptOpts = append([]string{"-q", "-y", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold", "-o", "Dpkg::Use-Pty=0"}, lockWait...)
 
 // Name is apt.
 func (a *Apt) Name() string { return "apt" }
 
 // Refresh runs apt-get update.
 func (a *Apt) Refresh(ctx context.Context) error {
-	_, err := a.Run(ctx, aptEnv, "apt-get", append([]string{"-q", "update"}, lockWait...)...)
+	_, err := a.Loud(ctx, aptEnv, "apt-get", append([]string{"-q", "update"}, lockWait...)...)
 	return err
 }
 
@@ -77,11 +80,11 @@ func (a *Apt) Simulate(ctx context.Context, set []Package) ([]Candidate, error) 
 // Newer asks dpkg whether version a is newer than b.
 func (a *Apt) Newer(ctx context.Context, v, than string) (bool, error) {
 	_, err := a.Run(ctx, nil, "dpkg", "--compare-versions", v, "gt", than)
-	var exit *exec.ExitError
+	var exit *CommandError
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.As(err, &exit) && exit.ExitCode() == 1:
+	case errors.As(err, &exit) && exit.Code == 1:
 		return false, nil
 	}
 	return false, err
@@ -92,11 +95,11 @@ func (a *Apt) Newer(ctx context.Context, v, than string) (bool, error) {
 func (a *Apt) Install(ctx context.Context, set []Package) error {
 	// An install a crash or a reboot cut off is finished first, as apt
 	// asks.
-	if _, err := a.Run(ctx, aptEnv, "dpkg", "--configure", "-a", "--force-confdef", "--force-confold"); err != nil {
+	if _, err := a.Loud(ctx, aptEnv, "dpkg", "--configure", "-a", "--force-confdef", "--force-confold"); err != nil {
 		return err
 	}
 	args := append(append(slices.Clone(aptOpts), "--no-remove", "install"), pinned(set)...)
-	_, err := a.Run(ctx, aptEnv, "apt-get", args...)
+	_, err := a.Loud(ctx, aptEnv, "apt-get", args...)
 	return err
 }
 
@@ -152,7 +155,7 @@ func (a *Apt) Keep(ctx context.Context, dir string, changes []Package) ([]string
 			}
 			continue
 		}
-		if _, err := a.Run(ctx, aptEnv, "sh", "-c", `cd "$1" && apt-get -q download "$2"`, "keep", dir, p.Name+"="+p.From); err == nil && debIn(dir, p, arch) != "" {
+		if _, err := a.Loud(ctx, aptEnv, "sh", "-c", `cd "$1" && apt-get -q download "$2"`, "keep", dir, p.Name+"="+p.From); err == nil && debIn(dir, p, arch) != "" {
 			continue
 		}
 		missing = append(missing, p.Name+" "+p.From)
@@ -204,10 +207,11 @@ func (a *Apt) Restore(ctx context.Context, dir string, changes []Package) error 
 	if err != nil {
 		return err
 	}
-	// dpkg may have been cut off in the install being undone.
-	if _, err := a.Run(ctx, aptEnv, "dpkg", "--configure", "-a", "--force-confdef", "--force-confold"); err != nil {
-		return err
-	}
+	// dpkg may have been cut off in the install being undone: finish
+	// what it can. What it cannot (the failed version's own postinst,
+	// which is what a rollback is for) is replaced by the old version
+	// below.
+	_, _ = a.Loud(ctx, aptEnv, "dpkg", "--configure", "-a", "--force-confdef", "--force-confold")
 	var kept, fromRepo, removed []string
 	var gone []Package
 	for _, p := range changes {
@@ -225,7 +229,7 @@ func (a *Apt) Restore(ctx context.Context, dir string, changes []Package) error 
 		if len(args) == 0 {
 			return nil
 		}
-		_, err := a.Run(ctx, aptEnv, "apt-get", append(append(slices.Clone(aptOpts), "--no-remove", "--allow-downgrades", "install"), args...)...)
+		_, err := a.Loud(ctx, aptEnv, "apt-get", append(append(slices.Clone(aptOpts), "--no-remove", "--allow-downgrades", "install"), args...)...)
 		return err
 	}
 	var failed error
@@ -250,7 +254,7 @@ func (a *Apt) Restore(ctx context.Context, dir string, changes []Package) error 
 				return errors.Join(failed, fmt.Errorf("removing the packages the campaign installed new (%s) would also remove %s: left installed", strings.Join(removed, ", "), r))
 			}
 		}
-		if _, err := a.Run(ctx, aptEnv, "apt-get", append(append(slices.Clone(aptOpts), "remove"), removed...)...); err != nil {
+		if _, err := a.Loud(ctx, aptEnv, "apt-get", append(append(slices.Clone(aptOpts), "remove"), removed...)...); err != nil {
 			return errors.Join(failed, err)
 		}
 	}

@@ -85,7 +85,7 @@ func TestKeptDebsAreFoundByTheirFileNames(t *testing.T) {
 // Versions are compared by dpkg itself (this machine is Debian, as the
 // hosts are).
 func TestVersionsAreComparedByDpkg(t *testing.T) {
-	a := NewApt(Exec(nil))
+	a := NewApt(nil)
 	for _, c := range []struct {
 		a, b  string
 		newer bool

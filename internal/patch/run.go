@@ -3,6 +3,7 @@ package patch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,24 +13,52 @@ import (
 )
 
 // Runner runs a command with env added to the process's own, and returns
-// its standard output. An exit other than 0 is an error that names the
-// command and ends with the last lines it wrote.
+// its standard output. An exit other than 0 is a *CommandError.
 type Runner func(ctx context.Context, env []string, name string, args ...string) ([]byte, error)
 
-// Exec runs commands on the host, their standard error copied to log
-// (the job's output) as they write it.
-func Exec(log io.Writer) Runner {
+// CommandError is a command that exited other than 0: it names the
+// command and ends with the last lines it wrote.
+type CommandError struct {
+	Command string
+	Code    int
+	Tail    string
+}
+
+func (e *CommandError) Error() string {
+	return fmt.Sprintf("%s: exit status %d%s", e.Command, e.Code, e.Tail)
+}
+
+// Exec runs commands on the host, their standard error copied to log (the
+// job's output) as they write it.
+func Exec(log io.Writer) Runner { return run(log, false) }
+
+// ExecLoud is Exec with the standard output copied to log too: what an
+// install or a removal says.
+func ExecLoud(log io.Writer) Runner { return run(log, true) }
+
+func run(log io.Writer, loud bool) Runner {
 	return func(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
 		var out, errs bytes.Buffer
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdout = &out
-		cmd.Stderr = &errs
+		cmd.Stdout, cmd.Stderr = &out, &errs
 		if log != nil {
 			cmd.Stderr = teeWriter{&errs, log}
+			if loud {
+				cmd.Stdout = teeWriter{&out, log}
+			}
 		}
-		if err := cmd.Run(); err != nil {
-			return out.Bytes(), fmt.Errorf("%s %s: %w%s", name, strings.Join(args, " "), err, lastLines(errs.String()+out.String(), 5))
+		err := cmd.Run()
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			said := errs.String() // what went wrong, else the output's end
+			if strings.TrimSpace(said) == "" {
+				said = out.String()
+			}
+			return out.Bytes(), &CommandError{Command: name + " " + strings.Join(args, " "), Code: exit.ExitCode(), Tail: lastLines(said, 5)}
+		case err != nil:
+			return out.Bytes(), fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
 		}
 		return out.Bytes(), nil
 	}
