@@ -125,7 +125,7 @@ func Apply(ctx context.Context, m Manager, dir, sentinel string, say func(format
 		}
 		r.State = StateInstalled
 		if o.Spec.Reboot != rollout.PatchRebootNever {
-			if r.RebootRequired, r.RebootWhy, err = m.RebootRequired(ctx); err != nil {
+			if r.RebootRequired, r.RebootWhy, err = m.RebootRequired(ctx, r.Changes); err != nil {
 				return r, err
 			}
 		}

@@ -120,7 +120,7 @@ func (h *host) Restore(_ context.Context, _ string, changes []Package) error {
 	return nil
 }
 
-func (h *host) RebootRequired(context.Context) (bool, string, error) {
+func (h *host) RebootRequired(context.Context, []Package) (bool, string, error) {
 	return h.reboot, "the kernel", nil
 }
 

@@ -274,11 +274,23 @@ func removals(out []byte) []string {
 }
 
 // RebootRequired reads Debian's reboot sentinel and the packages that
-// asked for it.
-func (a *Apt) RebootRequired(context.Context) (bool, string, error) {
-	if _, err := os.Stat(a.Sentinel); os.IsNotExist(err) {
+// asked for it. A kernel image among the changes needs a reboot too: on a
+// Debian host without unattended-upgrades nothing writes the sentinel
+// for it.
+func (a *Apt) RebootRequired(_ context.Context, changes []Package) (bool, string, error) {
+	var kernels []string
+	for _, p := range changes {
+		if strings.HasPrefix(p.Name, "linux-image-") {
+			kernels = append(kernels, p.Name+" "+p.To)
+		}
+	}
+	_, err := os.Stat(a.Sentinel)
+	switch {
+	case os.IsNotExist(err) && len(kernels) > 0:
+		return true, "a new kernel: " + strings.Join(kernels, ", "), nil
+	case os.IsNotExist(err):
 		return false, "", nil
-	} else if err != nil {
+	case err != nil:
 		return false, "", err
 	}
 	why := a.Sentinel + " exists"

@@ -38,8 +38,22 @@ Conf libfoo1 (2.0-1 localrepo:kustodian/test [all])
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("read\n%+v\nwant\n%+v", got, want)
 	}
-	if IsSecurity(got[0].Release) || !IsSecurity(got[1].Release) {
-		t.Errorf("security: %q %v, %q %v", got[0].Release, IsSecurity(got[0].Release), got[1].Release, IsSecurity(got[1].Release))
+	for rel, want := range map[string]bool{
+		got[0].Release: false, got[1].Release: true, got[3].Release: true,
+		"Ubuntu:22.04/jammy-security": true, "Ubuntu:22.04/jammy-updates": false,
+		"localrepo:kustodian/test": false, "security-tools:1/stable": false,
+	} {
+		if IsSecurity(rel) != want {
+			t.Errorf("%q: security %v, want %v", rel, !want, want)
+		}
+	}
+	// A kernel among the changes needs a reboot, the sentinel or not.
+	a := &Apt{Sentinel: filepath.Join(t.TempDir(), "reboot-required")}
+	if need, why, err := a.RebootRequired(context.Background(), []Package{pkg("linux-image-6.1.0-30-amd64", "", "6.1.124-1")}); err != nil || !need || !strings.Contains(why, "linux-image-6.1.0-30-amd64") {
+		t.Errorf("a new kernel: %v %q %v, want a reboot naming it", need, why, err)
+	}
+	if need, _, err := a.RebootRequired(context.Background(), []Package{pkg("bash", "1", "2")}); err != nil || need {
+		t.Errorf("bash alone, no sentinel: %v %v, want no reboot", need, err)
 	}
 	if _, err := parseAptSimulation([]byte("Remv kubelet [1.30.1]\n")); err == nil || !strings.Contains(err.Error(), "kubelet") {
 		t.Errorf("a removal: %v, want an error naming it", err)

@@ -57,8 +57,8 @@ type Manager interface {
 	// again, the packages that were new removed.
 	Restore(ctx context.Context, dir string, changes []Package) error
 	// RebootRequired says whether the host needs a reboot for what was
-	// installed, and why.
-	RebootRequired(ctx context.Context) (bool, string, error)
+	// installed (changes among it), and why.
+	RebootRequired(ctx context.Context, changes []Package) (bool, string, error)
 }
 
 // Select is the candidates s picks, as changes.
@@ -96,9 +96,17 @@ func match(pattern, name string) bool {
 	return err == nil && ok
 }
 
-// IsSecurity says whether a release is a security one: Debian's and
-// Ubuntu's security suites (bookworm-security, jammy-security), and
-// dnf's advisories of type security, name it so.
+// IsSecurity says whether a release is a security one. apt names each
+// archive that has a version as LABEL:VERSION/ARCHIVE, several joined by
+// ", " (Debian:12.5/stable, Debian-Security:12/stable-security); one whose
+// archive is a -security suite, or whose label is Debian-Security, is.
 func IsSecurity(release string) bool {
-	return strings.Contains(strings.ToLower(release), "security")
+	for _, r := range strings.Split(release, ", ") {
+		label, rest, _ := strings.Cut(r, ":")
+		archive := rest[strings.LastIndexByte(rest, '/')+1:]
+		if strings.HasSuffix(archive, "-security") || label == "Debian-Security" {
+			return true
+		}
+	}
+	return false
 }
