@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,8 +71,14 @@ func TestDoctorFindsTheShortInhibitDelay(t *testing.T) {
 	kubelets := 0
 	startKubelet := func() {
 		kubelets++
-		h.run("systemd-run", fmt.Sprintf("--unit=kubelet-%d", kubelets), "--collect", "systemd-inhibit", "--what=shutdown", "--mode=delay", "--who=kubelet",
+		unit := fmt.Sprintf("kubelet-%d", kubelets)
+		h.run("systemd-run", "--unit="+unit, "--collect", "systemd-inhibit", "--what=shutdown", "--mode=delay", "--who=kubelet",
 			"--why=Kubelet needs time to handle node shutdown", "sleep", "infinity")
+		// Its inhibitor would hold the host's poweroff at the test's end
+		// for the 60 s it allows, past the host's stop (which then kills
+		// it, and its root file system was seen still written to as the
+		// test's temporary directory was removed): let it go first.
+		t.Cleanup(func() { _, _ = h.Exec(context.Background(), "systemctl", "stop", unit) })
 		h.waitFor("the kubelet's inhibitor", func() error {
 			if out, _ := h.Exec(h.e.Ctx, "systemd-inhibit", "--list", "--no-legend"); !strings.Contains(out, "kubelet") {
 				return fmt.Errorf("inhibitors: %s", out)
