@@ -39,6 +39,11 @@ func newFlatRepo(t *testing.T) *flatRepo {
 		t.Fatal(err)
 	}
 	r.gpg("--quiet", "--passphrase", "", "--quick-gen-key", "Kustodian patch test key", "ed25519", "sign", "never")
+	t.Cleanup(func() { // the gpg-agent the key started, before its directory goes
+		cmd := exec.Command("gpgconf", "--kill", "all")
+		cmd.Env = append(os.Environ(), "GNUPGHOME="+r.gnupg)
+		_ = cmd.Run()
+	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
