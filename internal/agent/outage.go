@@ -72,13 +72,11 @@ func (a *Agent) rideOut(ctx context.Context, delay time.Duration) error {
 				a.setStatus(fmt.Sprintf("the API server is slow to answer; waiting for it: %v", err))
 				a.log.Info("the API server is slow to answer; waiting for it, each probe allowed longer", "err", err, "next_within", o.timeout())
 				again()
-			case slowStill:
-				again()
 			case wentAway:
 				a.setStatus(fmt.Sprintf("the API server is away; going on as soon as it answers: %v", err))
 				a.log.Warn("the API server is away; asking every second whether it is back", "err", err)
 				again()
-			case awayStill:
+			case slowStill, awayStill:
 				again()
 			case back:
 				a.log.Info("the API server is back; reading the cluster anew")

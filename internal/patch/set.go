@@ -102,19 +102,6 @@ func Check(ctx context.Context, m Manager, s Spec, set []Package, installed map[
 	return out, nil
 }
 
-// Changes are the changes between two sets of installed versions, of the
-// packages named in set.
-func Changes(set []Package, before, after map[string]string) []Package {
-	var out []Package
-	for _, p := range set {
-		if b, a := before[p.Name], after[p.Name]; a != b {
-			out = append(out, Package{Name: p.Name, From: b, To: a})
-		}
-	}
-	sortByName(out)
-	return out
-}
-
 func find(set []Package, name string) *Package {
 	if i := slices.IndexFunc(set, func(p Package) bool { return p.Name == name }); i >= 0 {
 		return &set[i]
