@@ -268,10 +268,30 @@ func policies(kuredKeys []string) []policy {
 		variables: []admv1.Variable{
 			variable("others", "object.?status.?nodes.orValue([]).filter(e, e.name != variables.node)"),
 			variable("oldOthers", "oldObject.?status.?nodes.orValue([]).filter(e, e.name != variables.node)"),
+			// A patch campaign's set (status.patch): kept as it was;
+			// claimed by this node, for the spec now, when no node holds
+			// a claim of this spec (none, one of another spec, or one
+			// whose node withdrew or failed); or filled once by the node
+			// that claimed it (docs/security.md: what a lying first node
+			// can and cannot make the others install).
+			variable("hasPatch", "object.?status.?patch.hasValue()"),
+			variable("hadPatch", "oldObject.?status.?patch.hasValue()"),
+			variable("patchKept", "variables.hasPatch == variables.hadPatch && (!variables.hasPatch || object.status.patch == oldObject.status.patch)"),
+			variable("claimable", "!variables.hadPatch || oldObject.status.patch.?observedGeneration.orValue(0) != object.metadata.generation || "+
+				"(!has(oldObject.status.patch.resolvedAt) && !oldObject.?status.?nodes.orValue([]).exists(e, e.name == oldObject.status.patch.?resolvedOn.orValue('') && "+
+				"e.state in ['Waiting', 'Running', 'RollingBack', 'Retrying', 'Succeeded']))"),
+			variable("claims", "variables.hasPatch && object.status.patch.?resolvedOn.orValue('') == variables.node && "+
+				"object.status.patch.?observedGeneration.orValue(0) == object.metadata.generation && !has(object.status.patch.resolvedAt) && !has(object.status.patch.packages)"),
+			variable("fills", "variables.hasPatch && variables.hadPatch && oldObject.status.patch.?resolvedOn.orValue('') == variables.node && "+
+				"oldObject.status.patch.?observedGeneration.orValue(0) == object.metadata.generation && !has(oldObject.status.patch.resolvedAt) && "+
+				"object.status.patch.?resolvedOn.orValue('') == variables.node && object.status.patch.?observedGeneration.orValue(0) == object.metadata.generation && "+
+				"object.status.patch.?revision.orValue('') == oldObject.status.patch.?revision.orValue('') && has(object.status.patch.resolvedAt)"),
 		},
 		validations: []admv1.Validation{
 			check("variables.others == variables.oldOthers",
 				self+" + ' may change only its own entry in status.nodes of MaintenanceRollout ' + request.name + ', not the entries of other nodes'"),
+			check("variables.patchKept || (variables.claimable && variables.claims) || variables.fills",
+				self+" + ' may claim status.patch of MaintenanceRollout ' + request.name + ' only as itself, for the spec now (metadata.generation), while no other live node holds a claim of it, and fill only its own claim, once'"),
 		},
 	}, {
 		// Events: about its own Node, and the one Event of a pod its drain

@@ -118,10 +118,58 @@ type PackageChange struct {
 }
 
 // PatchStatus is what a patch campaign's first node resolved: the set
-// every later node installs, exactly.
+// every later node installs, exactly. The node that resolves it claims
+// it first (ResolvedOn, ObservedGeneration: the spec it resolves for; no
+// ResolvedAt, no Packages), in the same write as its place in the queue,
+// and fills it once, when its own install succeeded. An admission policy
+// holds the nodes to that.
 type PatchStatus struct {
-	ResolvedOn string          `json:"resolvedOn,omitempty"`
+	// Revision is the rollout's revision the set is of.
+	Revision string `json:"revision,omitempty"`
+	// ObservedGeneration is the rollout's generation (its spec) the set
+	// is of: a changed spec is resolved again.
+	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
+	ResolvedOn         string `json:"resolvedOn,omitempty"`
+	// ResolvedAt is when the first node's install succeeded: the set is
+	// proven, and the other nodes install it.
+	ResolvedAt *metav1.Time    `json:"resolvedAt,omitempty"`
 	Packages   []PackageChange `json:"packages,omitempty"`
+}
+
+// MaxSet bounds the packages of a resolved set, and MaxNodePackages those
+// a node lists in its entry (NodePatch): a rollout is one object, and its
+// status is written by every node.
+const (
+	MaxSet          = 2000
+	MaxNodePackages = 50
+)
+
+// Resolved says whether s is a set proven for generation gen.
+func (s *PatchStatus) Resolved(gen int64) bool {
+	return s != nil && s.ObservedGeneration == gen && s.ResolvedAt != nil
+}
+
+// ClaimedBy is the node that claimed the set of generation gen, resolved
+// or not; "" when none did.
+func (s *PatchStatus) ClaimedBy(gen int64) string {
+	if s == nil || s.ObservedGeneration != gen {
+		return ""
+	}
+	return s.ResolvedOn
+}
+
+// NodePatch is what a node of a patch campaign changed, against the
+// campaign's set: Changed packages in all, Differ those whose version
+// before was not the first node's (so that a node that changed exactly
+// the set lists nothing), Skipped the set's packages it did not change
+// (not installed here, or newer already). More: the lists were cut at
+// MaxNodePackages; the host's job directory has them whole.
+type NodePatch struct {
+	Changed  int             `json:"changed"`
+	Differ   []PackageChange `json:"differ,omitempty"`
+	Skipped  []string        `json:"skipped,omitempty"`
+	More     bool            `json:"more,omitempty"`
+	Rebooted bool            `json:"rebooted,omitempty"`
 }
 
 // Source is a script: inline, or a key of a ConfigMap in the rollout's
@@ -208,6 +256,8 @@ type Status struct {
 	FirstFailure *NodeStatus `json:"firstFailure,omitempty"`
 	// Conditions: Progressing, Complete, Failed.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Patch, in a patch campaign, is the set its first node resolved.
+	Patch *PatchStatus `json:"patch,omitempty"`
 }
 
 // A node's states in a rollout.
@@ -242,6 +292,8 @@ type NodeStatus struct {
 	// ObservedGeneration, of a refusal, is the rollout's generation
 	// refused: a changed spec (a new signature) is checked again.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Patch, in a patch campaign, is what this node changed.
+	Patch *NodePatch `json:"patch,omitempty"`
 }
 
 // Stage states.
