@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -24,8 +25,11 @@ type rollouter struct {
 	cfg      config.Rollouts
 	stateDir string
 	node     string
-	log      *slog.Logger
-	now      func() time.Time
+	// exe is this program (`kustodian patch` runs a campaign's jobs);
+	// sentinel, the host's reboot sentinel.
+	exe, sentinel string
+	log           *slog.Logger
+	now           func() time.Time
 
 	kube  kubernetes.Interface // ConfigMaps, this node's label, Events
 	dyn   dynamic.Interface    // the rollouts' status
@@ -60,7 +64,11 @@ type rollouter struct {
 }
 
 func newRollouter(a *Agent) *rollouter {
-	return &rollouter{cfg: a.cfg.Rollouts, stateDir: a.cfg.StateDir, node: a.node, log: a.log, now: a.now,
+	exe, err := os.Executable()
+	if err != nil {
+		exe = "/usr/bin/kustodian"
+	}
+	return &rollouter{cfg: a.cfg.Rollouts, stateDir: a.cfg.StateDir, node: a.node, log: a.log, now: a.now, exe: exe, sentinel: a.cfg.RebootSentinel,
 		kube: a.kube, dyn: a.caches.dyn, jobs: a.jobs.store, files: a.files, event: a.nodeEvent, poke: a.poke, label: a.nodes.label,
 		copies: map[string]*rolloutCopy{}, reread: map[string]bool{}, refusedAt: map[string]time.Time{}}
 }

@@ -102,13 +102,19 @@ func (ro *rollouter) reportRollout(ctx context.Context, c cachedRollout, nodes [
 	}
 	old := r.Entry(ro.node)
 	want.Name, want.Revision = ro.node, rev
+	set, err := patchReport(r, ro.node, j.Dir, &want, metav1.NewTime(ro.now()))
+	if err != nil {
+		// The entry is written without what the job changed: the job's
+		// directory still has it.
+		ro.log.Warn("could not read what a patch job changed", "rollout", r.Name, "job", j.ID, "err", err)
+	}
 	if old != nil && old.Revision == rev {
 		want.Stage, want.Started = old.Stage, old.Started
-		if old.State == want.State && old.Message == want.Message && old.Attempts == want.Attempts {
+		if old.State == want.State && old.Message == want.Message && old.Attempts == want.Attempts && set == nil {
 			return nil
 		}
 	}
-	return ro.writeEntry(ctx, c, want, nodes, false)
+	return ro.writeEntry(ctx, c, want, nodes, false, set)
 }
 
 // withdrawOrphan withdraws a rollout's job that has not started when its

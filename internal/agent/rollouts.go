@@ -196,7 +196,7 @@ func (ro *rollouter) takeRollout(ctx context.Context, c cachedRollout, nodes []r
 		// write that fails (and is made again) says nothing twice.
 		now := metav1.NewTime(ro.now())
 		if err := ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: stage, State: rollout.Refused,
-			Message: ref.why, Finished: &now, ObservedGeneration: r.Generation}, nodes, false); err != nil || ro.conflict {
+			Message: ref.why, Finished: &now, ObservedGeneration: r.Generation}, nodes, false, nil); err != nil || ro.conflict {
 			return false, err // not written: said when it is
 		}
 		ro.log.Warn("refused a rollout", "rollout", r.Name, "revision", rev, "why", ref.why)
@@ -207,10 +207,23 @@ func (ro *rollouter) takeRollout(ctx context.Context, c cachedRollout, nodes []r
 	case err != nil:
 		return false, err
 	}
-	if !resume {
-		now := metav1.NewTime(ro.now())
+	var pp patchPlan
+	if r.Spec.Patch != nil {
+		if pp = planPatch(r, rev, ro.node); pp.wait != "" {
+			ro.log.Debug("a patch campaign waits for its set", "rollout", r.Name, "why", pp.wait)
+			return false, nil
+		}
+		if files, err = patchFiles(pp.order); err != nil {
+			return false, permanent(err)
+		}
+	}
+	if !resume || pp.claim != nil {
+		started := metav1.NewTime(ro.now())
+		if resume && e.Started != nil {
+			started = *e.Started
+		}
 		err := ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: stage, State: rollout.Waiting,
-			Message: "queued", Started: &now}, nodes, true)
+			Message: "queued", Started: &started}, nodes, true, pp.claim)
 		if err != nil || ro.conflict {
 			return false, err // another node wrote first: decide again on what it wrote
 		}
@@ -219,14 +232,19 @@ func (ro *rollouter) takeRollout(ctx context.Context, c cachedRollout, nodes []r
 	if err != nil {
 		return false, permanent(err)
 	}
-	job := &jobs.Job{ID: id, Command: scriptCommand(dir, rollout.ScriptName, files[rollout.ScriptName]), Dir: dir,
-		Reboot: jobs.RebootNever, Created: ro.now().UTC(), State: jobs.Pending,
+	job := &jobs.Job{ID: id, Dir: dir, Reboot: jobs.RebootNever, Created: ro.now().UTC(), State: jobs.Pending,
 		Rollout: &jobs.RolloutRef{Name: r.Name, UID: string(r.UID), Revision: rev}}
-	if r.Spec.Reboot == rollout.RebootAuto {
-		job.Reboot = jobs.RebootAuto
-	}
-	if r.Spec.RollbackScript != nil {
-		job.Rollback = scriptCommand(dir, rollout.RollbackName, files[rollout.RollbackName])
+	switch {
+	case r.Spec.Patch != nil:
+		ro.patchJob(job, r.Spec.Patch, dir)
+	default:
+		job.Command = scriptCommand(dir, rollout.ScriptName, files[rollout.ScriptName])
+		if r.Spec.Reboot == rollout.RebootAuto {
+			job.Reboot = jobs.RebootAuto
+		}
+		if r.Spec.RollbackScript != nil {
+			job.Rollback = scriptCommand(dir, rollout.RollbackName, files[rollout.RollbackName])
+		}
 	}
 	if r.Spec.OnFailure.Action == rollout.FailureRetry {
 		job.Retries, job.Backoff = r.Spec.OnFailure.Retries, defaultRetryBackoff
@@ -266,7 +284,7 @@ func (ro *rollouter) deferRollout(ctx context.Context, c cachedRollout, v rollou
 		return nil
 	}
 	ro.log.Info("deferred to a later stage of a rollout", "rollout", c.r.Name, "revision", rev, "stage", v.Stage, "why", v.Why)
-	return ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: v.Stage, State: rollout.Deferred, Message: v.Why}, nodes, false)
+	return ro.writeEntry(ctx, c, rollout.NodeStatus{Name: ro.node, Revision: rev, Stage: v.Stage, State: rollout.Deferred, Message: v.Why}, nodes, false, nil)
 }
 
 // scriptCommand runs a script by its #! line, or with /bin/sh without one.
@@ -295,13 +313,13 @@ func scriptCommand(dir, name string, content []byte) []string {
 // the one to keep: this node does not try again. A summary that cannot be
 // written is logged, not returned: the entry is what the node's decisions
 // and the others' read.
-func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts, claim bool) error {
+func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts, claim bool, set *rollout.PatchStatus) error {
 	ro.conflict = false
 	e = rollout.Bounded(e)
 	res := ro.dyn.Resource(rollout.GVR).Namespace(c.u.GetNamespace())
 	st := rollout.StagesOf(c.r.Spec)
 	countClaim := claim && e.Stage < len(st) && (st[e.Stage].Nodes != nil || st[e.Stage].Percent != nil)
-	written, first, err := ro.putEntry(ctx, res, c, e, nodes, countClaim)
+	written, first, err := ro.putEntry(ctx, res, c, e, nodes, countClaim, set)
 	if err == nil && first {
 		ro.keep(written) // the whole status, summary and all
 		return nil
@@ -331,21 +349,24 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 }
 
 // putEntry writes e as writeEntry says: a JSON patch of the entry alone,
-// or (first: the status has no entries yet, or a claim of a place in a
-// count stage, whole) the whole status with the summary made again,
-// against c's resourceVersion.
-func (ro *rollouter) putEntry(ctx context.Context, res dynamic.ResourceInterface, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts, whole bool) (*unstructured.Unstructured, bool, error) {
+// or (first: the status has no entries yet, a claim of a place in a count
+// stage, whole, or one with a patch campaign's set to write) the whole
+// status with the summary made again, against c's resourceVersion.
+func (ro *rollouter) putEntry(ctx context.Context, res dynamic.ResourceInterface, c cachedRollout, e rollout.NodeStatus, nodes []rollout.NodeFacts, whole bool, set *rollout.PatchStatus) (*unstructured.Unstructured, bool, error) {
 	patch, ok, err := rollout.EntryPatch(c.u, e)
 	if err != nil {
 		return nil, false, err
 	}
-	if ok && !whole {
+	if ok && !whole && set == nil {
 		written, err := res.Patch(ctx, c.u.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kustodian-agent"}, "status")
 		return written, false, err
 	}
 	st, err := rollout.WithEntrySeen(c.r, e, nodes, ro.now(), c.seen)
 	if err != nil {
 		return nil, true, err
+	}
+	if set != nil {
+		st.Patch = set
 	}
 	u, err := rollout.StatusObject(c.u, st)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 
 	"github.com/spf13/cobra"
 
@@ -122,15 +121,7 @@ func newPatchRollbackCommand() *cobra.Command {
 
 // hostManager is this host's package manager; its commands' output goes
 // to log.
-func hostManager(log io.Writer) (patch.Manager, error) {
-	if _, err := exec.LookPath("apt-get"); err == nil {
-		return patch.NewApt(log), nil
-	}
-	if _, err := exec.LookPath("dnf"); err == nil {
-		return nil, errors.New("this host has dnf: patch campaigns run on apt hosts only in this version")
-	}
-	return nil, errors.New("this host has no package manager Kustodian knows (apt-get)")
-}
+func hostManager(log io.Writer) (patch.Manager, error) { return patch.ForHost(log) }
 
 func jobDir(args []string) string {
 	if len(args) == 1 {

@@ -158,6 +158,9 @@ func begin(ctx context.Context, m Manager, dir string, o Order, say func(string,
 		if err != nil {
 			return nil, err
 		}
+		if len(set) > rollout.MaxSet {
+			return nil, fmt.Errorf("the updates come to %d packages, more than a campaign's set holds (%d): narrow them with include or exclude, or split the campaign", len(set), rollout.MaxSet)
+		}
 		r.Set, r.Resolved = set, true
 		say("resolved the set of this campaign: %s", describe(set))
 	case o.Set == nil:

@@ -26,11 +26,14 @@ type host struct {
 func (h *host) Name() string                  { return "fake" }
 func (h *host) Refresh(context.Context) error { return nil }
 
+// Updates: the newest version of each installed package, but one of a
+// backports release, which the host upgrades to only when told (as apt's
+// pin priority 100 has it).
 func (h *host) Updates(ctx context.Context) ([]Candidate, error) {
 	var up []Package
 	for name, cur := range h.installed {
-		vs := h.repo[name]
-		if len(vs) > 0 && vs[len(vs)-1] != cur {
+		vs := slices.DeleteFunc(slices.Clone(h.repo[name]), func(v string) bool { return strings.Contains(h.release[name+"="+v], "backports") })
+		if len(vs) > 0 && vs[len(vs)-1] > cur {
 			up = append(up, Package{Name: name, To: vs[len(vs)-1]})
 		}
 	}
@@ -194,6 +197,13 @@ func TestTheFleetInstallsExactlyWhatTheFirstNodeResolved(t *testing.T) {
 		if _, err := Apply(ctx, liar, order(t, c.set), "", quiet); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("a set the spec does not allow: %v, want an error naming %q", err, c.want)
 		}
+	}
+	// A version the host has only from backports, which its own upgrades
+	// do not come from.
+	back := &host{repo: map[string][]string{"app": {"1", "2", "9"}}, release: map[string]string{"app=9": "stable-backports"}, installed: map[string]string{"app": "1"}}
+	if _, err := Apply(ctx, back, order(t, `{"spec":{},"set":[{"name":"app","from":"1","to":"9"}]}`), "", quiet); err == nil ||
+		!strings.Contains(err.Error(), "app 9 (from stable-backports, not from main") || back.installs != 0 {
+		t.Errorf("a version from backports: %v, %d installs; want it refused, nothing installed", err, back.installs)
 	}
 	lie := `{"spec":{},"set":[{"name":"backdoor","to":"1"},{"name":"vim","from":"1","to":"1"},{"name":"zsh","from":"1","to":"2"}]}`
 	if r, err := Apply(ctx, liar, order(t, lie), "", quiet); err != nil || len(r.Changes) != 0 || liar.installed["backdoor"] != "" || liar.installs != 0 {

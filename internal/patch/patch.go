@@ -7,7 +7,10 @@ package patch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os/exec"
 	"path"
 	"slices"
 	"strings"
@@ -109,4 +112,16 @@ func IsSecurity(release string) bool {
 		}
 	}
 	return false
+}
+
+// ForHost is this host's package manager, its commands' output going to
+// log; an error says why this host cannot run patch campaigns.
+func ForHost(log io.Writer) (Manager, error) {
+	if _, err := exec.LookPath("apt-get"); err == nil {
+		return NewApt(log), nil
+	}
+	if _, err := exec.LookPath("dnf"); err == nil {
+		return nil, errors.New("this host has dnf: patch campaigns run on apt hosts only in this version")
+	}
+	return nil, errors.New("this host has no package manager Kustodian knows (apt-get)")
 }

@@ -72,9 +72,18 @@ func Check(ctx context.Context, m Manager, s Spec, set []Package, installed map[
 	if err != nil {
 		return nil, err
 	}
+	// Where this host's own upgrades come from: a version of the set from
+	// a source its package manager would not upgrade from by itself
+	// (backports, say) is not one the spec picks here, whatever the set's
+	// writer says.
+	own, err := m.Updates(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var wrong []string
 	for _, c := range plan {
 		q, named := find(set, c.Name), find(todo, c.Name) != nil
+		up := slices.IndexFunc(own, func(o Candidate) bool { return o.Name == c.Name })
 		switch {
 		case q == nil:
 			wrong = append(wrong, fmt.Sprintf("%s %s (not in the set)", c.Name, c.To))
@@ -82,6 +91,10 @@ func Check(ctx context.Context, m Manager, s Spec, set []Package, installed map[
 			wrong = append(wrong, fmt.Sprintf("%s %s (the set has %s)", c.Name, c.To, q.To))
 		case named && !Picks(s, c):
 			wrong = append(wrong, fmt.Sprintf("%s %s (from %s: the spec does not pick it)", c.Name, c.To, c.Release))
+		case named && up < 0:
+			wrong = append(wrong, fmt.Sprintf("%s %s (from %s: this host's package manager offers no upgrade of it by itself)", c.Name, c.To, c.Release))
+		case named && !sameSource(c.Release, own[up].Release):
+			wrong = append(wrong, fmt.Sprintf("%s %s (from %s, not from %s, where this host's own upgrade of it comes from)", c.Name, c.To, c.Release, own[up].Release))
 		case !named && LeftOut(s, c.Name) != "":
 			wrong = append(wrong, fmt.Sprintf("%s %s (%s)", c.Name, c.To, LeftOut(s, c.Name)))
 		}
@@ -100,6 +113,20 @@ func Check(ctx context.Context, m Manager, s Spec, set []Package, installed map[
 	}
 	sortByName(out)
 	return out, nil
+}
+
+// sameSource says whether two versions' releases, as the package manager
+// lists them ("Debian:12.5/stable, Debian-Security:12/stable-security"),
+// share one.
+func sameSource(a, b string) bool {
+	for _, x := range strings.Split(a, ",") {
+		for _, y := range strings.Split(b, ",") {
+			if strings.TrimSpace(x) != "" && strings.TrimSpace(x) == strings.TrimSpace(y) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func find(set []Package, name string) *Package {

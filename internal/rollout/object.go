@@ -21,11 +21,33 @@ func FromUnstructured(u *unstructured.Unstructured) (*MaintenanceRollout, error)
 }
 
 // StatusObject is u with its status replaced by st, for UpdateStatus: the
-// rest of u (its resourceVersion above all) as read.
+// rest of u (its resourceVersion above all) as read. What st has as u has
+// it (the set, an entry) goes back exactly as u holds it, not encoded
+// again: the admission policy compares the other nodes' entries and the
+// set as written, and another encoding of the same values (an empty field
+// left out, a time in another zone) would be taken for a change.
 func StatusObject(u *unstructured.Unstructured, st Status) (*unstructured.Unstructured, error) {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
 		return nil, err
+	}
+	old, err := FromUnstructured(u)
+	if err == nil {
+		rawPatch, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "patch")
+		if rawPatch != nil && equality.Semantic.DeepEqual(old.Status.Patch, st.Patch) {
+			m["patch"] = runtime.DeepCopyJSONValue(rawPatch)
+		}
+		rawNodes, _, _ := unstructured.NestedSlice(u.Object, "status", "nodes")
+		nodes, _ := m["nodes"].([]any)
+		at := make(map[string]int, len(old.Status.Nodes))
+		for j, was := range old.Status.Nodes {
+			at[was.Name] = j
+		}
+		for i, e := range st.Nodes {
+			if j, ok := at[e.Name]; ok && i < len(nodes) && j < len(rawNodes) && equality.Semantic.DeepEqual(old.Status.Nodes[j], e) {
+				nodes[i] = rawNodes[j]
+			}
+		}
 	}
 	out := u.DeepCopy()
 	out.Object["status"] = m

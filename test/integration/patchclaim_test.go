@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,11 +30,23 @@ func TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	nodecreds.Install(e, e.Namespace)
 	admin := dynamicClient(t, e)
+	// A patch campaign, made from a script rollout (admission does not
+	// look at signatures; the hosts do).
 	out, err := nodecreds.CtlFor(e).Run(e.Ctx, "rollout", "create", "claims", "--script", writeScript(t, "true\n"), "--dry-run=client", "-o", "json")
 	if err != nil {
 		t.Fatalf("rollout create --dry-run: %v\n%s", err, out)
 	}
-	applyJSON(t, e, admin, out)
+	var doc unstructured.Unstructured
+	if err := json.Unmarshal([]byte(out), &doc.Object); err != nil {
+		t.Fatal(err)
+	}
+	unstructured.RemoveNestedField(doc.Object, "spec", "script")
+	if err := unstructured.SetNestedField(doc.Object, map[string]any{"updates": "all"}, "spec", "patch"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Resource(rollout.GVR).Namespace(e.Namespace).Create(e.Ctx, &doc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	res := admin.Resource(rollout.GVR).Namespace(e.Namespace)
 	// A spec changed once: generation 2, so that a set of generation 1
 	// is one of an older spec.
@@ -87,8 +101,9 @@ func TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay(t *testing.T) {
 		}
 		return w
 	}
-	// try is node A's write of the set (nil: removed), as a dry run.
-	try := func(ctx context.Context, from *unstructured.Unstructured, patch map[string]any) error {
+	// try is node A's write of the set (nil: removed), with its own entry
+	// in state mine ("": as it was), as a dry run.
+	try := func(ctx context.Context, from *unstructured.Unstructured, patch map[string]any, mine string) error {
 		u := from.DeepCopy()
 		st, _ := u.Object["status"].(map[string]any)
 		if patch == nil {
@@ -96,43 +111,53 @@ func TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay(t *testing.T) {
 		} else {
 			st["patch"] = patch
 		}
+		if mine != "" {
+			nodes, _ := st["nodes"].([]any)
+			nodes = slices.DeleteFunc(nodes, func(e any) bool { return e.(map[string]any)["name"] == a })
+			st["nodes"] = append(nodes, entry(a, mine))
+		}
 		_, err := asA.UpdateStatus(ctx, u, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
 	}
 	const refusal = "may claim status.patch"
+	const W, R, S = rollout.Waiting, rollout.Running, rollout.Succeeded
 	live := status(claim(b, gen), entry(b, rollout.Running))
-	inForce(e, "rollouts", refusal, func(ctx context.Context) error { return try(ctx, live, claim(a, gen)) })
+	inForce(e, "rollouts", refusal, func(ctx context.Context) error { return try(ctx, live, claim(a, gen), rollout.Waiting) })
 
 	for _, c := range []struct {
 		what    string
 		before  map[string]any
 		entries []any
 		write   map[string]any
+		mine    string // A's entry in the write
 		allowed bool
 	}{
-		{"A claims a campaign nobody claimed", nil, nil, claim(a, gen), true},
-		{"A claims it as B", nil, nil, claim(b, gen), false},
-		{"A claims it for an older spec", nil, nil, claim(a, gen-1), false},
-		{"A claims it resolved at once, unproven", nil, nil, with(claim(a, gen), "resolvedAt", at), false},
-		{"A claims it with a set", nil, nil, with(claim(a, gen), "packages", set), false},
-		{"A claims over B's set of an older spec", resolved(b, gen-1), []any{entry(b, rollout.Succeeded)}, claim(a, gen), true},
-		{"A claims over B's live claim", claim(b, gen), []any{entry(b, rollout.Waiting)}, claim(a, gen), false},
-		{"A claims over the claim of B, which withdrew", claim(b, gen), []any{entry(b, rollout.Cancelled)}, claim(a, gen), true},
-		{"A claims over the claim of B, which failed", claim(b, gen), []any{entry(b, rollout.RolledBack)}, claim(a, gen), true},
-		{"A claims over the claim of B, which has no entry", claim(b, gen), nil, claim(a, gen), true},
-		{"A claims over B's proven set", resolved(b, gen), []any{entry(b, rollout.Failed)}, claim(a, gen), false},
-		{"A fills its own claim", claim(a, gen), []any{entry(a, rollout.Running)}, resolved(a, gen), true},
-		{"A fills its own claim with an empty set", claim(a, gen), []any{entry(a, rollout.Running)}, with(claim(a, gen), "resolvedAt", at), true},
-		{"A fills its own claim as of another revision", claim(a, gen), []any{entry(a, rollout.Running)}, with(resolved(a, gen), "revision", "r3"), false},
-		{"A fills B's claim", claim(b, gen), []any{entry(b, rollout.Running)}, resolved(b, gen), false},
-		{"A fills its own claim twice", resolved(a, gen), []any{entry(a, rollout.Succeeded)},
-			with(resolved(a, gen), "packages", []any{map[string]any{"name": "kpt-app", "from": "1.0", "to": "3.0"}}), false},
-		{"A removes B's set", resolved(b, gen), []any{entry(b, rollout.Succeeded)}, nil, false},
-		{"A removes its own claim", claim(a, gen), []any{entry(a, rollout.Waiting)}, nil, false},
-		{"A leaves B's set as it is", resolved(b, gen), []any{entry(b, rollout.Succeeded)}, resolved(b, gen), true},
+		{"A claims a campaign nobody claimed, queueing", nil, nil, claim(a, gen), W, true},
+		{"A claims it without queueing", nil, nil, claim(a, gen), "", false},
+		{"A claims it, its entry Running", nil, nil, claim(a, gen), R, false},
+		{"A claims it as B", nil, nil, claim(b, gen), W, false},
+		{"A claims it for an older spec", nil, nil, claim(a, gen-1), W, false},
+		{"A claims it resolved at once, unproven", nil, nil, with(claim(a, gen), "resolvedAt", at), W, false},
+		{"A claims it with a set", nil, nil, with(claim(a, gen), "packages", set), W, false},
+		{"A claims over B's set of an older spec", resolved(b, gen-1), []any{entry(b, S)}, claim(a, gen), W, true},
+		{"A claims over B's live claim", claim(b, gen), []any{entry(b, W)}, claim(a, gen), W, false},
+		{"A claims over the claim of B, which withdrew", claim(b, gen), []any{entry(b, rollout.Cancelled)}, claim(a, gen), W, true},
+		{"A claims over the claim of B, which failed", claim(b, gen), []any{entry(b, rollout.RolledBack)}, claim(a, gen), W, true},
+		{"A claims over the claim of B, which has no entry", claim(b, gen), nil, claim(a, gen), W, true},
+		{"A claims over B's proven set", resolved(b, gen), []any{entry(b, rollout.Failed)}, claim(a, gen), W, false},
+		{"A fills its own claim, succeeding", claim(a, gen), []any{entry(a, R)}, resolved(a, gen), S, true},
+		{"A fills its own claim, still running", claim(a, gen), []any{entry(a, R)}, resolved(a, gen), R, false},
+		{"A fills its own claim with an empty set", claim(a, gen), []any{entry(a, R)}, with(claim(a, gen), "resolvedAt", at), S, true},
+		{"A fills its own claim as of another revision", claim(a, gen), []any{entry(a, R)}, with(resolved(a, gen), "revision", "r3"), S, false},
+		{"A fills B's claim", claim(b, gen), []any{entry(b, R)}, resolved(b, gen), S, false},
+		{"A fills its own claim twice", resolved(a, gen), []any{entry(a, S)},
+			with(resolved(a, gen), "packages", []any{map[string]any{"name": "kpt-app", "from": "1.0", "to": "3.0"}}), S, false},
+		{"A removes B's set", resolved(b, gen), []any{entry(b, S)}, nil, "", false},
+		{"A removes its own claim", claim(a, gen), []any{entry(a, W)}, nil, "", false},
+		{"A leaves B's set as it is", resolved(b, gen), []any{entry(b, S)}, resolved(b, gen), W, true},
 	} {
 		from := status(c.before, c.entries...)
-		err := try(e.Ctx, from, c.write)
+		err := try(e.Ctx, from, c.write, c.mine)
 		switch {
 		case c.allowed && err != nil:
 			t.Errorf("%s: %v, want it allowed", c.what, err)

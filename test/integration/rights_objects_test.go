@@ -151,15 +151,19 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two patch campaigns: one whose set B resolved for an older spec (A
-	// may claim it for the spec now), and one whose set A claimed (A may
-	// fill it, once).
-	campaign := func(name string, patch map[string]any, older bool) *unstructured.Unstructured {
+	// Two patch campaigns: one whose set B resolved for an older spec (A,
+	// queued, may claim it for the spec now), and one whose set A claimed
+	// (A, succeeded, may fill it, once).
+	campaign := func(name string, patch map[string]any, older bool, entries ...any) *unstructured.Unstructured {
 		u := ro.DeepCopy()
 		for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"} {
 			unstructured.RemoveNestedField(u.Object, "metadata", f)
 		}
 		delete(u.Object, "status")
+		unstructured.RemoveNestedField(u.Object, "spec", "script")
+		if err := unstructured.SetNestedField(u.Object, map[string]any{"updates": "all"}, "spec", "patch"); err != nil {
+			t.Fatal(err)
+		}
 		u.SetName(name)
 		c, err := dyn.Resource(rollout.GVR).Namespace(ns).Create(e.Ctx, u, metav1.CreateOptions{})
 		if err != nil {
@@ -179,8 +183,11 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 		}
 		return c
 	}
-	older := campaign("rights-older", nil, true)
-	claimed := campaign("rights-claimed", patchSet(a, gen, false), false)
+	entry := func(node, state string) any {
+		return map[string]any{"name": node, "revision": "r1", "stage": int64(0), "state": state}
+	}
+	older := campaign("rights-older", nil, true, entry(a, rollout.Waiting), entry(b, rollout.Succeeded))
+	claimed := campaign("rights-claimed", patchSet(a, gen, false), false, entry(a, rollout.Succeeded), entry(b, rollout.Running))
 
 	review := func(ctx context.Context) error {
 		_, err := asA.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{
