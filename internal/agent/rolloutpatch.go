@@ -32,21 +32,21 @@ type patchPlan struct {
 }
 
 func planPatch(r *rollout.MaintenanceRollout, rev, self string) patchPlan {
-	spec, s, gen := *r.Spec.Patch, r.Status.Patch, r.Generation
+	spec, s, sig := *r.Spec.Patch, r.Status.Patch, r.Spec.Signature
 	switch {
-	case s.Resolved(gen):
+	case s.Resolved(sig):
 		set := s.Packages
 		if set == nil {
 			set = []rollout.PackageChange{}
 		}
 		return patchPlan{order: patch.Order{Spec: spec, Set: set}}
-	case s.ClaimedBy(gen) == self:
+	case s.ClaimedBy(sig) == self:
 		return patchPlan{order: patch.Order{Spec: spec, Resolve: true}}
 	case r.PatchClaimHeld():
 		return patchPlan{wait: fmt.Sprintf("node %s resolves the set of this campaign; this node installs it once that node's install succeeded", s.ResolvedOn)}
 	}
 	return patchPlan{order: patch.Order{Spec: spec, Resolve: true},
-		claim: &rollout.PatchStatus{Revision: rev, ObservedGeneration: gen, ResolvedOn: self}}
+		claim: &rollout.PatchStatus{Revision: rev, Signature: sig, ResolvedOn: self}}
 }
 
 // checkPatchHost refuses a campaign on a host whose package manager
@@ -92,7 +92,7 @@ func patchReport(r *rollout.MaintenanceRollout, self, dir string, e *rollout.Nod
 	}
 	e.Patch = rollout.NodePatchOf(res.Set, res.Changes, res.RebootRequired)
 	s := r.Status.Patch
-	if !res.Resolved || s.ClaimedBy(r.Generation) != self || s.ResolvedAt != nil {
+	if !res.Resolved || s.ClaimedBy(r.Spec.Signature) != self || s.ResolvedAt != nil {
 		return nil, nil
 	}
 	filled := *s

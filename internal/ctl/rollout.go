@@ -66,6 +66,9 @@ type rolloutFlags struct {
 	backoff          time.Duration
 	reboot           string
 	newNodes         bool
+	// A patch campaign: which updates, of which packages.
+	patch            string
+	include, exclude []string
 	signing
 }
 
@@ -105,8 +108,26 @@ func (f *rolloutFlags) build(namespace, name string) (*rollout.MaintenanceRollou
 	r := &rollout.MaintenanceRollout{TypeMeta: metav1.TypeMeta{APIVersion: rollout.Group + "/" + rollout.Version, Kind: rollout.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	var err error
-	if r.Spec.Script, err = inlineSource("--script", f.script); err != nil {
-		return nil, err
+	switch {
+	case f.patch != "" && (f.script != "" || f.rollback != "" || len(f.files) > 0):
+		return nil, errors.New("--patch makes a patch campaign, which runs each host's own package manager: give it without --script, --rollback and --file (its rollback restores the packages it changed)")
+	case f.patch == "" && (len(f.include) > 0 || len(f.exclude) > 0):
+		return nil, errors.New("--include and --exclude narrow a patch campaign's packages: give --patch all or --patch security too")
+	case f.patch != "":
+		reboot := f.reboot
+		switch reboot {
+		case rollout.RebootAuto:
+			reboot = rollout.PatchRebootIfRequired // the flag's default: reboot when the host needs it
+		case rollout.PatchRebootIfRequired, rollout.RebootNever:
+		default:
+			return nil, fmt.Errorf("--reboot %q: a patch campaign reboots ifRequired (the default) or never", f.reboot)
+		}
+		r.Spec.Patch = &rollout.PatchSpec{Updates: f.patch, Include: f.include, Exclude: f.exclude, Reboot: reboot}
+	default:
+		if r.Spec.Script, err = inlineSource("--script", f.script); err != nil {
+			return nil, err
+		}
+		r.Spec.Reboot = f.reboot
 	}
 	if f.rollback != "" {
 		rb, err := inlineSource("--rollback", f.rollback)
@@ -146,7 +167,6 @@ func (f *rolloutFlags) build(namespace, name string) (*rollout.MaintenanceRollou
 	if f.backoff > 0 {
 		r.Spec.OnFailure.Backoff = &metav1.Duration{Duration: f.backoff}
 	}
-	r.Spec.Reboot = f.reboot
 	if !f.newNodes {
 		r.Spec.NewNodes = &f.newNodes
 	}
@@ -157,23 +177,33 @@ func newRolloutCreateCommand(o *options) *cobra.Command {
 	f := &rolloutFlags{}
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "create NAME --script FILE (--key KEY | --signature SIG)",
-		Short: "Create a signed MaintenanceRollout from a script (and a rollback script and files)",
+		Use:   "create NAME (--script FILE | --patch all|security) (--key KEY | --signature SIG)",
+		Short: "Create a signed MaintenanceRollout from a script (and a rollback script and files), or a patch campaign",
 		Long: `create builds a MaintenanceRollout with the scripts and files inline, signs it
 (--key, or --signature made by ssh-keygen over kustodian-ctl rollout manifest) and
 creates it. With --dry-run=client it only prints it (-o yaml): the way to sign it
 elsewhere. Stages (--stage, repeated, in order): N nodes, N% of the selected
-nodes, a label selector, or all; default: 1, then all.`,
+nodes, a label selector, or all; default: 1, then all.
+
+With --patch instead of --script it is a patch campaign: each node installs the
+package updates its host's own repositories offer (all, or only security ones),
+narrowed by --include and --exclude (shell patterns of package names), with its
+own package manager (apt), drained, under its lock; it reboots only if the host
+then needs it (--reboot ifRequired, the default, or never). The first node
+resolves the versions; every later node installs exactly those. kustodian patch
+plan, on a host, shows what a campaign would install there.`,
 		Example: `  kustodian-ctl rollout create fix-ntp --script fix-ntp.sh --rollback undo.sh --key ~/.ssh/id_ed25519
   kustodian-ctl rollout create kernel --script upgrade.sh --reboot auto -l pool=workers \
-      --stage 1 --stage 10% --stage all --promotion auto --soak 30m --key ~/.ssh/id_ed25519`,
+      --stage 1 --stage 10% --stage all --promotion auto --soak 30m --key ~/.ssh/id_ed25519
+  kustodian-ctl rollout create cve-2026-1234 --patch security --exclude 'kube*' --exclude 'containerd*' \
+      --stage 1 --stage 25% --stage all --promotion auto --soak 1h --key ~/.ssh/id_ed25519`,
 		Args: oneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.Check(); err != nil {
 				return err
 			}
-			if f.script == "" {
-				return errors.New("--script is required: the script every selected node runs")
+			if f.script == "" && f.patch == "" {
+				return errors.New("--script or --patch is required: the script every selected node runs, or the updates it installs")
 			}
 			r, err := f.build(o.namespace(), args[0])
 			if err != nil {
@@ -223,7 +253,10 @@ nodes, a label selector, or all; default: 1, then all.`,
 	fl.StringVar(&f.onFailure, "on-failure", "", "stop (the default: hold the node, stop the rollout) or retry")
 	fl.IntVar(&f.retries, "retries", 0, "with --on-failure retry, how many times a node runs the script again")
 	fl.DurationVar(&f.backoff, "backoff", 0, "with --on-failure retry, the wait before the first retry, doubling (default 1m)")
-	fl.StringVar(&f.reboot, "reboot", rollout.RebootAuto, "auto: reboot when the script leaves the reboot sentinel and run it again after the boot (as kustodian run); never: do not")
+	fl.StringVar(&f.reboot, "reboot", rollout.RebootAuto, "auto: reboot when the script leaves the reboot sentinel and run it again after the boot (as kustodian run); never: do not. With --patch: ifRequired (the default) or never")
+	fl.StringVar(&f.patch, "patch", "", "a patch campaign instead of a script: all (every update the hosts' repositories offer) or security (their security updates)")
+	fl.StringArrayVar(&f.include, "include", nil, "with --patch, only the packages matching this shell pattern; repeatable")
+	fl.StringArrayVar(&f.exclude, "exclude", nil, "with --patch, none of the packages matching this shell pattern (kube*, containerd*); repeatable")
 	fl.BoolVar(&f.newNodes, "new-nodes", true, "nodes created later run it too once they match")
 	f.signing.add(cmd)
 	addDryRun(cmd, o, "print the rollout (-o yaml), create nothing: to sign it elsewhere")

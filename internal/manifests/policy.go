@@ -277,18 +277,18 @@ func policies(kuredKeys []string) []policy {
 			variable("hasPatch", "object.?status.?patch.hasValue()"),
 			variable("hadPatch", "oldObject.?status.?patch.hasValue()"),
 			variable("patchKept", "variables.hasPatch == variables.hadPatch && (!variables.hasPatch || object.status.patch == oldObject.status.patch)"),
-			variable("claimable", "!variables.hadPatch || oldObject.status.patch.?observedGeneration.orValue(0) != object.metadata.generation || "+
+			variable("claimable", "!variables.hadPatch || oldObject.status.patch.?signature.orValue('') != object.spec.signature || "+
 				"(!has(oldObject.status.patch.resolvedAt) && !oldObject.?status.?nodes.orValue([]).exists(e, e.name == oldObject.status.patch.?resolvedOn.orValue('') && "+
 				"e.state in ['Waiting', 'Running', 'RollingBack', 'Retrying', 'Succeeded']))"),
 			// The claim goes with the node's place in the queue, the set
 			// with its entry Succeeded: both of the set's revision.
 			variable("ownEntry", "object.?status.?nodes.orValue([]).filter(e, e.name == variables.node && e.revision == object.status.patch.?revision.orValue(''))"),
-			variable("claims", "variables.hasPatch && has(object.spec.patch) && object.status.patch.?resolvedOn.orValue('') == variables.node && "+
+			variable("claims", "variables.hasPatch && has(object.spec.patch) && object.spec.signature != '' && object.status.patch.?resolvedOn.orValue('') == variables.node && "+
 				"variables.ownEntry.exists(e, e.state == 'Waiting') && "+
-				"object.status.patch.?observedGeneration.orValue(0) == object.metadata.generation && !has(object.status.patch.resolvedAt) && !has(object.status.patch.packages)"),
+				"object.status.patch.?signature.orValue('') == object.spec.signature && !has(object.status.patch.resolvedAt) && !has(object.status.patch.packages)"),
 			variable("fills", "variables.hasPatch && variables.hadPatch && oldObject.status.patch.?resolvedOn.orValue('') == variables.node && "+
-				"oldObject.status.patch.?observedGeneration.orValue(0) == object.metadata.generation && !has(oldObject.status.patch.resolvedAt) && "+
-				"object.status.patch.?resolvedOn.orValue('') == variables.node && object.status.patch.?observedGeneration.orValue(0) == object.metadata.generation && "+
+				"oldObject.status.patch.?signature.orValue('') == object.spec.signature && !has(oldObject.status.patch.resolvedAt) && "+
+				"object.status.patch.?resolvedOn.orValue('') == variables.node && object.status.patch.?signature.orValue('') == object.spec.signature && "+
 				"object.status.patch.?revision.orValue('') == oldObject.status.patch.?revision.orValue('') && has(object.status.patch.resolvedAt) && "+
 				"variables.ownEntry.exists(e, e.state == 'Succeeded')"),
 		},
@@ -296,7 +296,7 @@ func policies(kuredKeys []string) []policy {
 			check("variables.others == variables.oldOthers",
 				self+" + ' may change only its own entry in status.nodes of MaintenanceRollout ' + request.name + ', not the entries of other nodes'"),
 			check("variables.patchKept || (variables.claimable && variables.claims) || variables.fills",
-				self+" + ' may claim status.patch of MaintenanceRollout ' + request.name + ' only as itself, with its entry Waiting, for the spec now (metadata.generation), while no other live node holds a claim of it, and fill only its own claim, once, with its entry Succeeded'"),
+				self+" + ' may claim status.patch of MaintenanceRollout ' + request.name + ' only as itself, with its entry Waiting, for the signed spec now (spec.signature), while no other live node holds a claim of it, and fill only its own claim, once, with its entry Succeeded'"),
 		},
 	}, {
 		// Events: about its own Node, and the one Event of a pod its drain

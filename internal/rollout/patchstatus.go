@@ -3,14 +3,14 @@ package rollout
 import "slices"
 
 // PatchClaimHeld says whether another node's claim of r's set, for r's
-// spec now, stands in the way of a new claim: it is not proven yet, and
+// signed spec now, stands in the way of a new claim: it is not proven yet, and
 // its node's entry is live (queued, running, rolling back, retrying, or
 // succeeded). A claim whose node withdrew, failed or has no entry may be
 // claimed again; so may a set of an older spec. The admission policy
 // holds a node to the same rule.
 func (r *MaintenanceRollout) PatchClaimHeld() bool {
 	s := r.Status.Patch
-	if s.ClaimedBy(r.Generation) == "" || s.ResolvedAt != nil {
+	if s.ClaimedBy(r.Spec.Signature) == "" || s.ResolvedAt != nil {
 		return false
 	}
 	e := r.Entry(s.ResolvedOn)

@@ -119,17 +119,18 @@ type PackageChange struct {
 
 // PatchStatus is what a patch campaign's first node resolved: the set
 // every later node installs, exactly. The node that resolves it claims
-// it first (ResolvedOn, ObservedGeneration: the spec it resolves for; no
+// it first (ResolvedOn, Signature: the signed spec it resolves for; no
 // ResolvedAt, no Packages), in the same write as its place in the queue,
 // and fills it once, when its own install succeeded. An admission policy
 // holds the nodes to that.
 type PatchStatus struct {
 	// Revision is the rollout's revision the set is of.
 	Revision string `json:"revision,omitempty"`
-	// ObservedGeneration is the rollout's generation (its spec) the set
-	// is of: a changed spec is resolved again.
-	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
-	ResolvedOn         string `json:"resolvedOn,omitempty"`
+	// Signature is the spec's signature the set is of: a spec signed
+	// anew (what is installed changed) is resolved again; a promotion, a
+	// pause or new stages, which the signature does not cover, are not.
+	Signature  string `json:"signature,omitempty"`
+	ResolvedOn string `json:"resolvedOn,omitempty"`
 	// ResolvedAt is when the first node's install succeeded: the set is
 	// proven, and the other nodes install it.
 	ResolvedAt *metav1.Time    `json:"resolvedAt,omitempty"`
@@ -144,15 +145,15 @@ const (
 	MaxNodePackages = 50
 )
 
-// Resolved says whether s is a set proven for generation gen.
-func (s *PatchStatus) Resolved(gen int64) bool {
-	return s != nil && s.ObservedGeneration == gen && s.ResolvedAt != nil
+// Resolved says whether s is a set proven for the spec signed with sig.
+func (s *PatchStatus) Resolved(sig string) bool {
+	return s != nil && sig != "" && s.Signature == sig && s.ResolvedAt != nil
 }
 
-// ClaimedBy is the node that claimed the set of generation gen, resolved
-// or not; "" when none did.
-func (s *PatchStatus) ClaimedBy(gen int64) string {
-	if s == nil || s.ObservedGeneration != gen {
+// ClaimedBy is the node that claimed the set of the spec signed with sig,
+// resolved or not; "" when none did.
+func (s *PatchStatus) ClaimedBy(sig string) string {
+	if s == nil || sig == "" || s.Signature != sig {
 		return ""
 	}
 	return s.ResolvedOn

@@ -27,25 +27,7 @@ func TestSignedRolloutThatReboots(t *testing.T) {
 	e := cluster.New(t)
 	h := newHost(t, e, 0)
 	key := nodecreds.NewRolloutKey(t)
-	writeFile(t, filepath.Join(h.Dir, "etc/kustodian/rollout-keys"), key.Public, 0o644)
-	conf, err := os.ReadFile(filepath.Join(h.Dir, "etc/kustodian/config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(h.Dir, "etc/kustodian/config.yaml"), append(conf, "rollouts:\n  enabled: true\n"...), 0o644)
-	// As docs/rollout.md says: with rollouts, the agent runs from boot.
-	h.run("systemctl", "add-wants", "multi-user.target", "kustodian.service")
-	h.run("systemctl", "start", "kustodian.service")
-	h.waitFor("the Node labelled as running rollouts", func() error {
-		n, err := e.Client.CoreV1().Nodes().Get(e.Ctx, h.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if n.Labels[rollout.LabelRollouts] != "enabled" {
-			return fmt.Errorf("labels %v", n.Labels)
-		}
-		return nil
-	})
+	h.runRollouts(key)
 	script := filepath.Join(t.TempDir(), "kernel.sh")
 	body := `#!/bin/sh
 set -e

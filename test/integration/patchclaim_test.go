@@ -44,19 +44,21 @@ func TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay(t *testing.T) {
 	if err := unstructured.SetNestedField(doc.Object, map[string]any{"updates": "all"}, "spec", "patch"); err != nil {
 		t.Fatal(err)
 	}
+	const sig, older = "signature-2", "signature-1"
+	if err := unstructured.SetNestedField(doc.Object, sig, "spec", "signature"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := admin.Resource(rollout.GVR).Namespace(e.Namespace).Create(e.Ctx, &doc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	res := admin.Resource(rollout.GVR).Namespace(e.Namespace)
-	// A spec changed once: generation 2, so that a set of generation 1
-	// is one of an older spec.
-	if _, err := res.Patch(e.Ctx, "claims", types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{}); err != nil {
+	// Promoted once: generation 2, the signature the same (a promotion is
+	// no new spec to resolve).
+	if _, err := res.Patch(e.Ctx, "claims", types.MergePatchType, []byte(`{"spec":{"promoted":1}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	u := getU(t, e, admin, rollout.GVR, e.Namespace, "claims")
-	gen := u.GetGeneration()
-	if gen != 2 {
-		t.Fatalf("the rollout's generation is %d after one change of its spec, want 2", gen)
+	if u := getU(t, e, admin, rollout.GVR, e.Namespace, "claims"); u.GetGeneration() != 2 {
+		t.Fatalf("the rollout's generation is %d after its promotion, want 2", u.GetGeneration())
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", nodecreds.Kubeconfig(e, a))
 	if err != nil {
@@ -66,8 +68,8 @@ func TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay(t *testing.T) {
 
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC).Format(time.RFC3339)
 	set := []any{map[string]any{"name": "kpt-app", "from": "1.0", "to": "2.0"}}
-	claim := func(node string, g int64) map[string]any {
-		return map[string]any{"revision": "r2", "observedGeneration": g, "resolvedOn": node}
+	claim := func(node, sig string) map[string]any {
+		return map[string]any{"revision": "r2", "signature": sig, "resolvedOn": node}
 	}
 	with := func(m map[string]any, kv ...any) map[string]any {
 		out := map[string]any{}
@@ -79,8 +81,8 @@ func TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay(t *testing.T) {
 		}
 		return out
 	}
-	resolved := func(node string, g int64) map[string]any {
-		return with(claim(node, g), "resolvedAt", at, "packages", set)
+	resolved := func(node, sig string) map[string]any {
+		return with(claim(node, sig), "resolvedAt", at, "packages", set)
 	}
 	entry := func(node, state string) any {
 		return map[string]any{"name": node, "revision": "r2", "stage": int64(0), "state": state}
@@ -121,8 +123,8 @@ func TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay(t *testing.T) {
 	}
 	const refusal = "may claim status.patch"
 	const W, R, S = rollout.Waiting, rollout.Running, rollout.Succeeded
-	live := status(claim(b, gen), entry(b, rollout.Running))
-	inForce(e, "rollouts", refusal, func(ctx context.Context) error { return try(ctx, live, claim(a, gen), rollout.Waiting) })
+	live := status(claim(b, sig), entry(b, rollout.Running))
+	inForce(e, "rollouts", refusal, func(ctx context.Context) error { return try(ctx, live, claim(a, sig), rollout.Waiting) })
 
 	for _, c := range []struct {
 		what    string
@@ -132,29 +134,29 @@ func TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay(t *testing.T) {
 		mine    string // A's entry in the write
 		allowed bool
 	}{
-		{"A claims a campaign nobody claimed, queueing", nil, nil, claim(a, gen), W, true},
-		{"A claims it without queueing", nil, nil, claim(a, gen), "", false},
-		{"A claims it, its entry Running", nil, nil, claim(a, gen), R, false},
-		{"A claims it as B", nil, nil, claim(b, gen), W, false},
-		{"A claims it for an older spec", nil, nil, claim(a, gen-1), W, false},
-		{"A claims it resolved at once, unproven", nil, nil, with(claim(a, gen), "resolvedAt", at), W, false},
-		{"A claims it with a set", nil, nil, with(claim(a, gen), "packages", set), W, false},
-		{"A claims over B's set of an older spec", resolved(b, gen-1), []any{entry(b, S)}, claim(a, gen), W, true},
-		{"A claims over B's live claim", claim(b, gen), []any{entry(b, W)}, claim(a, gen), W, false},
-		{"A claims over the claim of B, which withdrew", claim(b, gen), []any{entry(b, rollout.Cancelled)}, claim(a, gen), W, true},
-		{"A claims over the claim of B, which failed", claim(b, gen), []any{entry(b, rollout.RolledBack)}, claim(a, gen), W, true},
-		{"A claims over the claim of B, which has no entry", claim(b, gen), nil, claim(a, gen), W, true},
-		{"A claims over B's proven set", resolved(b, gen), []any{entry(b, rollout.Failed)}, claim(a, gen), W, false},
-		{"A fills its own claim, succeeding", claim(a, gen), []any{entry(a, R)}, resolved(a, gen), S, true},
-		{"A fills its own claim, still running", claim(a, gen), []any{entry(a, R)}, resolved(a, gen), R, false},
-		{"A fills its own claim with an empty set", claim(a, gen), []any{entry(a, R)}, with(claim(a, gen), "resolvedAt", at), S, true},
-		{"A fills its own claim as of another revision", claim(a, gen), []any{entry(a, R)}, with(resolved(a, gen), "revision", "r3"), S, false},
-		{"A fills B's claim", claim(b, gen), []any{entry(b, R)}, resolved(b, gen), S, false},
-		{"A fills its own claim twice", resolved(a, gen), []any{entry(a, S)},
-			with(resolved(a, gen), "packages", []any{map[string]any{"name": "kpt-app", "from": "1.0", "to": "3.0"}}), S, false},
-		{"A removes B's set", resolved(b, gen), []any{entry(b, S)}, nil, "", false},
-		{"A removes its own claim", claim(a, gen), []any{entry(a, W)}, nil, "", false},
-		{"A leaves B's set as it is", resolved(b, gen), []any{entry(b, S)}, resolved(b, gen), W, true},
+		{"A claims a campaign nobody claimed, queueing", nil, nil, claim(a, sig), W, true},
+		{"A claims it without queueing", nil, nil, claim(a, sig), "", false},
+		{"A claims it, its entry Running", nil, nil, claim(a, sig), R, false},
+		{"A claims it as B", nil, nil, claim(b, sig), W, false},
+		{"A claims it for a spec signed before", nil, nil, claim(a, older), W, false},
+		{"A claims it resolved at once, unproven", nil, nil, with(claim(a, sig), "resolvedAt", at), W, false},
+		{"A claims it with a set", nil, nil, with(claim(a, sig), "packages", set), W, false},
+		{"A claims over B's set of a spec signed before", resolved(b, older), []any{entry(b, S)}, claim(a, sig), W, true},
+		{"A claims over B's live claim", claim(b, sig), []any{entry(b, W)}, claim(a, sig), W, false},
+		{"A claims over the claim of B, which withdrew", claim(b, sig), []any{entry(b, rollout.Cancelled)}, claim(a, sig), W, true},
+		{"A claims over the claim of B, which failed", claim(b, sig), []any{entry(b, rollout.RolledBack)}, claim(a, sig), W, true},
+		{"A claims over the claim of B, which has no entry", claim(b, sig), nil, claim(a, sig), W, true},
+		{"A claims over B's proven set, the rollout promoted since", resolved(b, sig), []any{entry(b, rollout.Failed)}, claim(a, sig), W, false},
+		{"A fills its own claim, succeeding", claim(a, sig), []any{entry(a, R)}, resolved(a, sig), S, true},
+		{"A fills its own claim, still running", claim(a, sig), []any{entry(a, R)}, resolved(a, sig), R, false},
+		{"A fills its own claim with an empty set", claim(a, sig), []any{entry(a, R)}, with(claim(a, sig), "resolvedAt", at), S, true},
+		{"A fills its own claim as of another revision", claim(a, sig), []any{entry(a, R)}, with(resolved(a, sig), "revision", "r3"), S, false},
+		{"A fills B's claim", claim(b, sig), []any{entry(b, R)}, resolved(b, sig), S, false},
+		{"A fills its own claim twice", resolved(a, sig), []any{entry(a, S)},
+			with(resolved(a, sig), "packages", []any{map[string]any{"name": "kpt-app", "from": "1.0", "to": "3.0"}}), S, false},
+		{"A removes B's set", resolved(b, sig), []any{entry(b, S)}, nil, "", false},
+		{"A removes its own claim", claim(a, sig), []any{entry(a, W)}, nil, "", false},
+		{"A leaves B's set as it is", resolved(b, sig), []any{entry(b, S)}, resolved(b, sig), W, true},
 	} {
 		from := status(c.before, c.entries...)
 		err := try(e.Ctx, from, c.write, c.mine)

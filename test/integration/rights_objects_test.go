@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -142,19 +141,19 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 	if err := unstructured.SetNestedSlice(ro.Object, entries, "status", "nodes"); err != nil {
 		t.Fatal(err)
 	}
-	gen := ro.GetGeneration()
+	const sig = "rights-signature"
 	// B claimed the set of a patch campaign: A may not take it over.
-	if err := unstructured.SetNestedMap(ro.Object, patchSet(b, gen, false), "status", "patch"); err != nil {
+	if err := unstructured.SetNestedMap(ro.Object, patchSet(b, sig, false), "status", "patch"); err != nil {
 		t.Fatal(err)
 	}
 	ro, err = dyn.Resource(rollout.GVR).Namespace(ns).UpdateStatus(e.Ctx, ro, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two patch campaigns: one whose set B resolved for an older spec (A,
-	// queued, may claim it for the spec now), and one whose set A claimed
-	// (A, succeeded, may fill it, once).
-	campaign := func(name string, patch map[string]any, older bool, entries ...any) *unstructured.Unstructured {
+	// Two patch campaigns: one whose set B resolved for a spec signed
+	// before (A, queued, may claim it for the spec now), and one whose set
+	// A claimed (A, succeeded, may fill it, once).
+	campaign := func(name string, patch map[string]any, entries ...any) *unstructured.Unstructured {
 		u := ro.DeepCopy()
 		for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"} {
 			unstructured.RemoveNestedField(u.Object, "metadata", f)
@@ -164,18 +163,13 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 		if err := unstructured.SetNestedField(u.Object, map[string]any{"updates": "all"}, "spec", "patch"); err != nil {
 			t.Fatal(err)
 		}
+		if err := unstructured.SetNestedField(u.Object, sig, "spec", "signature"); err != nil {
+			t.Fatal(err)
+		}
 		u.SetName(name)
 		c, err := dyn.Resource(rollout.GVR).Namespace(ns).Create(e.Ctx, u, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
-		}
-		if older {
-			if c, err = dyn.Resource(rollout.GVR).Namespace(ns).Patch(e.Ctx, name, types.MergePatchType, []byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if patch == nil {
-			patch = patchSet(b, c.GetGeneration()-1, true)
 		}
 		c.Object["status"] = map[string]any{"nodes": entries, "patch": patch}
 		if c, err = dyn.Resource(rollout.GVR).Namespace(ns).UpdateStatus(e.Ctx, c, metav1.UpdateOptions{}); err != nil {
@@ -186,8 +180,8 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 	entry := func(node, state string) any {
 		return map[string]any{"name": node, "revision": "r1", "stage": int64(0), "state": state}
 	}
-	older := campaign("rights-older", nil, true, entry(a, rollout.Waiting), entry(b, rollout.Succeeded))
-	claimed := campaign("rights-claimed", patchSet(a, gen, false), false, entry(a, rollout.Succeeded), entry(b, rollout.Running))
+	older := campaign("rights-older", patchSet(b, "signed-before", true), entry(a, rollout.Waiting), entry(b, rollout.Succeeded))
+	claimed := campaign("rights-claimed", patchSet(a, sig, false), entry(a, rollout.Succeeded), entry(b, rollout.Running))
 
 	review := func(ctx context.Context) error {
 		_, err := asA.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{
@@ -218,18 +212,18 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 		"Kured's DaemonSet": {gvr: gvrDS, gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}, obj: getU(t, e, dyn, gvrDS, ns, "kured"),
 			values: map[string]any{"metadata.annotations[" + kured.LockAnnotation + "]": kuredEntry, "metadata.annotations[kured.dev/kured-node-lock]": kuredEntry}},
 		"a MaintenanceRollout": {gvr: rollout.GVR, gvk: schema.GroupVersionKind{Group: rollout.Group, Version: rollout.Version, Kind: "MaintenanceRollout"},
-			obj: ro, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, gen, false)}},
-		"a patch campaign whose set is of an older spec": {gvr: rollout.GVR, gvk: schema.GroupVersionKind{Group: rollout.Group, Version: rollout.Version, Kind: "MaintenanceRollout"},
-			obj: older, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, older.GetGeneration(), false)}},
+			obj: ro, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, sig, false)}},
+		"a patch campaign whose set is of a spec signed before": {gvr: rollout.GVR, gvk: schema.GroupVersionKind{Group: rollout.Group, Version: rollout.Version, Kind: "MaintenanceRollout"},
+			obj: older, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, sig, false)}},
 		"a patch campaign whose set this node claimed": {gvr: rollout.GVR, gvk: schema.GroupVersionKind{Group: rollout.Group, Version: rollout.Version, Kind: "MaintenanceRollout"},
-			obj: claimed, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, gen, true)}},
+			obj: claimed, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, sig, true)}},
 	}
 }
 
 // patchSet is a patch campaign's set in status.patch: claimed by node for
-// generation gen, or resolved (and proven) there.
-func patchSet(node string, gen int64, resolved bool) map[string]any {
-	m := map[string]any{"revision": "r1", "observedGeneration": gen, "resolvedOn": node}
+// the spec signed with sig, or resolved (and proven) there.
+func patchSet(node, sig string, resolved bool) map[string]any {
+	m := map[string]any{"revision": "r1", "signature": sig, "resolvedOn": node}
 	if resolved {
 		m["resolvedAt"] = "2026-11-29T10:00:00Z"
 		m["packages"] = []any{map[string]any{"name": "kpt-app", "from": "1.0", "to": "2.0"}}

@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kustodian/kustodian/internal/rollout"
+	"github.com/kustodian/kustodian/test/cluster"
+	"github.com/kustodian/kustodian/test/nodecreds"
+)
+
+// runRollouts makes the host's agent run rollouts signed by key, from
+// boot, as docs/rollout.md says, and waits for its Node's label.
+func (h *host) runRollouts(key nodecreds.RolloutKey) {
+	h.t.Helper()
+	writeFile(h.t, filepath.Join(h.Dir, "etc/kustodian/rollout-keys"), key.Public, 0o644)
+	conf, err := os.ReadFile(filepath.Join(h.Dir, "etc/kustodian/config.yaml"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	writeFile(h.t, filepath.Join(h.Dir, "etc/kustodian/config.yaml"), append(conf, "rollouts:\n  enabled: true\n"...), 0o644)
+	h.run("systemctl", "add-wants", "multi-user.target", "kustodian.service")
+	h.run("systemctl", "start", "kustodian.service")
+	h.waitFor("the Node labelled as running rollouts", func() error {
+		n, err := h.e.Client.CoreV1().Nodes().Get(h.e.Ctx, h.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Labels[rollout.LabelRollouts] != "enabled" {
+			return fmt.Errorf("labels %v", n.Labels)
+		}
+		return nil
+	})
+}
+
+// readRollout reads a rollout as the API server has it; an error of the
+// API server fails the wait it is in, not the test.
+func readRollout(ctx context.Context, dyn dynamic.Interface, ns, name string) (*rollout.MaintenanceRollout, error) {
+	u, err := dyn.Resource(rollout.GVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return rollout.FromUnstructured(u)
+}
+
+// A patch campaign through the queue, on three real hosts with real apt
+// and the agent from the .deb: the first host the campaign reaches
+// resolves and installs v2 of a test package (and the library it needs)
+// from a signed repository on loopback, alone; v3 is published before
+// the campaign goes on, and the other hosts install exactly v2; each
+// node's entry says what it changed. A second campaign, whose v4 fails in
+// its postinst, is rolled back to v2 on its first host, which is held,
+// and stops there: no other host is touched.
+func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
+	e := cluster.New(t)
+	key := nodecreds.NewRolloutKey(t)
+	debs := t.TempDir()
+	app := func(v string, failing bool) string { return testDeb(t, debs, "kpt-app", v, "kpt-lib (>= "+min(v, "2")+")", failing) }
+	lib := func(v string) string { return testDeb(t, debs, "kpt-lib", v, "", false) }
+	app1, app2, app3, app4 := app("1", false), app("2", false), app("3", false), app("4", true)
+	lib1, lib2 := lib("1"), lib("2")
+	repo := newFlatRepo(t)
+	repo.publish(app1, lib1)
+	var hosts []*host
+	for i := range 3 {
+		h := newHost(t, e, i)
+		repo.trust(h)
+		for _, args := range [][]string{{"update"}, {"install", "kpt-app"}} {
+			if out, err := h.apt(args...); err != nil {
+				t.Fatalf("%s: apt-get %s: %v\n%s", h.Name, strings.Join(args, " "), err, out)
+			}
+		}
+		h.runRollouts(key)
+		hosts = append(hosts, h)
+	}
+	versions := func(h *host) string { return h.version("kpt-app") + "/" + h.version("kpt-lib") }
+	dyn, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := nodecreds.CtlFor(e)
+	create := func(name string) time.Time {
+		t.Helper()
+		if out, err := ctl.Run(e.Ctx, "rollout", "create", name, "--patch", "all", "--include", "kpt-*", "--stage", "1", "--stage", "all", "--key", key.Private); err != nil {
+			t.Fatalf("rollout create %s: %v\n%s", name, err, out)
+		}
+		return time.Now()
+	}
+	// settled waits until entries of the rollout are in a final state,
+	// in number, and returns the rollout then.
+	settled := func(name string, n int, final ...string) *rollout.MaintenanceRollout {
+		t.Helper()
+		var r *rollout.MaintenanceRollout
+		e.Eventually(fmt.Sprintf("%d entries of %s %v", n, name, final), 3*cluster.DefaultTimeout, func(ctx context.Context) error {
+			var err error
+			if r, err = readRollout(ctx, dyn, e.Namespace, name); err != nil {
+				return err
+			}
+			var done []string
+			for _, en := range r.Status.Nodes {
+				if slices.Contains(final, en.State) {
+					done = append(done, en.Name)
+				}
+			}
+			if len(done) < n {
+				return fmt.Errorf("entries %+v", r.Status.Nodes)
+			}
+			return nil
+		})
+		return r
+	}
+	givenBack := func(h *host) {
+		h.waitFor(h.Name+" given back", func() error {
+			if h.exists("var/maintenance-required") || nodeUnschedulable(t, e, h.Name) || lockHolder(t, e) != "" {
+				return fmt.Errorf("request %v, cordoned %v, lock held by %q", h.exists("var/maintenance-required"), nodeUnschedulable(t, e, h.Name), lockHolder(t, e))
+			}
+			return nil
+		})
+	}
+	byName := func(name string) *host {
+		i := slices.IndexFunc(hosts, func(h *host) bool { return h.Name == name })
+		if i < 0 {
+			t.Fatalf("an entry of node %s, which is none of the test's hosts", name)
+		}
+		return hosts[i]
+	}
+
+	// The canary: v2 published, the campaign made.
+	repo.publish(app1, app2, lib1, lib2)
+	start := create("kpt")
+	r := settled("kpt", 1, rollout.Succeeded, rollout.Failed, rollout.RolledBack)
+	canaryTime := time.Since(start)
+	canary := byName(r.Status.Nodes[0].Name)
+	want := []rollout.PackageChange{{Name: "kpt-app", From: "1", To: "2"}, {Name: "kpt-lib", From: "1", To: "2"}}
+	s := r.Status.Patch
+	if en := r.Status.Nodes[0]; en.State != rollout.Succeeded || !s.Resolved(r.Spec.Signature) || s.ResolvedOn != canary.Name || !slices.Equal(s.Packages, want) {
+		t.Fatalf("the canary: entry %+v, set %+v; want it Succeeded and the set %v resolved on it\n%s", en, s, want, canary.Journal(e.Ctx, ""))
+	}
+	if en := r.Status.Nodes[0]; en.Patch == nil || en.Patch.Changed != 2 || len(en.Patch.Differ)+len(en.Patch.Skipped) != 0 {
+		t.Errorf("the canary's entry says it changed %+v, want the 2 packages of the set", en.Patch)
+	}
+	for _, h := range hosts {
+		if got, wantV := versions(h), map[bool]string{true: "2/2", false: "1/1"}[h == canary]; got != wantV {
+			t.Errorf("after the canary, %s has %s, want %s", h.Name, got, wantV)
+		}
+	}
+	givenBack(canary)
+	t.Logf("the canary %s: resolved, installed and given back %s after the campaign was made", canary.Name, canaryTime.Round(time.Millisecond))
+
+	// v3 published meanwhile; the campaign goes on: the fleet installs v2.
+	repo.publish(app1, app2, app3, lib1, lib2)
+	if out, err := ctl.Run(e.Ctx, "rollout", "promote", "kpt"); err != nil {
+		t.Fatalf("rollout promote: %v\n%s", err, out)
+	}
+	start = time.Now()
+	r = settled("kpt", 3, rollout.Succeeded, rollout.Failed, rollout.RolledBack)
+	fleetTime := time.Since(start)
+	for _, en := range r.Status.Nodes {
+		h := byName(en.Name)
+		if en.State != rollout.Succeeded || en.Patch == nil || en.Patch.Changed != 2 || len(en.Patch.Differ)+len(en.Patch.Skipped) != 0 {
+			t.Errorf("%s: entry %+v (changed %+v), want Succeeded with the set's 2 packages", en.Name, en, en.Patch)
+		}
+		if got := versions(h); got != "2/2" {
+			t.Errorf("%s has %s after the campaign, want 2/2 (the canary's set, not v3)", h.Name, got)
+		}
+		givenBack(h)
+	}
+	e.Eventually("the campaign Complete", cluster.DefaultTimeout, func(ctx context.Context) error {
+		r, err := readRollout(ctx, dyn, e.Namespace, "kpt")
+		if err != nil {
+			return err
+		}
+		if c := condition(r, "Complete"); c != metav1.ConditionTrue {
+			return fmt.Errorf("condition Complete %q: %+v", c, r.Status.Conditions)
+		}
+		return nil
+	})
+	if out, err := ctl.Run(e.Ctx, "rollout", "status", "kpt"); err != nil || !strings.Contains(out, "Complete: 3 of 3 nodes succeeded") {
+		t.Errorf("rollout status: %v\n%s", err, out)
+	} else {
+		t.Logf("kustodian-ctl rollout status kpt:\n%s", out)
+	}
+	t.Logf("the fleet (2 hosts, one at a time): %s after the promotion", fleetTime.Round(time.Millisecond))
+
+	// v4, whose postinst fails: its canary rolls back to v2 and is held;
+	// the campaign stops there.
+	repo.publish(app1, app2, app3, app4, lib1, lib2)
+	start = create("kpt-v4")
+	r = settled("kpt-v4", 1, rollout.Succeeded, rollout.Failed, rollout.RolledBack)
+	rollbackTime := time.Since(start)
+	en := r.Status.Nodes[0]
+	failed := byName(en.Name)
+	if en.State != rollout.RolledBack || len(r.Status.Nodes) != 1 {
+		t.Fatalf("v4: entries %+v, want its canary RolledBack and no other entry", r.Status.Nodes)
+	}
+	if r.Status.Patch.Resolved(r.Spec.Signature) {
+		t.Errorf("v4's set was written as proven though its canary failed: %+v", r.Status.Patch)
+	}
+	for _, h := range hosts {
+		if got := versions(h); got != "2/2" {
+			t.Errorf("after v4, %s has %s, want 2/2 (rolled back on %s, untouched elsewhere)", h.Name, got, failed.Name)
+		}
+	}
+	if st := failed.run("dpkg-query", "-W", "-f", "${db:Status-Abbrev}", "kpt-app"); strings.TrimSpace(st) != "ii" {
+		t.Errorf("kpt-app on %s after the rollback: dpkg status %q, want ii", failed.Name, st)
+	}
+	if !nodeUnschedulable(t, e, failed.Name) || lockHolder(t, e) != failed.Name {
+		t.Errorf("%s after its rollback: cordoned %v, lock held by %q; want it held", failed.Name, nodeUnschedulable(t, e, failed.Name), lockHolder(t, e))
+	}
+	e.Eventually("v4's campaign Failed", cluster.DefaultTimeout, func(ctx context.Context) error {
+		r, err := readRollout(ctx, dyn, e.Namespace, "kpt-v4")
+		if err != nil {
+			return err
+		}
+		if c := condition(r, "Failed"); c != metav1.ConditionTrue {
+			return fmt.Errorf("condition Failed %q: %+v", c, r.Status.Conditions)
+		}
+		return nil
+	})
+	t.Logf("v4 on %s: resolved, failed in its postinst, rolled back to v2 and held %s after the campaign was made; entry: %s",
+		failed.Name, rollbackTime.Round(time.Millisecond), en.Message)
+}
+
+// condition is the status of a rollout's condition ("" when it has none).
+func condition(r *rollout.MaintenanceRollout, kind string) metav1.ConditionStatus {
+	for _, c := range r.Status.Conditions {
+		if c.Type == kind {
+			return c.Status
+		}
+	}
+	return ""
+}
