@@ -45,7 +45,7 @@ configuration enables rollouts (rollouts.enabled) and trusts the key that signed
   kustodian-ctl rollout manifest -f fix-ntp.yaml | ssh-keygen -Y sign -f ~/.ssh/id_ed25519_sk -n kustodian-rollout - > fix-ntp.sig
   kustodian-ctl rollout sign -f fix-ntp.yaml --signature fix-ntp.sig | kubectl apply -f -`,
 	}
-	cmd.AddCommand(newRolloutCreateCommand(o), newRolloutSignCommand(o), newRolloutManifestCommand(o), newRolloutStatusCommand(o),
+	cmd.AddCommand(newRolloutCreateCommand(o), newRolloutSignCommand(o), newRolloutManifestCommand(o), newRolloutStatusCommand(o), newRolloutReportCommand(o),
 		newRolloutPromoteCommand(o),
 		newRolloutSetCommand(o, "pause", "Stop a rollout: no node starts it (queued nodes withdraw, running ones finish)", "paused", true),
 		newRolloutSetCommand(o, "resume", "Let a paused rollout go on", "paused", false),

@@ -212,6 +212,9 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 		line = append(line, fmt.Sprintf("%d (%s): %s, %d/%d", st.Stage+1, st.Reaches, st.State, done, st.Nodes))
 	}
 	fmt.Fprintln(w, "stages: "+strings.Join(line, "; "))
+	if v.r.Spec.Patch != nil {
+		fmt.Fprintln(w, status.Printable(setLine(v.r)))
+	}
 	if f := v.summary.FirstFailure; f != nil {
 		fmt.Fprintf(w, "first failure: node %s, %s: %s\n", status.Printable(f.Name), status.Printable(f.State), status.Printable(f.Message))
 		for _, l := range f.LastLines {
@@ -275,5 +278,18 @@ func (o *options) watchRollout(ctx context.Context, name string) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// setLine says where a patch campaign's set stands.
+func setLine(r *rollout.MaintenanceRollout) string {
+	s := r.Status.Patch
+	switch by := s.ClaimedBy(r.Spec.Signature); {
+	case by == "":
+		return "set: not resolved yet (the first node the campaign reaches resolves it)"
+	case s.ResolvedAt == nil:
+		return "set: being resolved on " + by + " (the other nodes install it once its install succeeded)"
+	default:
+		return fmt.Sprintf("set: %d packages, resolved on %s, proven %s (kustodian-ctl rollout report %s lists every change)", len(s.Packages), by, s.ResolvedAt.UTC().Format(time.RFC3339), r.Name)
 	}
 }

@@ -64,7 +64,9 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 	e := cluster.New(t)
 	key := nodecreds.NewRolloutKey(t)
 	debs := t.TempDir()
-	app := func(v string, failing bool) string { return testDeb(t, debs, "kpt-app", v, "kpt-lib (>= "+min(v, "2")+")", failing) }
+	app := func(v string, failing bool) string {
+		return testDeb(t, debs, "kpt-app", v, "kpt-lib (>= "+min(v, "2")+")", failing)
+	}
 	lib := func(v string) string { return testDeb(t, debs, "kpt-lib", v, "", false) }
 	app1, app2, app3, app4 := app("1", false), app("2", false), app("3", false), app("4", true)
 	lib1, lib2 := lib("1"), lib("2")
@@ -190,6 +192,27 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 		t.Logf("kustodian-ctl rollout status kpt:\n%s", out)
 	}
 	t.Logf("the fleet (2 hosts, one at a time): %s after the promotion", fleetTime.Round(time.Millisecond))
+	out, err := ctl.Run(e.Ctx, "rollout", "report", "kpt", "-o", "csv")
+	if err != nil {
+		t.Fatalf("rollout report: %v\n%s", err, out)
+	}
+	var changed []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		f := strings.Split(line, ",")
+		if len(f) != 9 || f[2] != rollout.Succeeded {
+			t.Fatalf("rollout report -o csv: a line %q, want NODE,STAGE,STATE,STARTED,FINISHED,REBOOTED,PACKAGE,FROM,TO of a node that succeeded:\n%s", line, out)
+		}
+		changed = append(changed, f[0]+" "+f[6]+" "+f[7]+" "+f[8])
+	}
+	var want6 []string
+	for _, h := range hosts {
+		want6 = append(want6, h.Name+" kpt-app 1 2", h.Name+" kpt-lib 1 2")
+	}
+	slices.Sort(changed)
+	if !slices.Equal(changed, want6) {
+		t.Errorf("rollout report lists the changes %q, want %q", changed, want6)
+	}
+	t.Logf("kustodian-ctl rollout report kpt -o csv:\n%s", out)
 
 	// v4, whose postinst fails: its canary rolls back to v2 and is held;
 	// the campaign stops there.
