@@ -130,6 +130,7 @@ func (a *Agent) remember(ctx context.Context, r lock.Record, result string) {
 	a.drain.mu.Lock()
 	e.Escalated = a.drain.escalated
 	a.drain.mu.Unlock()
+	e.Packages = a.patchedPackages()
 	if a.metrics.store != nil {
 		d := a.metrics.store.Data()
 		e.Started, e.Drained = d.DrainStarted, d.Drained

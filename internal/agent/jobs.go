@@ -372,6 +372,7 @@ func (a *Agent) actOnJob(ctx context.Context, step jobs.Step, f jobs.Facts) (str
 		a.jobs.rebootAsked = jobUnit(&j)
 	case jobs.Finish:
 		// The agent made the request for the job, so it ends it.
+		a.jobs.ended = &j
 		if err := a.jobs.store.ClearCurrent(); err != nil {
 			return "", false, err
 		}

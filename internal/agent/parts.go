@@ -140,13 +140,15 @@ type hostSide struct {
 
 // jobsSide is the managed jobs: where they are kept, what runs them, when
 // the current job's next step is due by the clock (a retry; zero: at the
-// next change), and the job run (its unit) the agent last took a reboot
-// request for.
+// next change), the job run (its unit) the agent last took a reboot
+// request for, and the job it last ended, for the history of the
+// maintenance that ends with it.
 type jobsSide struct {
 	store       jobs.Store
 	runner      jobRunner
 	wakeAt      time.Time
 	rebootAsked string
+	ended       *jobs.Job
 }
 
 // kuredSide is Kured's lock (locker nil when kured.enabled is false), in

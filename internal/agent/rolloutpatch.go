@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/patch"
 	"github.com/kustodian/kustodian/internal/rollout"
@@ -101,4 +102,20 @@ func patchReport(r *rollout.MaintenanceRollout, self, dir string, e *rollout.Nod
 		filled.Packages = []rollout.PackageChange{}
 	}
 	return &filled, nil
+}
+
+// patchedPackages are, for the history, what the job the agent last ended
+// changed when it is a patch campaign's that installed its set (an agent
+// restarted since has none to say).
+func (a *Agent) patchedPackages() []string {
+	j := a.jobs.ended
+	a.jobs.ended = nil
+	if j == nil || j.Rollout == nil || j.Dir == "" {
+		return nil
+	}
+	res, err := patch.ReadResult(j.Dir)
+	if err != nil || res == nil || res.State != patch.StateInstalled {
+		return nil
+	}
+	return history.PackageLines(res.Changes)
 }

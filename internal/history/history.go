@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/kustodian/kustodian/internal/rollout"
 )
 
 // Annotation is the Node annotation that keeps the history.
@@ -49,6 +51,30 @@ type Entry struct {
 	// Escalated are the pods the drain deleted past their
 	// PodDisruptionBudget (a policy's spec.drain.escalate).
 	Escalated []string `json:"escalated,omitempty"`
+	// Packages are what a patch campaign changed ("name from -> to"), the
+	// first MaxPackages, then how many more (the rollout's report has
+	// them all).
+	Packages []string `json:"packages,omitempty"`
+}
+
+// MaxPackages bounds the packages an entry lists.
+const MaxPackages = 5
+
+// PackageLines are the lines of an entry's Packages for changes.
+func PackageLines(changes []rollout.PackageChange) []string {
+	var out []string
+	for i, c := range changes {
+		if i == MaxPackages {
+			out = append(out, fmt.Sprintf("and %d more", len(changes)-MaxPackages))
+			break
+		}
+		from := c.From
+		if from == "" {
+			from = "(new)"
+		}
+		out = append(out, c.Name+" "+from+" -> "+c.To)
+	}
+	return out
 }
 
 // Wait, Drain and Maintenance are an entry's durations (0 when unknown).

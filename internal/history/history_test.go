@@ -2,9 +2,12 @@ package history
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kustodian/kustodian/internal/rollout"
 )
 
 func TestAppendKeepsTheLastEntriesWithinBounds(t *testing.T) {
@@ -60,5 +63,18 @@ func TestAppendReplacesWhatDoesNotParse(t *testing.T) {
 	}
 	if _, err := Parse("{not json"); err == nil || !strings.Contains(err.Error(), Annotation) {
 		t.Errorf("Parse of a bad value: %v", err)
+	}
+}
+
+// An entry lists a patch campaign's first packages and how many more.
+func TestPackageLinesAreBounded(t *testing.T) {
+	var changes []rollout.PackageChange
+	for i := range MaxPackages + 3 {
+		changes = append(changes, rollout.PackageChange{Name: fmt.Sprintf("p%d", i), From: "1", To: "2"})
+	}
+	changes[0].From = ""
+	got := PackageLines(changes)
+	if len(got) != MaxPackages+1 || got[0] != "p0 (new) -> 2" || got[1] != "p1 1 -> 2" || got[MaxPackages] != "and 3 more" {
+		t.Errorf("lines %q", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/rollout"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
@@ -156,6 +157,20 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 		}
 	}
 	givenBack(canary)
+	e.Eventually("the canary's history listing its packages", cluster.DefaultTimeout, func(ctx context.Context) error {
+		n, err := e.Client.CoreV1().Nodes().Get(ctx, canary.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		h, err := history.Parse(n.Annotations[history.Annotation])
+		if err != nil {
+			return err
+		}
+		if len(h) == 0 || !slices.Equal(h[len(h)-1].Packages, []string{"kpt-app 1 -> 2", "kpt-lib 1 -> 2"}) {
+			return fmt.Errorf("history %+v", h)
+		}
+		return nil
+	})
 	t.Logf("the canary %s: resolved, installed and given back %s after the campaign was made", canary.Name, canaryTime.Round(time.Millisecond))
 
 	// v3 published meanwhile; the campaign goes on: the fleet installs v2.
