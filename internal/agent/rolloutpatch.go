@@ -91,7 +91,7 @@ func patchReport(r *rollout.MaintenanceRollout, self, dir string, e *rollout.Nod
 	if err != nil || res == nil {
 		return nil, err
 	}
-	e.Patch = rollout.NodePatchOf(res.Set, res.Changes, res.RebootRequired)
+	e.NodePatch = rollout.NodePatchOf(res.Set, res.Changes, res.RebootRequired)
 	s := r.Status.Patch
 	if !res.Resolved || s.ClaimedBy(r.Spec.Signature) != self || s.ResolvedAt != nil {
 		return nil, nil

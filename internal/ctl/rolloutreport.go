@@ -65,12 +65,12 @@ func reportOf(r *rollout.MaintenanceRollout) Report {
 		if e.Finished != nil {
 			row.Finished = e.Finished.UTC().Format(time.RFC3339)
 		}
-		if e.Patch == nil {
+		if e.Changed == nil {
 			rep.Items = append(rep.Items, row)
 			continue
 		}
-		row.Rebooted = e.Patch.Rebooted
-		changes, complete := rollout.ChangesOf(set, e.Patch)
+		row.Rebooted = e.Rebooted
+		changes, complete := rollout.ChangesOf(set, e.NodePatch)
 		row.Incomplete = !complete
 		if len(changes) == 0 {
 			rep.Items = append(rep.Items, row)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kustodian/kustodian/internal/rollout"
 )
@@ -24,10 +25,10 @@ func TestRolloutReportListsEveryPackageEachNodeChanged(t *testing.T) {
 	set := []rollout.PackageChange{{Name: "openssl", From: "3.0.1", To: "3.0.2"}, {Name: "libssl3", From: "3.0.1", To: "3.0.2"}}
 	r.Status.Patch = &rollout.PatchStatus{Revision: rev, Signature: "sig", ResolvedOn: "n1", ResolvedAt: &at, Packages: set}
 	r.Status.Nodes = []rollout.NodeStatus{
-		{Name: "n1", Revision: rev, State: rollout.Succeeded, Started: &at, Finished: &at, Patch: &rollout.NodePatch{Changed: 2, Rebooted: true}},
+		{Name: "n1", Revision: rev, State: rollout.Succeeded, Started: &at, Finished: &at, NodePatch: rollout.NodePatch{Changed: ptr.To(2), Rebooted: true}},
 		{Name: "n2", Revision: rev, Stage: 1, State: rollout.Succeeded, Finished: &at,
-			Patch: &rollout.NodePatch{Changed: 2, Differ: []rollout.PackageChange{{Name: "openssl", From: "3.0.0", To: "3.0.2"}}}},
-		{Name: "n3", Revision: rev, Stage: 1, State: rollout.Succeeded, Finished: &at, Patch: &rollout.NodePatch{Changed: 1, Skipped: []string{"libssl3"}}},
+			NodePatch: rollout.NodePatch{Changed: ptr.To(2), Packages: []rollout.PackageChange{{Name: "openssl", From: "3.0.0", To: "3.0.2"}}}},
+		{Name: "n3", Revision: rev, Stage: 1, State: rollout.Succeeded, Finished: &at, NodePatch: rollout.NodePatch{Changed: ptr.To(1), Skipped: []string{"libssl3"}}},
 		{Name: "n4", Revision: rev, Stage: 1, State: rollout.RolledBack, Finished: &at},
 		{Name: "old", Revision: "another", State: rollout.Succeeded},
 	}

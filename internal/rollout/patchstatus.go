@@ -26,8 +26,9 @@ func (r *MaintenanceRollout) PatchClaimHeld() bool {
 
 // NodePatchOf is a node's entry of what it changed: changes (From: its
 // own version before) against the campaign's set, rebooted or not.
-func NodePatchOf(set, changes []PackageChange, rebooted bool) *NodePatch {
-	np := &NodePatch{Changed: len(changes), Rebooted: rebooted}
+func NodePatchOf(set, changes []PackageChange, rebooted bool) NodePatch {
+	n := len(changes)
+	np := NodePatch{Changed: &n, Rebooted: rebooted}
 	byName := map[string]PackageChange{}
 	for _, p := range set {
 		byName[p.Name] = p
@@ -38,18 +39,18 @@ func NodePatchOf(set, changes []PackageChange, rebooted bool) *NodePatch {
 		if p, ok := byName[c.Name]; ok && p == c {
 			continue
 		}
-		if len(np.Differ) == MaxNodePackages {
-			np.More = true
+		if len(np.Packages) == MaxNodePackages {
+			np.Cut = true
 			continue
 		}
-		np.Differ = append(np.Differ, c)
+		np.Packages = append(np.Packages, c)
 	}
 	for _, p := range set {
 		if changed[p.Name] {
 			continue
 		}
 		if len(np.Skipped) == MaxNodePackages {
-			np.More = true
+			np.Cut = true
 			continue
 		}
 		np.Skipped = append(np.Skipped, p.Name)
@@ -60,24 +61,24 @@ func NodePatchOf(set, changes []PackageChange, rebooted bool) *NodePatch {
 // ChangesOf is what a node changed, from its entry and the set: complete
 // is false when its entry's lists were cut (the host's job directory has
 // them whole).
-func ChangesOf(set []PackageChange, np *NodePatch) (changes []PackageChange, complete bool) {
-	if np == nil {
+func ChangesOf(set []PackageChange, np NodePatch) (changes []PackageChange, complete bool) {
+	if np.Changed == nil {
 		return nil, false
 	}
 	for _, p := range set {
 		if slices.Contains(np.Skipped, p.Name) {
 			continue
 		}
-		if i := slices.IndexFunc(np.Differ, func(d PackageChange) bool { return d.Name == p.Name }); i >= 0 {
-			changes = append(changes, np.Differ[i])
+		if i := slices.IndexFunc(np.Packages, func(d PackageChange) bool { return d.Name == p.Name }); i >= 0 {
+			changes = append(changes, np.Packages[i])
 			continue
 		}
 		changes = append(changes, p)
 	}
-	for _, d := range np.Differ {
+	for _, d := range np.Packages {
 		if !slices.ContainsFunc(set, func(p PackageChange) bool { return p.Name == d.Name }) {
 			changes = append(changes, d)
 		}
 	}
-	return changes, !np.More && len(changes) == np.Changed
+	return changes, !np.Cut && len(changes) == *np.Changed
 }

@@ -29,7 +29,7 @@ func TestANodesChangesComeBackFromItsEntryAndTheSet(t *testing.T) {
 		{"nothing", nil, 0, []string{"kpt-app", "kpt-lib", "kpt-new"}},
 	} {
 		np := NodePatchOf(set, c.changes, true)
-		if len(np.Differ) != c.differ || !reflect.DeepEqual(np.Skipped, c.skipped) || np.Changed != len(c.changes) || !np.Rebooted {
+		if len(np.Packages) != c.differ || !reflect.DeepEqual(np.Skipped, c.skipped) || *np.Changed != len(c.changes) || !np.Rebooted {
 			t.Errorf("%s: entry %+v, want %d differing and skipped %v", c.what, np, c.differ, c.skipped)
 		}
 		got, complete := ChangesOf(set, np)
@@ -55,8 +55,8 @@ func TestANodesEntryIsBounded(t *testing.T) {
 		changes = append(changes, change(name, "0", "2"))
 	}
 	np := NodePatchOf(set, changes, false)
-	if len(np.Differ) != MaxNodePackages || !np.More || np.Changed != len(changes) {
-		t.Fatalf("entry lists %d differing (more: %v, changed %d), want %d and more", len(np.Differ), np.More, np.Changed, MaxNodePackages)
+	if len(np.Packages) != MaxNodePackages || !np.Cut || *np.Changed != len(changes) {
+		t.Fatalf("entry lists %d differing (cut: %v, changed %d), want %d and cut", len(np.Packages), np.Cut, *np.Changed, MaxNodePackages)
 	}
 	if _, complete := ChangesOf(set, np); complete {
 		t.Error("a cut entry's changes were taken for complete")
@@ -74,7 +74,7 @@ func TestAStatusWrittenAgainKeepsWhatOthersWroteAsWritten(t *testing.T) {
 		"status": map[string]any{
 			"patch": map[string]any{"revision": "", "observedGeneration": int64(2), "resolvedOn": "b",
 				"resolvedAt": "2026-11-29T10:00:00.5+02:00", "packages": []any{}},
-			"nodes": []any{map[string]any{"name": "b", "revision": "r1", "state": Running, "message": "", "patch": map[string]any{"changed": int64(0), "differ": []any{}}}},
+			"nodes": []any{map[string]any{"name": "b", "revision": "r1", "state": Running, "message": "", "packagesChanged": int64(0), "packages": []any{}}},
 		},
 	}}
 	r, err := FromUnstructured(u)

@@ -160,16 +160,20 @@ func (s *PatchStatus) ClaimedBy(sig string) string {
 }
 
 // NodePatch is what a node of a patch campaign changed, against the
-// campaign's set: Changed packages in all, Differ those whose version
-// before was not the first node's (so that a node that changed exactly
-// the set lists nothing), Skipped the set's packages it did not change
-// (not installed here, or newer already). More: the lists were cut at
-// MaxNodePackages; the host's job directory has them whole.
+// campaign's set, in its entry: Changed packages in all (nil: the entry is
+// no patch campaign's, or says nothing yet); Packages, those whose version
+// before was not the first node's, so that a node that changed exactly
+// the set lists none (a rollout is one object, written by every node: a
+// thousand nodes listing the same changes would not fit); Skipped, the
+// set's packages it did not change (not installed here, or newer
+// already); Cut, the lists were cut at MaxNodePackages (the host's job
+// directory has them whole); Rebooted, the install needed a reboot and the
+// node rebooted.
 type NodePatch struct {
-	Changed  int             `json:"changed"`
-	Differ   []PackageChange `json:"differ,omitempty"`
-	Skipped  []string        `json:"skipped,omitempty"`
-	More     bool            `json:"more,omitempty"`
+	Changed  *int            `json:"packagesChanged,omitempty"`
+	Packages []PackageChange `json:"packages,omitempty"`
+	Skipped  []string        `json:"packagesSkipped,omitempty"`
+	Cut      bool            `json:"packagesCut,omitempty"`
 	Rebooted bool            `json:"rebooted,omitempty"`
 }
 
@@ -293,8 +297,8 @@ type NodeStatus struct {
 	// ObservedGeneration, of a refusal, is the rollout's generation
 	// refused: a changed spec (a new signature) is checked again.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Patch, in a patch campaign, is what this node changed.
-	Patch *NodePatch `json:"patch,omitempty"`
+	// In a patch campaign, what this node changed.
+	NodePatch `json:",inline"`
 }
 
 // Stage states.
