@@ -28,6 +28,9 @@ import (
 const (
 	ReasonRolloutTaken   = "RolloutTaken"
 	ReasonRolloutRefused = "RolloutRefused"
+	// ReasonRolloutAtRisk: this node's write made a rollout's condition
+	// AtRisk true (its deadline needs more nodes at once, or is missed).
+	ReasonRolloutAtRisk = "RolloutAtRisk"
 )
 
 // rolloutJobID names the managed job of a rollout's revision on this host:
@@ -318,10 +321,14 @@ func (ro *rollouter) writeEntry(ctx context.Context, c cachedRollout, e rollout.
 	e = rollout.Bounded(e)
 	res := ro.dyn.Resource(rollout.GVR).Namespace(c.u.GetNamespace())
 	st := rollout.StagesOf(c.r.Spec)
-	countClaim := claim && e.Stage < len(st) && (st[e.Stage].Nodes != nil || st[e.Stage].Percent != nil)
+	// A rollout with a pace of its own (a deadline, maxConcurrency) counts
+	// the nodes in it as a count stage counts its places.
+	paced := c.r.Spec.Deadline != nil || c.r.Spec.MaxConcurrency != nil
+	countClaim := claim && e.Stage < len(st) && (st[e.Stage].Nodes != nil || st[e.Stage].Percent != nil || paced)
 	written, first, err := ro.putEntry(ctx, res, c, e, nodes, countClaim, set)
 	if err == nil && first {
 		ro.keep(written) // the whole status, summary and all
+		ro.sayAtRisk(ctx, c.u, written)
 		return nil
 	}
 	switch {
@@ -409,5 +416,6 @@ func (ro *rollouter) summarize(ctx context.Context, written *unstructured.Unstru
 		return err
 	}
 	ro.keep(summarized)
+	ro.sayAtRisk(ctx, written, summarized)
 	return nil
 }

@@ -38,6 +38,9 @@ type rolloutView struct {
 	// open is the stage open now as far as this reader can be sure
 	// (rollout.OpenSurely): what promote opens the stage after.
 	open int
+	// pace is how many of its nodes may be in it at once, and its
+	// predicted end against its deadline.
+	pace rollout.Pace
 }
 
 func newRolloutStatusCommand(o *options) *cobra.Command {
@@ -119,6 +122,9 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 	}
 	v.summary = sum
 	if v.open, err = rollout.OpenSurely(r, nodes, now); err != nil {
+		return v, err
+	}
+	if v.pace, err = rollout.PaceOf(r, nodes, now); err != nil {
 		return v, err
 	}
 	seen := map[string]bool{}
@@ -215,6 +221,9 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 	if v.r.Spec.Patch != nil {
 		fmt.Fprintln(w, status.Printable(setLine(v.r)))
 	}
+	if line := paceLine(v); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	if f := v.summary.FirstFailure; f != nil {
 		fmt.Fprintf(w, "first failure: node %s, %s: %s\n", status.Printable(f.Name), status.Printable(f.State), status.Printable(f.Message))
 		for _, l := range f.LastLines {
@@ -292,4 +301,20 @@ func setLine(r *rollout.MaintenanceRollout) string {
 	default:
 		return fmt.Sprintf("set: %d packages, resolved on %s, proven %s (kustodian-ctl rollout report %s lists every change)", len(s.Packages), by, s.ResolvedAt.UTC().Format(time.RFC3339), r.Name)
 	}
+}
+
+// paceLine says a rollout's own pace and its deadline ("" without either).
+func paceLine(v rolloutView) string {
+	d, p := v.r.Spec.Deadline, v.pace
+	switch {
+	case d != nil && p.AtRisk && p.PredictedEnd.After(d.Time):
+		return fmt.Sprintf("deadline %s: AT RISK, predicted end %s even with %d nodes at once (%d left, about %s each)", d.UTC().Format(time.RFC3339), p.PredictedEnd.UTC().Format(time.RFC3339), p.Limit, p.Left, p.Takes.Round(time.Second))
+	case d != nil && p.AtRisk:
+		return fmt.Sprintf("deadline %s: one node at a time would miss it; %d nodes at once, predicted end %s (%d left, about %s each)", d.UTC().Format(time.RFC3339), p.Limit, p.PredictedEnd.UTC().Format(time.RFC3339), p.Left, p.Takes.Round(time.Second))
+	case d != nil:
+		return fmt.Sprintf("deadline %s: predicted end %s one node at a time (%d left, about %s each)", d.UTC().Format(time.RFC3339), p.PredictedEnd.UTC().Format(time.RFC3339), p.Left, p.Takes.Round(time.Second))
+	case p.Limit > 0:
+		return fmt.Sprintf("pace: at most %d nodes at once (spec.maxConcurrency)", p.Limit)
+	}
+	return ""
 }

@@ -77,6 +77,9 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 		if s := v.stages[k]; s.Nodes != nil || s.Percent != nil {
 			why = Numbered(k) + " has room for this node"
 		}
+		if full := v.pace(now).Full(); full != "" {
+			return Verdict{Why: full}, nil
+		}
 		return Verdict{Take: true, Stage: k, Why: why}, nil
 	}
 	if late > from {

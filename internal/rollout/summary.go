@@ -105,6 +105,22 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen See
 		}
 		set(ConditionProgressing, !r.Spec.Aborted, reason, msg)
 	}
+	if d := r.Spec.Deadline; d == nil {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionAtRisk)
+	} else {
+		p := v.pace(now)
+		minute := func(t time.Time) string { return t.UTC().Truncate(time.Minute).Format(time.RFC3339) }
+		switch {
+		case complete || st.FirstFailure != nil && v.stopped != nil:
+			set(ConditionAtRisk, false, "Ended", "the rollout ended; its deadline was "+minute(d.Time))
+		case !p.AtRisk:
+			set(ConditionAtRisk, false, "OnTime", fmt.Sprintf("one node at a time ends by the deadline %s: predicted end %s", minute(d.Time), minute(p.PredictedEnd)))
+		case p.PredictedEnd.After(d.Time):
+			set(ConditionAtRisk, true, "DeadlineMissed", fmt.Sprintf("predicted end %s, after the deadline %s even with %d nodes at once (spec.maxConcurrency)", minute(p.PredictedEnd), minute(d.Time), p.Limit))
+		default:
+			set(ConditionAtRisk, true, "PaceRaised", fmt.Sprintf("one node at a time would end after the deadline %s: %d nodes at once now, predicted end %s", minute(d.Time), p.Limit, minute(p.PredictedEnd)))
+		}
+	}
 	return st, nil
 }
 

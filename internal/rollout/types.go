@@ -75,13 +75,13 @@ type Spec struct {
 	Paused bool `json:"paused,omitempty"`
 	// Aborted: no node starts the rollout any more, for good.
 	Aborted bool `json:"aborted,omitempty"`
-	// Deadline: when every selected node should be done. A campaign
-	// predicted to end after it raises how many nodes go at once (never
-	// above the policy's limits and MaxConcurrency) and says it is at
-	// risk.
+	// Deadline: when every selected node should be done. The rollout
+	// then starts one node at a time and lets more in only as its
+	// predicted end needs (Pace), and says when one at a time would miss
+	// it (condition AtRisk).
 	Deadline *metav1.Time `json:"deadline,omitempty"`
-	// MaxConcurrency bounds how many nodes run the rollout at once when
-	// the deadline raises it; none: the policy's limits alone.
+	// MaxConcurrency bounds how many of the rollout's nodes are in it
+	// (queued or running) at once; none: no bound of its own.
 	MaxConcurrency *int `json:"maxConcurrency,omitempty"`
 }
 

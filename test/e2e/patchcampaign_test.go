@@ -93,7 +93,8 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 	ctl := nodecreds.CtlFor(e)
 	create := func(name string) time.Time {
 		t.Helper()
-		if out, err := ctl.Run(e.Ctx, "rollout", "create", name, "--patch", "all", "--include", "kpt-*", "--stage", "1", "--stage", "all", "--key", key.Private); err != nil {
+		if out, err := ctl.Run(e.Ctx, "rollout", "create", name, "--patch", "all", "--include", "kpt-*", "--stage", "1", "--stage", "all",
+			"-l", cluster.LabelTestEnv+"="+e.ID, "--key", key.Private); err != nil {
 			t.Fatalf("rollout create %s: %v\n%s", name, err, out)
 		}
 		return time.Now()

@@ -42,7 +42,8 @@ fi
 		t.Fatal(err)
 	}
 	ctl := nodecreds.CtlFor(e)
-	if out, err := ctl.Run(e.Ctx, "rollout", "create", "kernel", "--script", script, "--reboot", "auto", "--stage", "all", "--key", key.Private); err != nil {
+	if out, err := ctl.Run(e.Ctx, "rollout", "create", "kernel", "--script", script, "--reboot", "auto", "--stage", "all",
+		"-l", cluster.LabelTestEnv+"="+e.ID, "--key", key.Private); err != nil {
 		t.Fatalf("rollout create: %v\n%s", err, out)
 	}
 	wctx, cancel := context.WithTimeout(e.Ctx, 2*cluster.DefaultTimeout)
