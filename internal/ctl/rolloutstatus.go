@@ -307,6 +307,8 @@ func setLine(r *rollout.MaintenanceRollout) string {
 func paceLine(v rolloutView) string {
 	d, p := v.r.Spec.Deadline, v.pace
 	switch {
+	case d != nil && p.Left == 0:
+		return fmt.Sprintf("deadline %s: no node is left", d.UTC().Format(time.RFC3339))
 	case d != nil && p.AtRisk && p.PredictedEnd.After(d.Time):
 		return fmt.Sprintf("deadline %s: AT RISK, predicted end %s even with %d nodes at once (%d left, about %s each)", d.UTC().Format(time.RFC3339), p.PredictedEnd.UTC().Format(time.RFC3339), p.Limit, p.Left, p.Takes.Round(time.Second))
 	case d != nil && p.AtRisk:

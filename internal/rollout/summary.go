@@ -109,16 +109,19 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen See
 		meta.RemoveStatusCondition(&st.Conditions, ConditionAtRisk)
 	} else {
 		p := v.pace(now)
-		minute := func(t time.Time) string { return t.UTC().Truncate(time.Minute).Format(time.RFC3339) }
+		// The deadline as given; the predicted end to the minute, so that
+		// the condition does not change with every look.
+		exact := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+		minute := func(t time.Time) string { return "about " + t.UTC().Truncate(time.Minute).Format("2006-01-02T15:04Z") }
 		switch {
 		case complete || st.FirstFailure != nil && v.stopped != nil:
-			set(ConditionAtRisk, false, "Ended", "the rollout ended; its deadline was "+minute(d.Time))
+			set(ConditionAtRisk, false, "Ended", "the rollout ended; its deadline was "+exact(d.Time))
 		case !p.AtRisk:
-			set(ConditionAtRisk, false, "OnTime", fmt.Sprintf("one node at a time ends by the deadline %s: predicted end %s", minute(d.Time), minute(p.PredictedEnd)))
+			set(ConditionAtRisk, false, "OnTime", fmt.Sprintf("one node at a time ends by the deadline %s: predicted end %s", exact(d.Time), minute(p.PredictedEnd)))
 		case p.PredictedEnd.After(d.Time):
-			set(ConditionAtRisk, true, "DeadlineMissed", fmt.Sprintf("predicted end %s, after the deadline %s even with %d nodes at once (spec.maxConcurrency)", minute(p.PredictedEnd), minute(d.Time), p.Limit))
+			set(ConditionAtRisk, true, "DeadlineMissed", fmt.Sprintf("predicted end %s, after the deadline %s even with %d nodes at once (spec.maxConcurrency)", minute(p.PredictedEnd), exact(d.Time), p.Limit))
 		default:
-			set(ConditionAtRisk, true, "PaceRaised", fmt.Sprintf("one node at a time would end after the deadline %s: %d nodes at once now, predicted end %s", minute(d.Time), p.Limit, minute(p.PredictedEnd)))
+			set(ConditionAtRisk, true, "PaceRaised", fmt.Sprintf("one node at a time would end after the deadline %s: %d nodes at once now, predicted end %s", exact(d.Time), p.Limit, minute(p.PredictedEnd)))
 		}
 	}
 	return st, nil

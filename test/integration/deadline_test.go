@@ -18,7 +18,7 @@ import (
 
 // A rollout with a deadline that one node at a time would miss: six nodes
 // whose script takes 8 seconds, a policy that lets three go at once, a
-// deadline 45 seconds away, maxConcurrency 3. The rollout says it is at
+// deadline 60 seconds away, maxConcurrency 3. The rollout says it is at
 // risk, goes more than one node at a time (never more than three, what
 // the scripts' own start and end times say, not the agents), and every
 // node is done before the deadline.
@@ -33,7 +33,7 @@ func TestADeadlineRaisesTheRolloutsPace(t *testing.T) {
 	agents := rolloutAgents(t, e, nodes, key)
 	script := writeScript(t, "date +%s.%N >> ../../starts\nsleep 8\ndate +%s.%N >> ../../ends\n")
 	ctl := nodecreds.CtlFor(e)
-	deadline := time.Now().Add(45 * time.Second).Truncate(time.Second)
+	deadline := time.Now().Add(60 * time.Second).Truncate(time.Second)
 	if out, err := ctl.Run(e.Ctx, "rollout", "create", "soon", "--script", script, "--stage", "all", "--reboot", "never", "-l", cluster.LabelTestEnv+"="+e.ID,
 		"--deadline", deadline.UTC().Format(time.RFC3339), "--max-concurrency", "3", "--key", key.Private); err != nil {
 		t.Fatalf("rollout create: %v\n%s", err, out)
