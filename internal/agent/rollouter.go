@@ -14,6 +14,7 @@ import (
 	"github.com/kustodian/kustodian/internal/config"
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
+	"github.com/kustodian/kustodian/internal/metrics"
 )
 
 // rollouter is the agent's part in the MaintenanceRollouts, beside its
@@ -41,6 +42,8 @@ type rollouter struct {
 	poke  func()
 	// label sets one label of this node's Node (nil removes it).
 	label func(ctx context.Context, key string, value *string) error
+	// deadlines puts the rollouts' deadlines in the metrics.
+	deadlines func(map[string]metrics.Deadline)
 
 	// The MaintenanceRollouts' metadata and the Nodes' (nil unless
 	// rollouts.enabled and the CRD is installed).
@@ -69,6 +72,6 @@ func newRollouter(a *Agent) *rollouter {
 		exe = "/usr/bin/kustodian"
 	}
 	return &rollouter{cfg: a.cfg.Rollouts, stateDir: a.cfg.StateDir, node: a.node, log: a.log, now: a.now, exe: exe, sentinel: a.cfg.RebootSentinel,
-		kube: a.kube, dyn: a.caches.dyn, jobs: a.jobs.store, files: a.files, event: a.nodeEvent, poke: a.poke, label: a.nodes.label,
+		kube: a.kube, dyn: a.caches.dyn, jobs: a.jobs.store, files: a.files, event: a.nodeEvent, poke: a.poke, label: a.nodes.label, deadlines: a.deadlineMetrics,
 		copies: map[string]*rolloutCopy{}, reread: map[string]bool{}, refusedAt: map[string]time.Time{}}
 }

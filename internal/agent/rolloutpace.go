@@ -3,12 +3,15 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kustodian/kustodian/internal/metrics"
 	"github.com/kustodian/kustodian/internal/rollout"
 )
 
@@ -38,4 +41,35 @@ func (ro *rollouter) sayAtRisk(ctx context.Context, before, after *unstructured.
 	}
 	ro.log.Warn("a rollout's deadline is at risk", "rollout", after.GetName(), "reason", c.Reason, "message", c.Message)
 	ro.event(ctx, m.UID, corev1.EventTypeWarning, ReasonRolloutAtRisk, fmt.Sprintf("rollout %s: %s", after.GetName(), c.Message))
+}
+
+// observeDeadlines puts the deadlines of the rollouts this agent follows
+// in its metrics: each one's predicted end and whether it is at risk.
+func (ro *rollouter) observeDeadlines(rs []cachedRollout, nodes []rollout.NodeFacts) {
+	if ro.deadlines == nil {
+		return
+	}
+	out := map[string]metrics.Deadline{}
+	for _, c := range rs {
+		d := c.r.Spec.Deadline
+		if d == nil {
+			continue
+		}
+		p, err := rollout.PaceOf(c.r, nodes, ro.now())
+		if err != nil {
+			continue
+		}
+		out[c.r.Name] = metrics.Deadline{Deadline: d.Time.UTC(), PredictedEnd: p.PredictedEnd.UTC().Truncate(time.Minute),
+			AtRisk: meta.IsStatusConditionTrue(c.r.Status.Conditions, rollout.ConditionAtRisk)}
+	}
+	ro.deadlines(out)
+}
+
+// deadlineMetrics keeps the rollouts' deadlines in the metrics when they
+// changed.
+func (a *Agent) deadlineMetrics(d map[string]metrics.Deadline) {
+	if a.metrics.store == nil || maps.Equal(a.metrics.store.Data().Deadlines, d) || len(d) == 0 && len(a.metrics.store.Data().Deadlines) == 0 {
+		return
+	}
+	a.updateMetrics(func(m *metrics.Data) { m.Deadlines = d })
 }

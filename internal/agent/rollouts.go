@@ -60,6 +60,7 @@ func (ro *rollouter) step(ctx context.Context, state lock.State, node *corev1.No
 		return err
 	}
 	ro.observeStages(rs, nodes)
+	ro.observeDeadlines(rs, nodes)
 	for _, r := range rs {
 		if err := ro.reportRollout(ctx, r, nodes, state); err != nil {
 			return err

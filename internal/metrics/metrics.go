@@ -98,6 +98,10 @@ type Data struct {
 	// FailingSince; 0 (and zero) after a step that succeeded.
 	StepFailures int       `json:"stepFailures"`
 	FailingSince time.Time `json:"failingSince"`
+
+	// Deadlines are the rollouts with a deadline, by name, as this agent
+	// last saw them.
+	Deadlines map[string]Deadline `json:"deadlines,omitempty"`
 }
 
 // Store keeps Data in dir/metrics.json and writes it to the textfile.
@@ -202,6 +206,14 @@ func (s *Store) Update(change func(d *Data)) error {
 	return errors.Join(errs...)
 }
 
+// Deadline is a rollout's deadline, its predicted end (to the minute) and
+// whether it is at risk (its condition AtRisk).
+type Deadline struct {
+	Deadline     time.Time `json:"deadline"`
+	PredictedEnd time.Time `json:"predictedEnd"`
+	AtRisk       bool      `json:"atRisk"`
+}
+
 // SetState records a transition; the same state again changes nothing.
 func (d *Data) SetState(state string, at time.Time) {
 	if d.State == state && !d.StateSince.IsZero() {
@@ -248,12 +260,15 @@ var (
 	descMaintenance = prometheus.NewDesc("kustodian_maintenance_duration_seconds", "From the node drained to the request removed.", nil, nil)
 	descFailures    = prometheus.NewDesc("kustodian_step_failures", "The agent's steps that failed in a row (0 after one that succeeded): an agent that retries the same failing step says so here.", nil, nil)
 	descFailing     = prometheus.NewDesc("kustodian_failing_since_timestamp_seconds", "Since when the agent's steps fail without one succeeding (Unix time); 0 while they succeed.", nil, nil)
+	descAtRisk      = prometheus.NewDesc("kustodian_rollout_at_risk", "1 while a rollout's deadline is at risk (its condition AtRisk), as this agent sees it; every agent of the rollout's namespace says it (aggregate with max).", []string{"rollout"}, nil)
+	descDeadline    = prometheus.NewDesc("kustodian_rollout_deadline_timestamp_seconds", "A rollout's deadline (Unix time).", []string{"rollout"}, nil)
+	descPredicted   = prometheus.NewDesc("kustodian_rollout_predicted_end_timestamp_seconds", "When a rollout with a deadline is predicted to end (Unix time, to the minute).", []string{"rollout"}, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBuild, descState, descStateSince, descRequested, descLockHeld, descPosition,
 		descBlocked, descMaint, descEvictions, descReboots, descLastSuccess, descUpdated, descWait, descDrain, descMaintenance,
-		descFailures, descFailing} {
+		descFailures, descFailing, descAtRisk, descDeadline, descPredicted} {
 		ch <- d
 	}
 }
@@ -269,6 +284,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	maint := make(map[string]uint64, len(d.Maintenances))
 	for k, v := range d.Maintenances {
 		maint[k] = v
+	}
+	deadlines := make(map[string]Deadline, len(d.Deadlines))
+	for k, v := range d.Deadlines {
+		deadlines[k] = v
 	}
 	c.s.mu.Unlock()
 
@@ -303,6 +322,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descUpdated, unix(updated))
 	gauge(descFailures, float64(d.StepFailures))
 	gauge(descFailing, unix(d.FailingSince))
+	for name, dl := range deadlines {
+		gauge(descAtRisk, b2f(dl.AtRisk), name)
+		gauge(descDeadline, unix(dl.Deadline), name)
+		gauge(descPredicted, unix(dl.PredictedEnd), name)
+	}
 	for _, h := range []struct {
 		desc *prometheus.Desc
 		h    Histogram

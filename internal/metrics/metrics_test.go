@@ -141,9 +141,11 @@ func TestPromtoolAcceptsTheTextfile(t *testing.T) {
 		d.Blocked = map[string]bool{"window": true}
 		d.Drain.Observe(time.Minute)
 		d.Ended(ResultFailed, time.Now())
+		d.Deadlines = map[string]Deadline{"cve-2026-1234": {Deadline: time.Now().Add(time.Hour), PredictedEnd: time.Now().Add(2 * time.Hour), AtRisk: true}}
 	}); err != nil {
 		t.Fatal(err)
 	}
+	wantLines(t, read(t, textfile), `kustodian_rollout_at_risk{rollout="cve-2026-1234"} 1`)
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = strings.NewReader(read(t, textfile))
 	if out, err := cmd.CombinedOutput(); err != nil {

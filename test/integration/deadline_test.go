@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kustodian/kustodian/internal/metrics"
 	"github.com/kustodian/kustodian/internal/rollout"
 	"github.com/kustodian/kustodian/test/cluster"
 	"github.com/kustodian/kustodian/test/nodecreds"
@@ -102,6 +103,18 @@ func TestADeadlineRaisesTheRolloutsPace(t *testing.T) {
 	if ended.After(deadline) {
 		t.Errorf("the rollout ended at %s, after its deadline %s", ended.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
 	}
+	// The agents' metrics say the deadline too.
+	a := agents[nodes[0]]
+	e.Eventually("the deadline in an agent's metrics", cluster.DefaultTimeout, func(context.Context) error {
+		d, _, err := metrics.Read(a.spec.StateDir())
+		if err != nil {
+			return err
+		}
+		if got := d.Deadlines["soon"]; !got.Deadline.Equal(deadline) {
+			return fmt.Errorf("deadlines %+v", d.Deadlines)
+		}
+		return nil
+	})
 	out, err := ctl.Run(e.Ctx, "rollout", "status", "soon")
 	if err != nil || !strings.Contains(out, "deadline "+deadline.UTC().Format(time.RFC3339)) {
 		t.Errorf("rollout status does not show the deadline: %v\n%s", err, out)
