@@ -44,6 +44,7 @@ const (
 	CheckKubeconfig       = "kubeconfig"
 	CheckKured            = "kured-sentinel"
 	CheckKubeletEvictions = "kubelet-evictions"
+	CheckSelfUpdates      = "self-updates"
 )
 
 // DropIn is a logind configuration file that sets InhibitDelayMaxSec.
@@ -99,6 +100,13 @@ type Facts struct {
 	KubeletKubeconfig string
 	KubeletUser       string
 	KubeletErr        error
+
+	// SelfUpdates is what installs package updates on the host by itself,
+	// outside the queue ("": nothing); RolloutsEnabled, whether the host
+	// runs rollouts (patch campaigns among them).
+	SelfUpdates     string
+	SelfUpdatesErr  error
+	RolloutsEnabled bool
 }
 
 // Inhibitor is one logind inhibitor lock.
@@ -120,7 +128,7 @@ const askSystemd = "run kustodian doctor as root on the host itself, booted with
 
 // Run runs every check, in a fixed order.
 func Run(f Facts) []Finding {
-	return []Finding{inhibitDelay(f), kubeletInhibitor(f), pathUnit(f), kubeconfig(f), kured(f), kubeletEvictions(f)}
+	return []Finding{inhibitDelay(f), kubeletInhibitor(f), pathUnit(f), kubeconfig(f), kured(f), kubeletEvictions(f), selfUpdates(f)}
 }
 
 // AtStart are the checks the agent makes when it starts (the host's own
@@ -366,6 +374,27 @@ func kubeletEvictions(f Facts) Finding {
 		r.Fix = "set drain.kubeletKubeconfig to this node's kubelet kubeconfig"
 	default:
 		r.Status, r.Message = OK, fmt.Sprintf("the agent evicts as %s with %s: this node is ready for kustodian-ctl install --kubelet-evictions", f.KubeletUser, f.KubeletKubeconfig)
+	}
+	return r
+}
+
+// selfUpdates warns of a host whose own updater installs packages by
+// itself, on every node within the same hour, beside the patch campaigns
+// the host runs.
+func selfUpdates(f Facts) Finding {
+	r := Finding{Check: CheckSelfUpdates}
+	switch {
+	case f.SelfUpdatesErr != nil:
+		r.Status, r.Message = Unknown, "cannot tell whether the host installs updates by itself: "+f.SelfUpdatesErr.Error()
+		r.Fix = "run kustodian doctor as root on the host itself"
+	case f.SelfUpdates == "":
+		r.Status, r.Message = OK, "nothing installs package updates on this host by itself"
+	case !f.RolloutsEnabled:
+		r.Status, r.Message = OK, f.SelfUpdates+" installs package updates by itself (this host runs no rollouts, so no patch campaign)"
+	default:
+		r.Status = Warn
+		r.Message = f.SelfUpdates + " installs package updates on this host by itself, outside the queue, while patch campaigns install them through it"
+		r.Fix = "kustodian patch takeover (its downloads go on; only patch campaigns install), or the Ansible role's kustodian_patch_takeover: true"
 	}
 	return r
 }

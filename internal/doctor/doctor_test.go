@@ -176,3 +176,23 @@ func TestParseTimespan(t *testing.T) {
 		}
 	}
 }
+
+// A host that runs rollouts and whose own updater still installs by
+// itself is warned, with the fix; one that runs none is not.
+func TestSelfUpdatesWarnsWhereCampaignsRun(t *testing.T) {
+	u := "unattended-upgrades (APT::Periodic::Unattended-Upgrade \"1\")"
+	for _, c := range []struct {
+		f    Facts
+		want Status
+	}{
+		{Facts{SelfUpdates: u, RolloutsEnabled: true}, Warn},
+		{Facts{SelfUpdates: u}, OK},
+		{Facts{RolloutsEnabled: true}, OK},
+		{Facts{SelfUpdatesErr: errors.New("apt-config: not found"), RolloutsEnabled: true}, Unknown},
+	} {
+		r := selfUpdates(c.f)
+		if r.Status != c.want || r.Status == Warn && !strings.Contains(r.Fix, "kustodian patch takeover") {
+			t.Errorf("%+v: %+v, want %s", c.f, r, c.want)
+		}
+	}
+}

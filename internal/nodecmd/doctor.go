@@ -23,6 +23,7 @@ import (
 	"github.com/kustodian/kustodian/internal/doctor"
 	"github.com/kustodian/kustodian/internal/identity"
 	"github.com/kustodian/kustodian/internal/login1"
+	"github.com/kustodian/kustodian/internal/patch"
 )
 
 // KubeletConfigs are where kubelets keep their configuration file, tried
@@ -120,6 +121,8 @@ func gatherDoctorFacts(ctx context.Context, cfg config.Agent, kubeletConfig stri
 	f.PathUnitFileState, f.PathUnitActiveState, f.PathUnitErr = unitState(ctx, "kustodian.path")
 
 	f.KubeletKubeconfig, f.KubeletUser, f.KubeletErr = kubeletIdentity(ctx, cfg)
+	f.RolloutsEnabled = cfg.Rollouts.Enabled
+	f.SelfUpdates, f.SelfUpdatesErr = patch.SelfUpdates(ctx, "/", patch.Exec(io.Discard))
 	if _, err := loadKubeconfig(cfg.Kubeconfig); err != nil {
 		f.ReachErr = err
 		f.KuredErr = errors.New("the node's kubeconfig cannot be used")

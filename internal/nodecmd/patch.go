@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -24,7 +26,7 @@ node, drained, under its lock: the first node resolves the set of versions to in
 and every later node installs exactly that set. "kustodian patch plan" shows what a
 campaign would install on this host now, without installing anything.`,
 	}
-	cmd.AddCommand(newPatchPlanCommand(), newPatchApplyCommand(), newPatchRollbackCommand())
+	cmd.AddCommand(newPatchPlanCommand(), newPatchApplyCommand(), newPatchRollbackCommand(), newPatchTakeoverCommand())
 	return cmd
 }
 
@@ -136,4 +138,41 @@ func jobDir(args []string) string {
 
 func sayTo(w io.Writer) func(string, ...any) {
 	return func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+}
+
+func newPatchTakeoverCommand() *cobra.Command {
+	var undo bool
+	cmd := &cobra.Command{
+		Use:   "takeover [--undo]",
+		Short: "Let only patch campaigns install updates: unattended-upgrades and dnf-automatic download only",
+		Long: `takeover stops the host's own updaters from installing package updates by
+themselves (on every node within the same hour), so that installs happen only
+through patch campaigns, under the queue's lock, canaried. Their downloads go on.
+It writes /` + patch.AptTakeover + ` (APT::Periodic::Unattended-Upgrade "0"),
+/` + patch.DnfTakeover + ` (dnf-automatic downloads only) and masks
+/` + patch.DnfInstallTimer + `. --undo removes what it wrote. kustodian doctor
+warns of a host that runs rollouts and still installs by itself.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			did, err := patch.Takeover("/", undo)
+			for _, d := range did {
+				fmt.Fprintln(cmd.OutOrStdout(), d)
+			}
+			if err != nil {
+				return err
+			}
+			if len(did) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "nothing to change")
+				return nil
+			}
+			if _, err := os.Stat("/run/systemd/system"); err == nil {
+				if out, err := exec.CommandContext(cmd.Context(), "systemctl", "daemon-reload").CombinedOutput(); err != nil {
+					return fmt.Errorf("systemctl daemon-reload: %v: %s", err, strings.TrimSpace(string(out)))
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&undo, "undo", false, "remove what takeover wrote: the updaters install by themselves again")
+	return cmd
 }
