@@ -101,14 +101,24 @@ func (r *flatRepo) trust(h *host) {
 // with a postinst that fails when failing.
 func testDeb(t *testing.T, dir, name, version, needs string, failing bool) string {
 	t.Helper()
+	postinst := ""
+	if failing {
+		postinst = "#!/bin/sh\necho 'postinst: this version does not configure' >&2\nexit 1\n"
+	}
+	return testDebWith(t, dir, name, version, needs, postinst)
+}
+
+// testDebWith builds a package of the test with postinst ("": none).
+func testDebWith(t *testing.T, dir, name, version, needs, postinst string) string {
+	t.Helper()
 	root := filepath.Join(t.TempDir(), name+"-"+version)
 	control := fmt.Sprintf("Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: Kustodian tests <tests@kustodian.invalid>\nDescription: a package of the patch campaign tests\n", name, version)
 	if needs != "" {
 		control += "Depends: " + needs + "\n"
 	}
 	writeFile(t, filepath.Join(root, "DEBIAN/control"), []byte(control), 0o644)
-	if failing {
-		writeFile(t, filepath.Join(root, "DEBIAN/postinst"), []byte("#!/bin/sh\necho 'postinst: this version does not configure' >&2\nexit 1\n"), 0o755)
+	if postinst != "" {
+		writeFile(t, filepath.Join(root, "DEBIAN/postinst"), []byte(postinst), 0o755)
 	}
 	writeFile(t, filepath.Join(root, "usr/share", name, "version"), []byte(version+"\n"), 0o644)
 	out := filepath.Join(dir, name+"_"+version+"_all.deb")

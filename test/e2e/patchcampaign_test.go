@@ -58,9 +58,11 @@ func readRollout(ctx context.Context, dyn dynamic.Interface, ns, name string) (*
 // resolves and installs v2 of a test package (and the library it needs)
 // from a signed repository on loopback, alone; v3 is published before
 // the campaign goes on, and the other hosts install exactly v2; each
-// node's entry says what it changed. A second campaign, whose v4 fails in
-// its postinst, is rolled back to v2 on its first host, which is held,
-// and stops there: no other host is touched.
+// node's entry says what it changed. A campaign of a package that needs a
+// reboot reboots its canary (through the agent, the lock kept) and gives
+// it back after the boot. A campaign whose v4 fails in its postinst is
+// rolled back to v2 on its first host, which is held, and stops there: no
+// other host is touched.
 func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 	e := cluster.New(t)
 	key := nodecreds.NewRolloutKey(t)
@@ -71,13 +73,16 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 	lib := func(v string) string { return testDeb(t, debs, "kpt-lib", v, "", false) }
 	app1, app2, app3, app4 := app("1", false), app("2", false), app("3", false), app("4", true)
 	lib1, lib2 := lib("1"), lib("2")
+	// A package whose v2 needs a reboot (its postinst leaves Debian's
+	// sentinel, as a kernel's does).
+	rb1, rb2 := testDebWith(t, debs, "kpt-rb", "1", "", ""), testDebWith(t, debs, "kpt-rb", "2", "", "#!/bin/sh\ntouch /run/reboot-required\n")
 	repo := newFlatRepo(t)
-	repo.publish(app1, lib1)
+	repo.publish(app1, lib1, rb1)
 	var hosts []*host
 	for i := range 3 {
 		h := newHost(t, e, i)
 		repo.trust(h)
-		for _, args := range [][]string{{"update"}, {"install", "kpt-app"}} {
+		for _, args := range [][]string{{"update"}, {"install", "kpt-app", "kpt-rb"}} {
 			if out, err := h.apt(args...); err != nil {
 				t.Fatalf("%s: apt-get %s: %v\n%s", h.Name, strings.Join(args, " "), err, out)
 			}
@@ -91,9 +96,9 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctl := nodecreds.CtlFor(e)
-	create := func(name string) time.Time {
+	create := func(name, include string) time.Time {
 		t.Helper()
-		if out, err := ctl.Run(e.Ctx, "rollout", "create", name, "--patch", "all", "--include", "kpt-*", "--stage", "1", "--stage", "all",
+		if out, err := ctl.Run(e.Ctx, "rollout", "create", name, "--patch", "all", "--include", include, "--stage", "1", "--stage", "all",
 			"-l", cluster.LabelTestEnv+"="+e.ID, "--key", key.Private); err != nil {
 			t.Fatalf("rollout create %s: %v\n%s", name, err, out)
 		}
@@ -140,7 +145,7 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 
 	// The canary: v2 published, the campaign made.
 	repo.publish(app1, app2, lib1, lib2)
-	start := create("kpt")
+	start := create("kpt", "kpt-[al]*")
 	r := settled("kpt", 1, rollout.Succeeded, rollout.Failed, rollout.RolledBack)
 	canaryTime := time.Since(start)
 	canary := byName(r.Status.Nodes[0].Name)
@@ -230,10 +235,44 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 	}
 	t.Logf("kustodian-ctl rollout report kpt -o csv:\n%s", out)
 
+	// A campaign whose package needs a reboot: its canary installs it,
+	// reboots (nspawn exits 133), and after the boot is given back with
+	// its entry saying it rebooted.
+	repo.publish(app1, app2, app3, lib1, lib2, rb1, rb2)
+	start = create("kpt-rb", "kpt-rb")
+	var rebooting *host
+	e.Eventually("the reboot campaign taken", cluster.DefaultTimeout, func(ctx context.Context) error {
+		r, err := readRollout(ctx, dyn, e.Namespace, "kpt-rb")
+		if err != nil {
+			return err
+		}
+		if len(r.Status.Nodes) == 0 {
+			return fmt.Errorf("no entry yet")
+		}
+		rebooting = byName(r.Status.Nodes[0].Name)
+		return nil
+	})
+	wctx, cancel := context.WithTimeout(e.Ctx, 2*cluster.DefaultTimeout)
+	code, err := rebooting.WaitExit(wctx)
+	cancel()
+	if err != nil || code != 133 {
+		t.Fatalf("%s exited %d (%v), want 133: the campaign should have rebooted it\n%s", rebooting.Name, code, err, rebooting.Journal(e.Ctx, ""))
+	}
+	if err := rebooting.Boot(e.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	r = settled("kpt-rb", 1, rollout.Succeeded, rollout.Failed, rollout.RolledBack)
+	rebootTime := time.Since(start)
+	if en := r.Status.Nodes[0]; en.State != rollout.Succeeded || !en.Rebooted || rebooting.version("kpt-rb") != "2" {
+		t.Fatalf("the reboot campaign's canary: entry %+v, kpt-rb %s; want Succeeded, rebooted, at 2", en, rebooting.version("kpt-rb"))
+	}
+	givenBack(rebooting)
+	t.Logf("kpt-rb on %s: resolved, installed, rebooted and given back %s after the campaign was made", rebooting.Name, rebootTime.Round(time.Millisecond))
+
 	// v4, whose postinst fails: its canary rolls back to v2 and is held;
 	// the campaign stops there.
 	repo.publish(app1, app2, app3, app4, lib1, lib2)
-	start = create("kpt-v4")
+	start = create("kpt-v4", "kpt-[al]*")
 	r = settled("kpt-v4", 1, rollout.Succeeded, rollout.Failed, rollout.RolledBack)
 	rollbackTime := time.Since(start)
 	en := r.Status.Nodes[0]
