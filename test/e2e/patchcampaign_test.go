@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
@@ -127,6 +128,20 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 		})
 		return r
 	}
+	// conditionTrue waits until the rollout's condition kind is true.
+	conditionTrue := func(name, kind string) {
+		t.Helper()
+		e.Eventually(name+" "+kind, cluster.DefaultTimeout, func(ctx context.Context) error {
+			r, err := readRollout(ctx, dyn, e.Namespace, name)
+			if err != nil {
+				return err
+			}
+			if !meta.IsStatusConditionTrue(r.Status.Conditions, kind) {
+				return fmt.Errorf("conditions %+v", r.Status.Conditions)
+			}
+			return nil
+		})
+	}
 	givenBack := func(h *host) {
 		h.waitFor(h.Name+" given back", func() error {
 			if h.exists("var/maintenance-required") || nodeUnschedulable(t, e, h.Name) || lockHolder(t, e) != "" {
@@ -197,16 +212,7 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 		}
 		givenBack(h)
 	}
-	e.Eventually("the campaign Complete", cluster.DefaultTimeout, func(ctx context.Context) error {
-		r, err := readRollout(ctx, dyn, e.Namespace, "kpt")
-		if err != nil {
-			return err
-		}
-		if c := condition(r, "Complete"); c != metav1.ConditionTrue {
-			return fmt.Errorf("condition Complete %q: %+v", c, r.Status.Conditions)
-		}
-		return nil
-	})
+	conditionTrue("kpt", rollout.ConditionComplete)
 	if out, err := ctl.Run(e.Ctx, "rollout", "status", "kpt"); err != nil || !strings.Contains(out, "Complete: 3 of 3 nodes succeeded") {
 		t.Errorf("rollout status: %v\n%s", err, out)
 	} else {
@@ -294,26 +300,7 @@ func TestPatchCampaignInstallsTheCanarysSetAcrossTheFleet(t *testing.T) {
 	if !nodeUnschedulable(t, e, failed.Name) || lockHolder(t, e) != failed.Name {
 		t.Errorf("%s after its rollback: cordoned %v, lock held by %q; want it held", failed.Name, nodeUnschedulable(t, e, failed.Name), lockHolder(t, e))
 	}
-	e.Eventually("v4's campaign Failed", cluster.DefaultTimeout, func(ctx context.Context) error {
-		r, err := readRollout(ctx, dyn, e.Namespace, "kpt-v4")
-		if err != nil {
-			return err
-		}
-		if c := condition(r, "Failed"); c != metav1.ConditionTrue {
-			return fmt.Errorf("condition Failed %q: %+v", c, r.Status.Conditions)
-		}
-		return nil
-	})
+	conditionTrue("kpt-v4", rollout.ConditionFailed)
 	t.Logf("v4 on %s: resolved, failed in its postinst, rolled back to v2 and held %s after the campaign was made; entry: %s",
 		failed.Name, rollbackTime.Round(time.Millisecond), en.Message)
-}
-
-// condition is the status of a rollout's condition ("" when it has none).
-func condition(r *rollout.MaintenanceRollout, kind string) metav1.ConditionStatus {
-	for _, c := range r.Status.Conditions {
-		if c.Type == kind {
-			return c.Status
-		}
-	}
-	return ""
 }

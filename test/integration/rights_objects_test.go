@@ -182,6 +182,9 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 	}
 	older := campaign("rights-older", patchSet(b, "signed-before", true), entry(a, rollout.Waiting), entry(b, rollout.Succeeded))
 	claimed := campaign("rights-claimed", patchSet(a, sig, false), entry(a, rollout.Succeeded), entry(b, rollout.Running))
+	// And one whose set B proved for the spec now: every field of the set
+	// is tried (no value given), and none may change.
+	proved := campaign("rights-proved", patchSet(b, sig, true), entry(a, rollout.Waiting), entry(b, rollout.Succeeded))
 
 	review := func(ctx context.Context) error {
 		_, err := asA.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{
@@ -215,6 +218,8 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 			obj: ro, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, sig, false)}},
 		"a patch campaign whose set is of a spec signed before": {gvr: rollout.GVR, gvk: schema.GroupVersionKind{Group: rollout.Group, Version: rollout.Version, Kind: "MaintenanceRollout"},
 			obj: older, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, sig, false)}},
+		"a patch campaign whose set another node proved": {gvr: rollout.GVR, gvk: schema.GroupVersionKind{Group: rollout.Group, Version: rollout.Version, Kind: "MaintenanceRollout"},
+			obj: proved, listKeys: map[string]string{"status.nodes": "name"}},
 		"a patch campaign whose set this node claimed": {gvr: rollout.GVR, gvk: schema.GroupVersionKind{Group: rollout.Group, Version: rollout.Version, Kind: "MaintenanceRollout"},
 			obj: claimed, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, sig, true)}},
 	}
