@@ -50,7 +50,7 @@ func (h *host) Simulate(_ context.Context, set []Package) ([]Candidate, error) {
 		if rel == "" {
 			rel = "main"
 		}
-		out = append(out, Candidate{Package: p, Release: rel})
+		out = append(out, Candidate{Package: p, Release: rel, Security: IsSecurity(rel)})
 	}
 	return out, err
 }

@@ -326,7 +326,7 @@ func parseAptSimulation(out []byte) ([]Candidate, error) {
 			if m == nil {
 				return nil, fmt.Errorf("apt-get -s: cannot read %q", line)
 			}
-			got = append(got, Candidate{Package: Package{Name: m[1], From: m[2], To: m[3]}, Release: m[4]})
+			got = append(got, Candidate{Package: Package{Name: m[1], From: m[2], To: m[3]}, Release: m[4], Security: IsSecurity(m[4])})
 		case strings.HasPrefix(line, "Remv "):
 			return nil, fmt.Errorf("apt-get -s would remove a package (%s): a patch campaign removes none", strings.TrimPrefix(line, "Remv "))
 		}

@@ -29,11 +29,11 @@ Conf libfoo1 (2.0-1 localrepo:kustodian/test [all])
 		t.Fatal(err)
 	}
 	want := []Candidate{
-		{pkg("base-files", "12.4+deb12u11", "12.4+deb12u15"), "Debian:12.15/oldstable"},
-		{pkg("libgcrypt20-dev", "1.10.1-3", "1.10.1-3+deb12u1"), "Debian:12.15/oldstable, Debian-Security:12/oldstable-security"},
-		{pkg("libfoo1", "", "2.0-1"), "localrepo:kustodian/test"},
-		{pkg("libpam-modules-bin", "1.5.2-6+deb12u1", "1.5.2-6+deb12u3"), "Debian-Security:12/oldstable-security"},
-		{pkg("libc6:i386", "2.36-9", "2.36-9+deb12u14"), "Debian:12.15/oldstable"},
+		{pkg("base-files", "12.4+deb12u11", "12.4+deb12u15"), "Debian:12.15/oldstable", false},
+		{pkg("libgcrypt20-dev", "1.10.1-3", "1.10.1-3+deb12u1"), "Debian:12.15/oldstable, Debian-Security:12/oldstable-security", true},
+		{pkg("libfoo1", "", "2.0-1"), "localrepo:kustodian/test", false},
+		{pkg("libpam-modules-bin", "1.5.2-6+deb12u1", "1.5.2-6+deb12u3"), "Debian-Security:12/oldstable-security", true},
+		{pkg("libc6:i386", "2.36-9", "2.36-9+deb12u14"), "Debian:12.15/oldstable", false},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("read\n%+v\nwant\n%+v", got, want)

@@ -25,11 +25,14 @@ type Spec = rollout.PatchSpec
 // was not installed), To the version after.
 type Package = rollout.PackageChange
 
-// Candidate is an update the repositories offer: a package change and
-// where it comes from (the release it is in, as the manager names it).
+// Candidate is an update the repositories offer: a package change, where
+// it comes from (the release it is in, as the manager names it), and
+// whether it is a security update (apt: from a security archive; dnf: a
+// security advisory names it).
 type Candidate struct {
 	Package
-	Release string
+	Release  string
+	Security bool
 }
 
 // Manager is a host's package manager.
@@ -77,7 +80,7 @@ func Select(s Spec, cands []Candidate) []Package {
 
 // Picks says whether s installs c.
 func Picks(s Spec, c Candidate) bool {
-	if s.Updates == rollout.UpdatesSecurity && !IsSecurity(c.Release) {
+	if s.Updates == rollout.UpdatesSecurity && !c.Security {
 		return false
 	}
 	return LeftOut(s, c.Name) == ""
@@ -99,7 +102,7 @@ func match(pattern, name string) bool {
 	return err == nil && ok
 }
 
-// IsSecurity says whether a release is a security one. apt names each
+// IsSecurity says whether an apt release is a security one. apt names each
 // archive that has a version as LABEL:VERSION/ARCHIVE, several joined by
 // ", " (Debian:12.5/stable, Debian-Security:12/stable-security); one whose
 // archive is a -security suite, or whose label is Debian-Security, is.
@@ -121,7 +124,7 @@ func ForHost(log io.Writer) (Manager, error) {
 		return NewApt(log), nil
 	}
 	if _, err := exec.LookPath("dnf"); err == nil {
-		return nil, errors.New("this host has dnf: patch campaigns run on apt hosts only in this version")
+		return NewDnf(log), nil
 	}
-	return nil, errors.New("this host has no package manager Kustodian knows (apt-get)")
+	return nil, errors.New("this host has no package manager Kustodian knows (apt-get, dnf)")
 }

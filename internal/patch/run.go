@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Runner runs a command with env added to the process's own, and returns
@@ -33,20 +34,25 @@ func (e *CommandError) Error() string {
 func Exec(log io.Writer) Runner { return run(log, false) }
 
 // ExecLoud is Exec with the standard output copied to log too: what an
-// install or a removal says.
+// install or a removal says. What it returns is both outputs, as they
+// were written (dnf says a failed scriptlet on its standard error).
 func ExecLoud(log io.Writer) Runner { return run(log, true) }
 
-func run(log io.Writer, loud bool) Runner {
+func run(to io.Writer, loud bool) Runner {
+	if to == nil {
+		to = io.Discard
+	}
+	// The command's two outputs are copied at once.
+	log := &lockedWriter{w: to}
 	return func(ctx context.Context, env []string, name string, args ...string) ([]byte, error) {
 		var out, errs bytes.Buffer
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdout, cmd.Stderr = &out, &errs
-		if log != nil {
-			cmd.Stderr = teeWriter{&errs, log}
-			if loud {
-				cmd.Stdout = teeWriter{&out, log}
-			}
+		cmd.Stdout, cmd.Stderr = &out, teeWriter{&errs, log}
+		if loud {
+			both := &lockedWriter{w: &out}
+			cmd.Stdout = teeWriter{both, log}
+			cmd.Stderr = teeWriter{&errs, teeWriter{both, log}}
 		}
 		err := cmd.Run()
 		var exit *exec.ExitError
@@ -62,6 +68,18 @@ func run(log io.Writer, loud bool) Runner {
 		}
 		return out.Bytes(), nil
 	}
+}
+
+// lockedWriter takes the writes of a command's two outputs one at a time.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 type teeWriter struct {
