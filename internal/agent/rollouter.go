@@ -15,6 +15,7 @@ import (
 	"github.com/kustodian/kustodian/internal/hostfiles"
 	"github.com/kustodian/kustodian/internal/jobs"
 	"github.com/kustodian/kustodian/internal/metrics"
+	"github.com/kustodian/kustodian/internal/rollout"
 )
 
 // rollouter is the agent's part in the MaintenanceRollouts, beside its
@@ -44,6 +45,9 @@ type rollouter struct {
 	label func(ctx context.Context, key string, value *string) error
 	// deadlines puts the rollouts' deadlines in the metrics.
 	deadlines func(map[string]metrics.Deadline)
+	// room is what this node's policy gives the rollouts' nodes (its
+	// windows and slots), as the maintenance loop resolved it last.
+	room func() rollout.Room
 
 	// The MaintenanceRollouts' metadata and the Nodes' (nil unless
 	// rollouts.enabled and the CRD is installed).
@@ -73,5 +77,6 @@ func newRollouter(a *Agent) *rollouter {
 	}
 	return &rollouter{cfg: a.cfg.Rollouts, stateDir: a.cfg.StateDir, node: a.node, log: a.log, now: a.now, exe: exe, sentinel: a.cfg.RebootSentinel,
 		kube: a.kube, dyn: a.caches.dyn, jobs: a.jobs.store, files: a.files, event: a.nodeEvent, poke: a.poke, label: a.nodes.label, deadlines: a.deadlineMetrics,
+		room:   func() rollout.Room { return rollout.RoomOf(a.caches.policyCache.resolved) },
 		copies: map[string]*rolloutCopy{}, reread: map[string]bool{}, refusedAt: map[string]time.Time{}}
 }

@@ -55,7 +55,7 @@ func (ro *rollouter) observeDeadlines(rs []cachedRollout, nodes []rollout.NodeFa
 		if d == nil {
 			continue
 		}
-		p, err := rollout.PaceOf(c.r, nodes, ro.now())
+		p, err := rollout.PaceOf(c.r, nodes, ro.room(), ro.now())
 		if err != nil {
 			continue
 		}

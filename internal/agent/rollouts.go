@@ -169,7 +169,7 @@ func (ro *rollouter) takeRollout(ctx context.Context, c cachedRollout, nodes []r
 		if e != nil && e.Revision == rev && e.State != rollout.Cancelled && e.State != rollout.Deferred {
 			return false, nil // refused here, or a job of this revision this host no longer has
 		}
-		v, err := rollout.Decide(r, ro.node, nodes, ro.now(), c.seen, c.before)
+		v, err := rollout.Decide(r, ro.node, nodes, ro.room(), ro.now(), c.seen, c.before)
 		if err != nil {
 			ro.log.Warn("a MaintenanceRollout cannot be decided on; skipping it", "rollout", r.Name, "err", err)
 			return false, nil
@@ -369,7 +369,7 @@ func (ro *rollouter) putEntry(ctx context.Context, res dynamic.ResourceInterface
 		written, err := res.Patch(ctx, c.u.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kustodian-agent"}, "status")
 		return written, false, err
 	}
-	st, err := rollout.WithEntrySeen(c.r, e, nodes, ro.now(), c.seen)
+	st, err := rollout.WithEntrySeen(c.r, e, nodes, ro.room(), ro.now(), c.seen)
 	if err != nil {
 		return nil, true, err
 	}
@@ -399,7 +399,7 @@ func (ro *rollouter) summarize(ctx context.Context, written *unstructured.Unstru
 	if err != nil {
 		return err
 	}
-	st, err := rollout.Summarize(r, nodes, ro.now(), seen)
+	st, err := rollout.Summarize(r, nodes, ro.room(), ro.now(), seen)
 	if err != nil || !rollout.SummaryDiffers(r, st) {
 		return err
 	}

@@ -29,7 +29,7 @@ func canarySucceeded(t *testing.T, uid string) (cachedRollout, []rollout.NodeFac
 		nodes = append(nodes, rollout.NodeFacts{Name: n, Labels: map[string]string{rollout.LabelRollouts: "enabled"}})
 	}
 	canary, other := "n1", "n2"
-	if v, err := rollout.Decide(r, "n2", nodes, time.Time{}, nil, nil); err != nil {
+	if v, err := rollout.Decide(r, "n2", nodes, rollout.Room{}, time.Time{}, nil, nil); err != nil {
 		t.Fatal(err)
 	} else if v.Take {
 		canary, other = "n2", "n1"
@@ -56,7 +56,7 @@ func TestStagesSeenAreKeptAcrossRuns(t *testing.T) {
 	if got := rs[0].seen[0]; !got.Equal(t1) {
 		t.Fatalf("stage 0 seen at %v, want %v (when this agent saw it, not the entry's finish)", got, t1)
 	}
-	v, _ := rollout.Decide(c.r, waiting, nodes, t1.Add(5*time.Minute), rs[0].seen, rs[0].before)
+	v, _ := rollout.Decide(c.r, waiting, nodes, rollout.Room{}, t1.Add(5*time.Minute), rs[0].seen, rs[0].before)
 	if v.Take || !v.WakeAt.Equal(t1.Add(10*time.Minute)) {
 		t.Fatalf("5 minutes into the soak: take %v, wake at %v; want no, and %v", v.Take, v.WakeAt, t1.Add(10*time.Minute))
 	}

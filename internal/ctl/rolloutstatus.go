@@ -103,20 +103,36 @@ func (o *options) readRolloutView(ctx context.Context, name string) (rolloutView
 	for _, n := range list.Items {
 		nodes = append(nodes, rollout.NodeFacts{Name: n.Name, Labels: n.Labels, Created: n.CreationTimestamp.Time})
 	}
-	return rolloutRows(r, nodes, time.Now())
+	// A deadline's pace is predicted in the windows and slots of the
+	// policy most of the rollout's nodes fall under.
+	var room rollout.Room
+	if r.Spec.Deadline != nil {
+		rd, err := o.reader()
+		if err != nil {
+			return rolloutView{}, err
+		}
+		policies, err := rd.ReadPolicies(ctx)
+		if err != nil {
+			return rolloutView{}, err
+		}
+		if room, err = rollout.MostRoom(r, nodes, policies); err != nil {
+			return rolloutView{}, err
+		}
+	}
+	return rolloutRows(r, nodes, room, time.Now())
 }
 
 // rolloutRows makes the rows: every entry of the current revision, then
 // the selected nodes without one. The agents time a soak from when each
 // saw its stage succeed, which only their hosts know: the stage open and
 // the soak's end here are estimated from the entries' finish times.
-func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now time.Time) (rolloutView, error) {
+func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, room rollout.Room, now time.Time) (rolloutView, error) {
 	v := rolloutView{r: r}
 	est, err := rollout.Estimate(r, nodes)
 	if err != nil {
 		return v, err
 	}
-	sum, err := rollout.Summarize(r, nodes, now, est)
+	sum, err := rollout.Summarize(r, nodes, room, now, est)
 	if err != nil {
 		return v, err
 	}
@@ -124,7 +140,7 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 	if v.open, err = rollout.OpenSurely(r, nodes, now); err != nil {
 		return v, err
 	}
-	if v.pace, err = rollout.PaceOf(r, nodes, now); err != nil {
+	if v.pace, err = rollout.PaceOf(r, nodes, room, now); err != nil {
 		return v, err
 	}
 	seen := map[string]bool{}
@@ -144,7 +160,7 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 		if e.State == rollout.Deferred {
 			// A deferred node has not taken it: say why it waits now (the
 			// rollout stopped, its stage is not open), as for a pending one.
-			d, err := rollout.Decide(r, e.Name, nodes, now, est, nil)
+			d, err := rollout.Decide(r, e.Name, nodes, room, now, est, nil)
 			if err != nil {
 				return v, err
 			}
@@ -162,7 +178,7 @@ func rolloutRows(r *rollout.MaintenanceRollout, nodes []rollout.NodeFacts, now t
 		if seen[n.Name] {
 			continue
 		}
-		d, err := rollout.Decide(r, n.Name, nodes, now, est, nil)
+		d, err := rollout.Decide(r, n.Name, nodes, room, now, est, nil)
 		if err != nil {
 			return v, err
 		}
@@ -309,8 +325,10 @@ func paceLine(v rolloutView) string {
 	switch {
 	case d != nil && p.Left == 0:
 		return fmt.Sprintf("deadline %s: no node is left", d.UTC().Format(time.RFC3339))
-	case d != nil && p.AtRisk && p.PredictedEnd.After(d.Time):
-		return fmt.Sprintf("deadline %s: AT RISK, predicted end %s even with %d nodes at once (%d left, about %s each)", d.UTC().Format(time.RFC3339), p.PredictedEnd.UTC().Format(time.RFC3339), p.Limit, p.Left, p.Takes.Round(time.Second))
+	case d != nil && p.Bound == rollout.BoundWindows:
+		return fmt.Sprintf("deadline %s: AT RISK, %s", d.UTC().Format(time.RFC3339), p.String())
+	case d != nil && p.Bound != "":
+		return fmt.Sprintf("deadline %s: AT RISK, predicted end %s even with %s (%s; %d left, about %s each)", d.UTC().Format(time.RFC3339), p.PredictedEnd.UTC().Format(time.RFC3339), rollout.AtOnceWords(p.AtOnce), p.Bound, p.Left, p.Takes.Round(time.Second))
 	case d != nil && p.AtRisk:
 		return fmt.Sprintf("deadline %s: one node at a time would miss it; %d nodes at once, predicted end %s (%d left, about %s each)", d.UTC().Format(time.RFC3339), p.Limit, p.PredictedEnd.UTC().Format(time.RFC3339), p.Left, p.Takes.Round(time.Second))
 	case d != nil:

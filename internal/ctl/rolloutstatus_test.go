@@ -27,7 +27,7 @@ func TestRolloutStatusListsOnlyTheNodesItSelects(t *testing.T) {
 	}
 	finished := metav1.NewTime(t0)
 	r.Status.Nodes = []rollout.NodeStatus{{Name: "web-1", Revision: rollout.Revision(r.Namespace, r.Name, r.Spec), State: rollout.RolledBack, Finished: &finished}}
-	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	v, err := rolloutRows(r, nodes, rollout.Room{}, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestRolloutStatusSaysWhyADeferredNodeWaits(t *testing.T) {
 		{Name: "n1", Revision: rev, State: rollout.RolledBack, Finished: &finished},
 		{Name: "n2", Revision: rev, Stage: 1, State: rollout.Deferred, Message: "the places of stage 0 were taken before this node could ask; it waits for stage 1"},
 	}
-	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	v, err := rolloutRows(r, nodes, rollout.Room{}, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestStagesAreCountedFromOne(t *testing.T) {
 		{Name: "n1", Revision: rev, Stage: 0, State: rollout.Succeeded, Finished: &finished},
 		{Name: "n2", Revision: rev, Stage: 1, State: rollout.Running},
 	}
-	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	v, err := rolloutRows(r, nodes, rollout.Room{}, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestRolloutStatusShowsNodesWordsVisibly(t *testing.T) {
 	finished := metav1.NewTime(t0)
 	r.Status.Nodes = []rollout.NodeStatus{{Name: "n1", Revision: rollout.Revision(r.Namespace, r.Name, r.Spec), State: rollout.Failed, Finished: &finished,
 		Message: "exit 1\x1b]0;owned\x07", LastLines: []string{"\x1b[2Jcleared"}}}
-	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	v, err := rolloutRows(r, nodes, rollout.Room{}, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestStoppedAtStageCountedFromOne(t *testing.T) {
 		{Name: "n1", Revision: rev, Stage: 0, State: rollout.Succeeded, Finished: &finished},
 		{Name: "n2", Revision: rev, Stage: 1, State: rollout.Failed, Finished: &finished, Message: "exit 1"},
 	}
-	v, err := rolloutRows(r, nodes, t0.Add(time.Minute))
+	v, err := rolloutRows(r, nodes, rollout.Room{}, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,6 +196,19 @@ func (s Schedule) At(t time.Time) WindowVerdict {
 	return closed(next, "next opens "+describe(next, nextWin, t))
 }
 
+// NextOpen is the first moment from t on at which the schedule is open;
+// false when none comes within a year.
+func (s Schedule) NextOpen(t time.Time) (time.Time, bool) {
+	v := s.At(t)
+	switch {
+	case v.Open:
+		return t, true
+	case v.Change.IsZero():
+		return time.Time{}, false
+	}
+	return v.Change, true
+}
+
 func describe(next time.Time, w window, now time.Time) string {
 	local := next.In(w.loc)
 	if next.Sub(now) > 6*24*time.Hour {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/kustodian/kustodian/internal/policy"
 )
 
 // ConditionAtRisk is the condition of a rollout with a deadline that the
@@ -22,11 +24,13 @@ const DefaultTakes = 10 * time.Minute
 // a time and goes faster only as the deadline needs: Limit is the least
 // number of nodes at once whose predicted end is by the deadline, never
 // above spec.maxConcurrency; AtRisk says one node at a time would miss it.
-// The prediction: the nodes left, in rounds of Limit, each round taking
-// as long as the rollout's nodes took so far (the median from queued to
-// finished of those that succeeded; DefaultTakes before any did). The
-// policy's slots, windows and gates still decide when each node goes: a
-// limit above the policy's slots only queues more nodes.
+// The prediction: the nodes left, in rounds of Limit (of the policy's
+// slots, when fewer: more would only queue), each round starting when the
+// one before ended or, outside the policy's windows, when the next window
+// opens, and taking as long as the rollout's nodes took so far (the median
+// of those that succeeded, from when each was queued, or the window's
+// opening after, to when it finished; DefaultTakes before any did). The
+// policy's slots, windows and gates still decide when each node goes.
 type Pace struct {
 	Limit        int
 	AtRisk       bool
@@ -34,18 +38,99 @@ type Pace struct {
 	Takes        time.Duration
 	Left         int
 	InFlight     int
+	// AtOnce is how many nodes run at once in the prediction: Limit, or
+	// the policy's slots when fewer.
+	AtOnce int
+	// Bound is what bounds Limit when even Limit misses the deadline:
+	// "spec.maxConcurrency", "the policy's concurrency", or "the
+	// policy's windows" (no window opens in time).
+	Bound string
 }
 
-// PaceOf is r's pace now.
-func PaceOf(r *MaintenanceRollout, nodes []NodeFacts, now time.Time) (Pace, error) {
+// BoundWindows is a Pace's Bound when the policy's windows leave no
+// time for the nodes left.
+const BoundWindows = "the policy's windows"
+
+const noWindow = "no window of the policy opens in time for them (within a year)"
+
+// Room is what the policy gives a rollout's nodes, as a pace predicts
+// with it: when grants may start (its windows) and how many of the nodes
+// at once (its concurrency; 0: no bound known, as with a policy whose
+// groups each have slots of their own). The zero Room is always open.
+// The nodes of one rollout may fall under several policies: an agent
+// predicts with its own node's, kustodian-ctl with the one most of the
+// rollout's nodes fall under.
+type Room struct {
+	Windows policy.Schedule
+	Slots   int
+}
+
+// RoomOf is the room a node's policy gives.
+func RoomOf(e policy.Effective) Room {
+	r := Room{Windows: e.Schedule}
+	if e.Spec.GroupBy == "" {
+		r.Slots = e.Spec.Slots()
+	}
+	return r
+}
+
+// MostRoom is the room of the policy most of r's nodes (those it selects
+// whose hosts run rollouts) fall under, among policies: what a reader
+// that is no node (kustodian-ctl) predicts r's pace with.
+func MostRoom(r *MaintenanceRollout, nodes []NodeFacts, policies []*policy.MaintenancePolicy) (Room, error) {
+	v, err := newView(r, nodes)
+	if err != nil {
+		return Room{}, err
+	}
+	count := map[string]int{}
+	var most policy.Effective
+	for _, n := range v.eligible {
+		e := policy.Resolve(policies, n.Labels)
+		count[e.Name]++
+		if count[e.Name] > count[most.Name] || count[e.Name] == count[most.Name] && e.Name < most.Name {
+			most = e
+		}
+	}
+	return RoomOf(most), nil
+}
+
+// opened is when a node queued at queued could first go, before it
+// finished at finished: queued, or the next opening of the windows.
+func (room Room) opened(queued, finished time.Time) time.Time {
+	if at, ok := room.Windows.NextOpen(queued); ok && at.Before(finished) {
+		return at
+	}
+	return queued
+}
+
+// finish is when n nodes end, c at once, each taking takes, from now: the
+// zero time when a window that a round needs never opens.
+func (room Room) finish(now time.Time, n, c int, takes time.Duration) time.Time {
+	if room.Slots > 0 {
+		c = min(c, room.Slots)
+	}
+	rounds := (n + c - 1) / c
+	t := now
+	for range rounds {
+		at, ok := room.Windows.NextOpen(t)
+		if !ok {
+			return time.Time{}
+		}
+		t = at.Add(takes)
+	}
+	return t
+}
+
+// PaceOf is r's pace now, in the room its policy gives.
+func PaceOf(r *MaintenanceRollout, nodes []NodeFacts, room Room, now time.Time) (Pace, error) {
 	v, err := newView(r, nodes)
 	if err != nil {
 		return Pace{}, err
 	}
-	return v.pace(now), nil
+	return v.pace(room, now), nil
 }
 
-func (v *view) pace(now time.Time) Pace {
+func (v *view) pace(room Room, now time.Time) Pace {
 	p := Pace{Takes: DefaultTakes}
 	if m := v.r.Spec.MaxConcurrency; m != nil {
 		p.Limit = *m
@@ -59,7 +144,7 @@ func (v *view) pace(now time.Time) Pace {
 			p.Left++
 		case ok && e.State == Succeeded:
 			if e.Started != nil && e.Finished != nil && e.Finished.After(e.Started.Time) {
-				took = append(took, e.Finished.Sub(e.Started.Time))
+				took = append(took, e.Finished.Sub(room.opened(e.Started.Time, e.Finished.Time)))
 			}
 		case ok && finalFailure(e.State):
 		default:
@@ -74,23 +159,42 @@ func (v *view) pace(now time.Time) Pace {
 	if d == nil {
 		return p
 	}
-	most := p.Limit
+	most, bound := p.Limit, "spec.maxConcurrency"
 	if most == 0 {
-		most = max(p.Left, 1)
+		most, bound = max(p.Left, 1), "the number of nodes left"
 	}
-	end := func(c int) time.Time {
-		rounds := (p.Left + c - 1) / c
-		return now.Add(time.Duration(rounds) * p.Takes)
+	if room.Slots > 0 && room.Slots < most {
+		// More would only queue: a node queued waits for a slot, and
+		// its wait would count as time it took.
+		most, bound = room.Slots, "the policy's concurrency"
 	}
-	p.AtRisk = end(1).After(d.Time)
-	p.Limit = most
-	for c := 1; c <= most; c++ {
-		if !end(c).After(d.Time) {
-			p.Limit = c
-			break
+	// late says whether c nodes at once end after the deadline; more
+	// nodes at once never end later, so the least c that is on time is
+	// found by halving.
+	late := func(c int) bool {
+		end := room.finish(now, p.Left, c, p.Takes)
+		return end.IsZero() || end.After(d.Time)
+	}
+	p.AtRisk = late(1)
+	lo, hi := 1, most
+	for lo < hi {
+		if c := (lo + hi) / 2; late(c) {
+			lo = c + 1
+		} else {
+			hi = c
 		}
 	}
-	p.PredictedEnd = end(p.Limit)
+	p.Limit, p.AtOnce = lo, lo
+	if room.Slots > 0 {
+		p.AtOnce = min(lo, room.Slots)
+	}
+	p.PredictedEnd = room.finish(now, p.Left, p.Limit, p.Takes)
+	if late(p.Limit) {
+		p.Bound = bound
+		if p.PredictedEnd.IsZero() {
+			p.Bound = BoundWindows
+		}
+	}
 	return p
 }
 
@@ -103,8 +207,20 @@ func (p Pace) Full() string {
 	return fmt.Sprintf("%d of the rollout's nodes are in it, as many as its pace allows now (%s)", p.InFlight, p.String())
 }
 
+// AtOnceWords says n nodes at once in words: "one node at a time", "3
+// nodes at once".
+func AtOnceWords(n int) string {
+	if n == 1 {
+		return "one node at a time"
+	}
+	return fmt.Sprintf("%d nodes at once", n)
+}
+
 // String says the pace in a few words.
 func (p Pace) String() string {
+	if p.Bound == BoundWindows {
+		return fmt.Sprintf("%d at once, %d nodes left: %s", p.Limit, p.Left, noWindow)
+	}
 	if p.PredictedEnd.IsZero() {
 		return fmt.Sprintf("at most %d at once", p.Limit)
 	}

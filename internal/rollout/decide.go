@@ -42,7 +42,7 @@ type Verdict struct {
 // defers to the next stage (Defer) rather than make one node more run the
 // stage. A node that took a place out of turn while self could ask stands
 // in for no one: self takes the place rank order gives it.
-func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time, seen Seen, before []string) (Verdict, error) {
+func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, room Room, now time.Time, seen Seen, before []string) (Verdict, error) {
 	v, err := newView(r, nodes)
 	if err != nil {
 		return Verdict{}, err
@@ -77,7 +77,7 @@ func Decide(r *MaintenanceRollout, self string, nodes []NodeFacts, now time.Time
 		if s := v.stages[k]; s.Nodes != nil || s.Percent != nil {
 			why = Numbered(k) + " has room for this node"
 		}
-		if full := v.pace(now).Full(); full != "" {
+		if full := v.pace(room, now).Full(); full != "" {
 			return Verdict{Why: full}, nil
 		}
 		return Verdict{Take: true, Stage: k, Why: why}, nil

@@ -68,12 +68,12 @@ func (r *MaintenanceRollout) Entry(node string) *NodeStatus {
 // that succeeded soaks from now. For a status made up (tests, tools); an
 // agent passes what it saw.
 func WithEntry(r *MaintenanceRollout, e NodeStatus, nodes []NodeFacts, now time.Time) (Status, error) {
-	return WithEntrySeen(r, e, nodes, now, nil)
+	return WithEntrySeen(r, e, nodes, Room{}, now, nil)
 }
 
 // WithEntrySeen is the rollout's status with e as its node's entry (added
 // or replaced) and the summary made again (Summarize, with seen).
-func WithEntrySeen(r *MaintenanceRollout, e NodeStatus, nodes []NodeFacts, now time.Time, seen Seen) (Status, error) {
+func WithEntrySeen(r *MaintenanceRollout, e NodeStatus, nodes []NodeFacts, room Room, now time.Time, seen Seen) (Status, error) {
 	c := *r
 	c.Status.Nodes = append([]NodeStatus(nil), r.Status.Nodes...)
 	if old := c.Entry(e.Name); old != nil {
@@ -82,7 +82,7 @@ func WithEntrySeen(r *MaintenanceRollout, e NodeStatus, nodes []NodeFacts, now t
 		c.Status.Nodes = append(c.Status.Nodes, e)
 	}
 	c.Status.Conditions = append(c.Status.Conditions[:0:0], r.Status.Conditions...)
-	return Summarize(&c, nodes, now, seen)
+	return Summarize(&c, nodes, room, now, seen)
 }
 
 // Halted says why no node may start the rollout now, "" when one may:

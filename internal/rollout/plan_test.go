@@ -47,7 +47,7 @@ func takersSeen(t *testing.T, r *MaintenanceRollout, nodes []NodeFacts, now time
 	t.Helper()
 	var out []string
 	for _, n := range nodes {
-		v, err := Decide(r, n.Name, nodes, now, seen, nil)
+		v, err := Decide(r, n.Name, nodes, Room{}, now, seen, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestDecideCanaryThenAll(t *testing.T) {
 	if len(got) != 4 || strings.Contains(strings.Join(got, ","), canary) {
 		t.Fatalf("%v take stage 1, want the 4 nodes other than %s", got, canary)
 	}
-	st, err := Summarize(r, nodes, t0.Add(time.Hour), nil)
+	st, err := Summarize(r, nodes, Room{}, t0.Add(time.Hour), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestDecideCountStages(t *testing.T) {
 	if got := takers(t, r, nodes, t0); len(got) != 2 {
 		t.Fatalf("%v take the 50%% stage with 2 of 4 places taken", got)
 	}
-	st, err := Summarize(r, nodes, t0, nil)
+	st, err := Summarize(r, nodes, Room{}, t0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,12 +176,12 @@ func TestDecideSelectorAndNewNodes(t *testing.T) {
 	}
 	late := NodeFacts{Name: "n9", Created: t0.Add(time.Hour), Labels: map[string]string{LabelRollouts: "enabled", "zone": "a"}}
 	nodes = append(nodes, late)
-	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour), nil, nil); !v.Take {
+	if v, _ := Decide(r, "n9", nodes, Room{}, t0.Add(2*time.Hour), nil, nil); !v.Take {
 		t.Fatalf("a node that joined later does not take it: %s", v.Why)
 	}
 	no := false
 	r.Spec.NewNodes = &no
-	if v, _ := Decide(r, "n9", nodes, t0.Add(2*time.Hour), nil, nil); v.Take {
+	if v, _ := Decide(r, "n9", nodes, Room{}, t0.Add(2*time.Hour), nil, nil); v.Take {
 		t.Fatal("a node that joined later takes it with newNodes: false")
 	}
 }
@@ -197,7 +197,7 @@ func TestDecideStopsAtAFailure(t *testing.T) {
 	if got := takers(t, r, nodes, t0.Add(time.Hour)); len(got) != 0 {
 		t.Fatalf("%v take a stopped rollout", got)
 	}
-	st, _ := Summarize(r, nodes, t0.Add(time.Hour), nil)
+	st, _ := Summarize(r, nodes, Room{}, t0.Add(time.Hour), nil)
 	if st.FirstFailure == nil || st.FirstFailure.Name != "n2" || !hasCond(st, ConditionFailed, metav1.ConditionTrue) || !hasCond(st, ConditionComplete, metav1.ConditionFalse) {
 		t.Fatalf("summary of a stopped rollout: %+v", st)
 	}
@@ -233,11 +233,11 @@ func TestAutoPromotionAfterTheSoak(t *testing.T) {
 			canary := takers(t, r, nodes, t0)[0]
 			took(r, canary, 0, Succeeded, c.finished)
 			for _, at := range []time.Time{t0.Add(5 * time.Minute), c.opens.Add(-time.Second)} {
-				v, _ := Decide(r, otherThan(nodes, canary), nodes, at, c.seen, nil)
+				v, _ := Decide(r, otherThan(nodes, canary), nodes, Room{}, at, c.seen, nil)
 				if v.Take || !v.WakeAt.Equal(c.opens) {
 					t.Fatalf("at %v, during the soak: take %v, wake at %v, want no and %v", at, v.Take, v.WakeAt, c.opens)
 				}
-				st, _ := Summarize(r, nodes, at, c.seen)
+				st, _ := Summarize(r, nodes, Room{}, at, c.seen)
 				if p := cond(st, ConditionProgressing); p == nil || p.Reason != "Soaking" || st.Stage != 0 {
 					t.Fatalf("at %v, during the soak, stage %d, Progressing is %+v", at, st.Stage, p)
 				}
@@ -249,7 +249,7 @@ func TestAutoPromotionAfterTheSoak(t *testing.T) {
 				took(r, n.Name, 1, Succeeded, c.opens.Add(time.Minute))
 			}
 			took(r, canary, 0, Succeeded, c.finished)
-			st, _ := Summarize(r, nodes, c.opens.Add(time.Hour), c.seen)
+			st, _ := Summarize(r, nodes, Room{}, c.opens.Add(time.Hour), c.seen)
 			if !hasCond(st, ConditionComplete, metav1.ConditionTrue) || st.Stage != 1 {
 				t.Fatalf("a rollout every node finished is not Complete: %+v", st.Conditions)
 			}
@@ -267,7 +267,7 @@ func TestSoakNotSeenAndEstimated(t *testing.T) {
 	canary := takers(t, r, nodes, t0)[0]
 	took(r, canary, 0, Succeeded, t0.Add(time.Minute))
 	now := t0.Add(time.Hour)
-	if v, _ := Decide(r, otherThan(nodes, canary), nodes, now, Seen{}, nil); v.Take || !v.WakeAt.Equal(now.Add(10*time.Minute)) {
+	if v, _ := Decide(r, otherThan(nodes, canary), nodes, Room{}, now, Seen{}, nil); v.Take || !v.WakeAt.Equal(now.Add(10*time.Minute)) {
 		t.Fatalf("not seen before: take %v, wake at %v, want no and the soak from now", v.Take, v.WakeAt)
 	}
 	look, _ := Observe(r, nodes, canary)
@@ -275,7 +275,7 @@ func TestSoakNotSeenAndEstimated(t *testing.T) {
 		t.Fatalf("succeeded stages %v, want [0]", stages)
 	}
 	est, _ := Estimate(r, nodes)
-	st, _ := Summarize(r, nodes, t0.Add(5*time.Minute), est)
+	st, _ := Summarize(r, nodes, Room{}, t0.Add(5*time.Minute), est)
 	if c := cond(st, ConditionProgressing); c == nil || !strings.Contains(c.Message, "the next opens at about 2026-11-26T02:11:00Z") {
 		t.Fatalf("the estimate during the soak: %+v", c)
 	}
@@ -293,7 +293,7 @@ func TestOpenSurelyTakesNoSoakAsPassed(t *testing.T) {
 	canary := takers(t, r, nodes, t0)[0]
 	took(r, canary, 0, Succeeded, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
 	est, _ := Estimate(r, nodes)
-	if st, _ := Summarize(r, nodes, t0, est); st.Stage != 1 {
+	if st, _ := Summarize(r, nodes, Room{}, t0, est); st.Stage != 1 {
 		t.Fatalf("the estimate from the finish times has stage %d open, want 1 (the soak passed by them)", st.Stage)
 	}
 	if o, err := OpenSurely(r, nodes, t0); err != nil || o != 0 {
@@ -316,7 +316,7 @@ func TestDecidePausedAndAborted(t *testing.T) {
 		if got := takers(t, r, nodes, t0); len(got) != 0 {
 			t.Errorf("%s: %v take it", name, got)
 		}
-		v, _ := Decide(r, "n1", nodes, t0, nil, nil)
+		v, _ := Decide(r, "n1", nodes, Room{}, t0, nil, nil)
 		if !strings.Contains(v.Why, name) {
 			t.Errorf("%s: says %q", name, v.Why)
 		}
@@ -356,7 +356,7 @@ func TestARefusalStopsNoOtherNode(t *testing.T) {
 	if got := takers(t, r, nodes, t0); len(got) != 2 {
 		t.Fatalf("%v take it after n1 refused, want the other 2", got)
 	}
-	st, _ := Summarize(r, nodes, t0, nil)
+	st, _ := Summarize(r, nodes, Room{}, t0, nil)
 	if st.FirstFailure == nil || st.FirstFailure.Name != "n1" || !hasCond(st, ConditionFailed, metav1.ConditionTrue) || st.Counts.Refused != 1 {
 		t.Fatalf("a refusal is not reported as a failure: %+v", st)
 	}

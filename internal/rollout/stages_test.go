@@ -79,7 +79,7 @@ func TestLaterStageEntriesFillNoEarlierStage(t *testing.T) {
 			if got := takers(t, r, nodes, t0); !slices.Equal(got, want) {
 				t.Fatalf("%v take it, want %v (the nodes in rank order: %v)", got, want, order)
 			}
-			st, err := Summarize(r, nodes, t0, nil)
+			st, err := Summarize(r, nodes, Room{}, t0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestRankShiftsFillEveryStage(t *testing.T) {
 			took(r, n.Name, 2, Succeeded, t0)
 		}
 	}
-	st, _ := Summarize(r, nodes, t0, nil)
+	st, _ := Summarize(r, nodes, Room{}, t0, nil)
 	if !hasCond(st, ConditionComplete, metav1.ConditionTrue) {
 		t.Fatalf("not complete after every node succeeded: %+v", st.Stages)
 	}
@@ -138,7 +138,7 @@ func verdicts(t *testing.T, r *MaintenanceRollout, nodes []NodeFacts, now time.T
 	var take []string
 	deferTo := map[string]int{}
 	for _, n := range nodes {
-		v, err := Decide(r, n.Name, nodes, now, Seen{}, before)
+		v, err := Decide(r, n.Name, nodes, Room{}, now, Seen{}, before)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestAForgedEntryStandsInForNoCanary(t *testing.T) {
 	if !slices.Equal(take, []string{canary}) || len(deferTo) != 0 {
 		t.Fatalf("%v take it and %v defer, want the canary %s alone (the nodes in rank order: %v)", take, deferTo, canary, order)
 	}
-	st, err := Summarize(r, nodes, t0, Seen{})
+	st, err := Summarize(r, nodes, Room{}, t0, Seen{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestALateAgentMakesNoSecondCanary(t *testing.T) {
 		t.Fatalf("%v defer, want %v", deferTo, want)
 	}
 	// Until they have, the rank order gives the place to the first.
-	if st, _ := Summarize(r, nodes, t0, Seen{}); st.Stages[0].State == StageSucceeded {
+	if st, _ := Summarize(r, nodes, Room{}, t0, Seen{}); st.Stages[0].State == StageSucceeded {
 		t.Fatalf("stage 0 succeeded with its canary running")
 	}
 	for n := range want {
@@ -238,7 +238,7 @@ func TestALateAgentMakesNoSecondCanary(t *testing.T) {
 		t.Fatalf("after the deferral %v take it and %v defer", take, deferTo)
 	}
 	took(r, order[4], 0, Succeeded, t0)
-	st, err := Summarize(r, nodes, t0, Seen{})
+	st, err := Summarize(r, nodes, Room{}, t0, Seen{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestDeferralsBeyondTheLastStage(t *testing.T) {
 	if want := []string{order[0], order[1], order[2]}; !sameSet(take, want) || len(deferTo) != 0 {
 		t.Fatalf("after the stages were shortened %v take it and %v defer, want %v to take it", take, deferTo, want)
 	}
-	if st, _ := Summarize(r, nodes, t0, Seen{}); hasCond(st, ConditionComplete, metav1.ConditionTrue) {
+	if st, _ := Summarize(r, nodes, Room{}, t0, Seen{}); hasCond(st, ConditionComplete, metav1.ConditionTrue) {
 		t.Fatalf("complete with deferred nodes that never took it: %+v", st.Stages)
 	}
 

@@ -27,8 +27,8 @@ func finalFailure(state string) bool {
 // the version that write returned, so it is as fresh as the last entry
 // written. The open stage and the soak are as
 // seen says (Seen: the writer's own observation; Estimate for a reader
-// that has none).
-func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen Seen) (Status, error) {
+// that has none). The deadline's condition is predicted in room (Pace).
+func Summarize(r *MaintenanceRollout, nodes []NodeFacts, room Room, now time.Time, seen Seen) (Status, error) {
 	v, err := newView(r, nodes)
 	if err != nil {
 		return Status{}, err
@@ -108,7 +108,7 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen See
 	if d := r.Spec.Deadline; d == nil {
 		meta.RemoveStatusCondition(&st.Conditions, ConditionAtRisk)
 	} else {
-		p := v.pace(now)
+		p := v.pace(room, now)
 		// The deadline as given; the predicted end to the minute, so that
 		// the condition does not change with every look.
 		exact := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -118,8 +118,10 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, now time.Time, seen See
 			set(ConditionAtRisk, false, "Ended", "the rollout ended; its deadline was "+exact(d.Time))
 		case !p.AtRisk:
 			set(ConditionAtRisk, false, "OnTime", fmt.Sprintf("one node at a time ends by the deadline %s: predicted end %s", exact(d.Time), minute(p.PredictedEnd)))
-		case p.PredictedEnd.After(d.Time):
-			set(ConditionAtRisk, true, "DeadlineMissed", fmt.Sprintf("predicted end %s, after the deadline %s even with %d nodes at once (spec.maxConcurrency)", minute(p.PredictedEnd), exact(d.Time), p.Limit))
+		case p.Bound == BoundWindows:
+			set(ConditionAtRisk, true, "DeadlineMissed", fmt.Sprintf("%d nodes left, and %s: the deadline %s is missed", p.Left, noWindow, exact(d.Time)))
+		case p.Bound != "":
+			set(ConditionAtRisk, true, "DeadlineMissed", fmt.Sprintf("predicted end %s, after the deadline %s even with %s (%s)", minute(p.PredictedEnd), exact(d.Time), AtOnceWords(p.AtOnce), p.Bound))
 		default:
 			set(ConditionAtRisk, true, "PaceRaised", fmt.Sprintf("one node at a time would end after the deadline %s: %d nodes at once now, predicted end %s", exact(d.Time), p.Limit, minute(p.PredictedEnd)))
 		}

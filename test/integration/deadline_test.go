@@ -17,34 +17,54 @@ import (
 	"github.com/kustodian/kustodian/test/nodecreds"
 )
 
-// A rollout with a deadline that one node at a time would miss: six nodes
-// whose script takes 8 seconds, a policy that lets three go at once, a
-// deadline 60 seconds away, maxConcurrency 3. The rollout says it is at
-// risk, goes more than one node at a time (never more than three, what
-// the scripts' own start and end times say, not the agents), and every
-// node is done before the deadline.
-func TestADeadlineRaisesTheRolloutsPace(t *testing.T) {
+// A rollout with a deadline that one node at a time would miss, in a
+// policy with short windows: six nodes whose script takes 35 seconds, a
+// policy that lets two go at once only in two windows of a minute (T0 to
+// T0+1m and T0+2m to T0+3m), a deadline at T0+3m05s, maxConcurrency 3.
+// Two rounds start in each window: one node at a time would do four nodes
+// and miss it, two at once do four in the first window and two in the
+// second, by about T0+2m36s. (Counted without the windows, one at a time
+// would seem to end in time once the first two nodes finished: 4 x 35 s
+// from T0+35s, T0+2m55s.) The
+// rollout says it raised its pace, goes on in the second window where the
+// first left it (each node runs once), never starts a script while both
+// windows are closed, runs two at once (never more: the policy's
+// concurrency, what the scripts' own start and end times say, not the
+// agents), and every node is done before the deadline.
+func TestADeadlineRaisesTheRolloutsPaceAcrossShortWindows(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(6)
 	nodecreds.Install(e, e.Namespace)
-	if err := e.ApplyPolicy(`{metadata: {name: fleet}, spec: {concurrency: 3}}`); err != nil {
+	// T0: the first minute that begins at least 20 seconds from now (the
+	// rollout is made and its nodes queue before it).
+	t0 := time.Now().Add(20 * time.Second).Truncate(time.Minute).Add(time.Minute)
+	hhmm := func(d time.Duration) string { return t0.Add(d).UTC().Format("15:04") }
+	end := func(d time.Duration) string { // 24:00 for a window that ends at midnight
+		if s := hhmm(d); s != "00:00" {
+			return s
+		}
+		return "24:00"
+	}
+	windows := fmt.Sprintf(`[{start: %q, end: %q}, {start: %q, end: %q}]`, hhmm(0), end(time.Minute), hhmm(2*time.Minute), end(3*time.Minute))
+	if err := e.ApplyPolicy(`{metadata: {name: fleet}, spec: {concurrency: 2, windows: ` + windows + `}}`); err != nil {
 		t.Fatal(err)
 	}
 	key := nodecreds.NewRolloutKey(t)
 	agents := rolloutAgents(t, e, nodes, key)
-	script := writeScript(t, "date +%s.%N >> ../../starts\nsleep 8\ndate +%s.%N >> ../../ends\n")
+	script := writeScript(t, "date +%s.%N >> ../../starts\nsleep 35\ndate +%s.%N >> ../../ends\n")
 	ctl := nodecreds.CtlFor(e)
-	deadline := time.Now().Add(60 * time.Second).Truncate(time.Second)
+	deadline := t0.Add(3*time.Minute + 5*time.Second)
 	if out, err := ctl.Run(e.Ctx, "rollout", "create", "soon", "--script", script, "--stage", "all", "--reboot", "never", "-l", cluster.LabelTestEnv+"="+e.ID,
 		"--deadline", deadline.UTC().Format(time.RFC3339), "--max-concurrency", "3", "--key", key.Private); err != nil {
 		t.Fatalf("rollout create: %v\n%s", err, out)
 	}
+	t.Logf("windows %s (UTC), deadline %s", windows, deadline.UTC().Format(time.RFC3339))
 	dyn := dynamicClient(t, e)
 	atRisk := ""
-	e.Eventually("every node succeeded", 2*cluster.DefaultTimeout, func(ctx context.Context) error {
+	e.Eventually("every node succeeded", time.Until(deadline)+cluster.DefaultTimeout, func(ctx context.Context) error {
 		r := getRollout(e, dyn, "soon")
 		for _, c := range r.Status.Conditions {
-			if c.Type == rollout.ConditionAtRisk && c.Status == metav1.ConditionTrue && atRisk == "" {
+			if c.Type == rollout.ConditionAtRisk && c.Status == metav1.ConditionTrue && c.Reason == "PaceRaised" && atRisk == "" {
 				atRisk = c.Reason + ": " + c.Message
 			}
 		}
@@ -62,7 +82,7 @@ func TestADeadlineRaisesTheRolloutsPace(t *testing.T) {
 	})
 	ended := time.Now()
 	if atRisk == "" {
-		t.Error("the rollout never said it was at risk (condition AtRisk)")
+		t.Error("the rollout never said it raised its pace (condition AtRisk, reason PaceRaised)")
 	}
 	// The scripts' own times: how many ran at once, at most.
 	type mark struct {
@@ -97,8 +117,27 @@ func TestADeadlineRaisesTheRolloutsPace(t *testing.T) {
 		now += m.delta
 		most = max(most, now)
 	}
-	if most < 2 || most > 3 {
-		t.Errorf("at most %d scripts ran at once, want 2 or 3 (raised from one, never above maxConcurrency 3)", most)
+	if most != 2 {
+		t.Errorf("at most %d scripts ran at once, want 2 (raised from one, never above the policy's concurrency 2)", most)
+	}
+	// Windows decide when grants start; a script starts a few seconds
+	// after its grant (the drain, the job's start): none starts in the gap
+	// between the windows, and the second window goes on where the first
+	// left off.
+	const grace = 15 * time.Second
+	second := 0
+	for _, m := range marks {
+		at := time.Unix(0, int64(m.at*1e9))
+		switch {
+		case m.delta < 0:
+		case at.Before(t0) || at.After(t0.Add(time.Minute+grace)) && at.Before(t0.Add(2*time.Minute)) || at.After(t0.Add(3*time.Minute+grace)):
+			t.Errorf("a script started at %s, outside both windows", at.UTC().Format(time.RFC3339Nano))
+		case !at.Before(t0.Add(2 * time.Minute)):
+			second++
+		}
+	}
+	if second == 0 || second == len(nodes) {
+		t.Errorf("%d of %d scripts started in the second window, want some but not all (the rollout spans both windows)", second, len(nodes))
 	}
 	if ended.After(deadline) {
 		t.Errorf("the rollout ended at %s, after its deadline %s", ended.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
