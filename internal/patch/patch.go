@@ -124,7 +124,11 @@ func ForHost(log io.Writer) (Manager, error) {
 		return NewApt(log), nil
 	}
 	if _, err := exec.LookPath("dnf"); err == nil {
-		return NewDnf(log), nil
+		d := NewDnf(log)
+		if _, err := d.python(); err != nil {
+			return nil, err
+		}
+		return d, nil
 	}
-	return nil, errors.New("this host has no package manager Kustodian knows (apt-get, dnf)")
+	return nil, errors.New("this host has no package manager Kustodian knows (apt-get, dnf 4)")
 }
