@@ -192,11 +192,18 @@ func TestDnfInstallsExactlyTheSetAndRollsBackInRootDirectories(t *testing.T) {
 
 	// kpt-test 4 fails its %post: dnf says Complete!, the install fails
 	// all the same, and the rollback brings 2 back.
+	// kpt-other 2 is now named by an advisory, and 3 came after it: 3
+	// carries the fix, and a security campaign installs it.
 	repo.add("kpt-test", "4", "kpt-lib >= 2", true)
-	repo.security = append(repo.security, "kpt-test-4-1")
+	repo.add("kpt-other", "3", "", false)
+	repo.security = append(repo.security, "kpt-test-4-1", "kpt-other-2-1")
 	repo.publish()
-	if _, err := job(hosts[0], Order{Spec: spec, Resolve: true}); err == nil || !strings.Contains(err.Error(), "Error in POSTIN scriptlet in rpm package kpt-test") {
+	failed, err := job(hosts[0], Order{Spec: spec, Resolve: true})
+	if err == nil || !strings.Contains(err.Error(), "Error in POSTIN scriptlet in rpm package kpt-test") {
 		t.Fatalf("kpt-test 4: %v, want the failed %%post\n%s", err, log.String())
+	}
+	if want := []Package{{Name: "kpt-other", From: "1-1", To: "3-1"}, {Name: "kpt-test", From: "2-1", To: "4-1"}}; failed == nil || !reflect.DeepEqual(failed.Set, want) {
+		t.Errorf("the failed campaign's set: %+v, want %+v", failed, want)
 	}
 	got, err := hosts[0].Installed(ctx)
 	if err != nil {

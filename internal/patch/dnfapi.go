@@ -28,8 +28,9 @@ import (
 // other than the host's own and noarch (glibc.i686), as apt names a
 // foreign one. plan lists what would be installed or upgraded, with the
 // version installed before (for a package installed in several versions,
-// a kernel, the newest), and whether a security advisory names the
-// version; any other change (a removal, a downgrade, an obsolete) is
+// a kernel, the newest), and whether it is a security update: a security
+// advisory names it, or a version between the one installed and it (a
+// bug fix that came after the security fix carries it too); any other change (a removal, a downgrade, an obsolete) is
 // refused, but for the oldest versions of an installonly package (a
 // kernel) that dnf removes beyond installonly_limit, as it would by
 // itself.
@@ -80,7 +81,15 @@ if a["op"] == "installed":
     print(json.dumps(installed))
     sys.exit(0)
 
-security = set((p.name, p.arch, p.evr) for p in b.sack.query().available().filter(advisory_type="security"))
+fixes = b.sack.query().available().filter(advisory_type="security")
+
+def security(p):
+    before = newest.get(key(p))
+    for f in fixes.filter(name=p.name, arch=p.arch):
+        if f.evr_cmp(p) <= 0 and (before is None or f.evr_cmp(before) > 0):
+            return True
+    return False
+
 try:
     if a.get("specs"):
         for s in a["specs"]:
@@ -96,7 +105,7 @@ changes, refused = [], []
 for t in b.transaction:
     p = t.pkg
     if t.action in (T.PKG_INSTALL, T.PKG_UPGRADE):
-        changes.append({"name": key(p), "from": installed.get(key(p), ""), "to": p.evr, "repo": p.reponame or "", "security": (p.name, p.arch, p.evr) in security})
+        changes.append({"name": key(p), "from": installed.get(key(p), ""), "to": p.evr, "repo": p.reponame or "", "security": security(p)})
     elif t.action == T.PKG_UPGRADED or t.action == T.PKG_REMOVE and p.name in only:
         pass
     else:
