@@ -20,17 +20,18 @@ import (
 // A rollout with a deadline that one node at a time would miss, in a
 // policy with short windows: six nodes whose script takes 35 seconds, a
 // policy that lets two go at once only in two windows of a minute (T0 to
-// T0+1m and T0+2m to T0+3m), a deadline at T0+3m05s, maxConcurrency 3.
-// Two rounds start in each window: one node at a time would do four nodes
-// and miss it, two at once do four in the first window and two in the
-// second, by about T0+2m36s. (Counted without the windows, one at a time
-// would seem to end in time once the first two nodes finished: 4 x 35 s
-// from T0+35s, T0+2m55s.) The
-// rollout says it raised its pace, goes on in the second window where the
-// first left it (each node runs once), never starts a script while both
-// windows are closed, runs two at once (never more: the policy's
-// concurrency, what the scripts' own start and end times say, not the
-// agents), and every node is done before the deadline.
+// T0+1m and T0+2m to T0+3m), a deadline at T0+5m, well after the last
+// window closed, maxConcurrency 3. Two rounds start in each window: one
+// node at a time does two, then one, nodes in the first window, two in
+// the second, and leaves one for the next day; two at once in the first
+// window's second round make it, by about T0+3m10s. (A prediction that
+// did not count the windows would see one at a time end in time all
+// along, 4 x 35 s from T0+35s, and leave that node.) The rollout says it
+// raised its pace, goes on in the second window where the first left it
+// (each node runs once), never starts a script while both windows are
+// closed, runs two at once (never more: the policy's concurrency, what the
+// scripts' own start and end times say, not the agents), and every node
+// is done before the deadline.
 func TestADeadlineRaisesTheRolloutsPaceAcrossShortWindows(t *testing.T) {
 	e := cluster.New(t)
 	nodes := e.Nodes(6)
@@ -53,7 +54,7 @@ func TestADeadlineRaisesTheRolloutsPaceAcrossShortWindows(t *testing.T) {
 	agents := rolloutAgents(t, e, nodes, key)
 	script := writeScript(t, "date +%s.%N >> ../../starts\nsleep 35\ndate +%s.%N >> ../../ends\n")
 	ctl := nodecreds.CtlFor(e)
-	deadline := t0.Add(3*time.Minute + 5*time.Second)
+	deadline := t0.Add(5 * time.Minute)
 	if out, err := ctl.Run(e.Ctx, "rollout", "create", "soon", "--script", script, "--stage", "all", "--reboot", "never", "-l", cluster.LabelTestEnv+"="+e.ID,
 		"--deadline", deadline.UTC().Format(time.RFC3339), "--max-concurrency", "3", "--key", key.Private); err != nil {
 		t.Fatalf("rollout create: %v\n%s", err, out)
