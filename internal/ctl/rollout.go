@@ -65,7 +65,7 @@ nodes, a label selector, or all; default: 1, then all.
 With --patch instead of --script it is a patch campaign: each node installs the
 package updates its host's own repositories offer (all, or only security ones),
 narrowed by --include and --exclude (shell patterns of package names), with its
-own package manager (apt), drained, under its lock; it reboots only if the host
+own package manager (apt or dnf), drained, under its lock; it reboots only if the host
 then needs it (--reboot ifRequired, the default, or never). The first node
 resolves the versions; every later node installs exactly those. kustodian patch
 plan, on a host, shows what a campaign would install there.`,

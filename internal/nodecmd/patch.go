@@ -20,8 +20,8 @@ func newPatchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "patch",
 		Short: "Install package updates with this host's own package manager (what a patch campaign runs)",
-		Long: `patch runs the host's own package manager (apt) against the host's own configured
-repositories. A MaintenanceRollout with spec.patch runs "kustodian patch apply" on each
+		Long: `patch runs the host's own package manager (apt, or dnf 4) against the host's own
+configured repositories. A MaintenanceRollout with spec.patch runs "kustodian patch apply" on each
 node, drained, under its lock: the first node resolves the set of versions to install,
 and every later node installs exactly that set. "kustodian patch plan" shows what a
 campaign would install on this host now, without installing anything.`,
@@ -74,7 +74,7 @@ func newPatchPlanCommand() *cobra.Command {
 	f.StringVar(&s.Updates, "updates", rollout.UpdatesAll, "all, or security: the updates of the security releases only")
 	f.StringSliceVar(&s.Include, "include", nil, "only the packages whose names match one of these patterns (shell wildcards)")
 	f.StringSliceVar(&s.Exclude, "exclude", nil, "none of the packages whose names match one of these patterns")
-	f.BoolVar(&refresh, "refresh", false, "read the repositories' indexes again first (apt-get update)")
+	f.BoolVar(&refresh, "refresh", false, "read the repositories' indexes again first (apt-get update, dnf makecache --refresh)")
 	return cmd
 }
 

@@ -32,6 +32,10 @@ type Dnf struct {
 	Root string
 	// Python is the interpreter of dnf's API ("": the one dnf runs with).
 	Python string
+	// refreshed: Refresh fetched the metadata, and everything after reads
+	// only that (-C, cacheonly), so that what is installed is what was
+	// resolved and checked.
+	refreshed bool
 }
 
 // NewDnf is the host's dnf, its output to log.
@@ -57,7 +61,16 @@ func (d *Dnf) args(args ...string) []string {
 // --refresh): what the job then resolves and installs.
 func (d *Dnf) Refresh(ctx context.Context) error {
 	_, err := d.Loud(ctx, dnfEnv, "dnf", d.args("-q", "makecache", "--refresh")...)
+	d.refreshed = err == nil
 	return err
+}
+
+// cached is -C after Refresh.
+func (d *Dnf) cached() []string {
+	if d.refreshed {
+		return []string{"-C"}
+	}
+	return nil
 }
 
 // Updates are what dnf upgrade would change, with the new packages it
@@ -96,11 +109,11 @@ func (d *Dnf) Newer(ctx context.Context, v, than string) (bool, error) {
 }
 
 // Install installs exactly set's versions, from the metadata Refresh
-// fetched (-C). rpm runs a package's %post after the package is in, and a
+// fetched. rpm runs a package's %post after the package is in, and a
 // failing one leaves dnf's exit status 0: its "Error in POSTIN scriptlet"
 // fails the install here.
 func (d *Dnf) Install(ctx context.Context, set []Package) error {
-	out, err := d.Loud(ctx, dnfEnv, "dnf", d.args(append([]string{"-y", "-C", "install"}, d.pinned(set)...)...)...)
+	out, err := d.Loud(ctx, dnfEnv, "dnf", d.args(append(append(d.cached(), "-y", "install"), d.pinned(set)...)...)...)
 	if err != nil {
 		return err
 	}
@@ -167,7 +180,7 @@ func (d *Dnf) Keep(ctx context.Context, dir string, changes []Package) ([]string
 		if p.From == "" {
 			continue
 		}
-		out, err := d.Run(ctx, dnfEnv, "dnf", d.args("-q", "-C", "repoquery", "--qf", "%{evr}", d.pinned([]Package{{Name: p.Name, To: p.From}})[0])...)
+		out, err := d.Run(ctx, dnfEnv, "dnf", d.args(append(d.cached(), "-q", "repoquery", "--qf", "%{evr}", d.pinned([]Package{{Name: p.Name, To: p.From}})[0])...)...)
 		if err != nil {
 			return nil, err
 		}

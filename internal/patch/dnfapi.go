@@ -15,11 +15,13 @@ import (
 // dnf.Base), run by dnf's own interpreter: the transaction dnf would make,
 // what is installed, and rpm's comparison of two versions. dnf's tables
 // are for people (translated, wrapped at 80 columns, obsoletes on a line
-// of their own); its API says the same in data. It reads the metadata
-// Refresh fetched, nothing newer (cacheonly), as the install does (-C).
+// of their own); its API says the same in data. After Refresh it reads the
+// metadata Refresh fetched, nothing newer (cacheonly), as the install
+// does (-C).
 //
 // Its one argument is a JSON object: op (plan, installed, newer), root (a
-// test's root directory; "" for the host's own configuration), specs (for
+// test's root directory; "" for the host's own configuration), cacheonly,
+// specs (for
 // plan: none to upgrade everything, else exactly these to install), a and
 // b (for newer). It prints a JSON value; an error is its exit status and
 // standard error.
@@ -61,7 +63,7 @@ else:
     c.read()
     c.substitutions["releasever"] = dnf.rpm.detect_releasever(c.installroot)
     c.substitutions.update_from_etc(c.installroot)
-c.cacheonly = True
+c.cacheonly = bool(a.get("cacheonly"))
 b.read_all_repos()
 b.fill_sack(load_system_repo=True)
 arch = c.substitutions["basearch"]
@@ -125,6 +127,7 @@ func (d *Dnf) api(ctx context.Context, req map[string]any, out any) error {
 	if d.Root != "" {
 		req["root"] = d.Root
 	}
+	req["cacheonly"] = d.refreshed
 	arg, err := json.Marshal(req)
 	if err != nil {
 		return err
