@@ -134,7 +134,7 @@ plan, on a host, shows what a campaign would install there.`,
 	fl.StringVar(&f.patch, "patch", "", "a patch campaign instead of a script: all (every update the hosts' repositories offer) or security (their security updates)")
 	fl.StringArrayVar(&f.include, "include", nil, "with --patch, only the packages matching this shell pattern; repeatable")
 	fl.StringArrayVar(&f.exclude, "exclude", nil, "with --patch, none of the packages matching this shell pattern (kube*, containerd*); repeatable")
-	fl.StringVar(&f.deadline, "deadline", "", "when every selected node should be done: a time (RFC 3339) or a duration from now; the rollout starts one node at a time and goes faster only as the deadline needs (never above --max-concurrency)")
+	fl.StringVar(&f.deadline, "deadline", "", "when every selected node should be done: a time (RFC 3339) or a duration from now; the rollout starts one node at a time and goes faster only as the deadline, in the policy's windows, needs (never above --max-concurrency nor the policy's concurrency)")
 	fl.IntVar(&f.maxConcurrency, "max-concurrency", 0, "at most this many of the rollout's nodes in it at once (the policy's slots still pace them)")
 	fl.BoolVar(&f.newNodes, "new-nodes", true, "nodes created later run it too once they match")
 	f.signing.add(cmd)

@@ -328,7 +328,7 @@ func paceLine(v rolloutView) string {
 	case d != nil && p.Bound == rollout.BoundWindows:
 		return fmt.Sprintf("deadline %s: AT RISK, %s", d.UTC().Format(time.RFC3339), p.String())
 	case d != nil && p.Bound != "":
-		return fmt.Sprintf("deadline %s: AT RISK, predicted end %s even with %s (%s; %d left, about %s each)", d.UTC().Format(time.RFC3339), p.PredictedEnd.UTC().Format(time.RFC3339), rollout.AtOnceWords(p.AtOnce), p.Bound, p.Left, p.Takes.Round(time.Second))
+		return fmt.Sprintf("deadline %s: AT RISK, predicted end %s even with %s (%s; %d left, about %s each)", d.UTC().Format(time.RFC3339), p.PredictedEnd.UTC().Format(time.RFC3339), rollout.AtOnceWords(p.Limit), p.Bound, p.Left, p.Takes.Round(time.Second))
 	case d != nil && p.AtRisk:
 		return fmt.Sprintf("deadline %s: one node at a time would miss it; %d nodes at once, predicted end %s (%d left, about %s each)", d.UTC().Format(time.RFC3339), p.Limit, p.PredictedEnd.UTC().Format(time.RFC3339), p.Left, p.Takes.Round(time.Second))
 	case d != nil:

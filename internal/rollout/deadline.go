@@ -38,9 +38,6 @@ type Pace struct {
 	Takes        time.Duration
 	Left         int
 	InFlight     int
-	// AtOnce is how many nodes run at once in the prediction: Limit, or
-	// the policy's slots when fewer.
-	AtOnce int
 	// Bound is what bounds Limit when even Limit misses the deadline:
 	// "spec.maxConcurrency", "the policy's concurrency", or "the
 	// policy's windows" (no window opens in time).
@@ -106,9 +103,6 @@ func (room Room) opened(queued, finished time.Time) time.Time {
 // finish is when n nodes end, c at once, each taking takes, from now: the
 // zero time when a window that a round needs never opens.
 func (room Room) finish(now time.Time, n, c int, takes time.Duration) time.Time {
-	if room.Slots > 0 {
-		c = min(c, room.Slots)
-	}
 	rounds := (n + c - 1) / c
 	t := now
 	for range rounds {
@@ -184,10 +178,7 @@ func (v *view) pace(room Room, now time.Time) Pace {
 			hi = c
 		}
 	}
-	p.Limit, p.AtOnce = lo, lo
-	if room.Slots > 0 {
-		p.AtOnce = min(lo, room.Slots)
-	}
+	p.Limit = lo
 	p.PredictedEnd = room.finish(now, p.Left, p.Limit, p.Takes)
 	if late(p.Limit) {
 		p.Bound = bound

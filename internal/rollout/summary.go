@@ -121,7 +121,7 @@ func Summarize(r *MaintenanceRollout, nodes []NodeFacts, room Room, now time.Tim
 		case p.Bound == BoundWindows:
 			set(ConditionAtRisk, true, "DeadlineMissed", fmt.Sprintf("%d nodes left, and %s: the deadline %s is missed", p.Left, noWindow, exact(d.Time)))
 		case p.Bound != "":
-			set(ConditionAtRisk, true, "DeadlineMissed", fmt.Sprintf("predicted end %s, after the deadline %s even with %s (%s)", minute(p.PredictedEnd), exact(d.Time), AtOnceWords(p.AtOnce), p.Bound))
+			set(ConditionAtRisk, true, "DeadlineMissed", fmt.Sprintf("predicted end %s, after the deadline %s even with %s (%s)", minute(p.PredictedEnd), exact(d.Time), AtOnceWords(p.Limit), p.Bound))
 		default:
 			set(ConditionAtRisk, true, "PaceRaised", fmt.Sprintf("one node at a time would end after the deadline %s: %d nodes at once now, predicted end %s", exact(d.Time), p.Limit, minute(p.PredictedEnd)))
 		}
