@@ -71,7 +71,7 @@ func newPatchPlanCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&s.Updates, "updates", rollout.UpdatesAll, "all, or security: the updates of the security releases only")
+	f.StringVar(&s.Updates, "updates", rollout.UpdatesAll, "all, or security: the security updates only (apt: of the security releases; dnf: those a security advisory names)")
 	f.StringSliceVar(&s.Include, "include", nil, "only the packages whose names match one of these patterns (shell wildcards)")
 	f.StringSliceVar(&s.Exclude, "exclude", nil, "none of the packages whose names match one of these patterns")
 	f.BoolVar(&refresh, "refresh", false, "read the repositories' indexes again first (apt-get update, dnf makecache --refresh)")
