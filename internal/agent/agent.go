@@ -110,7 +110,7 @@ func New(o Options) *Agent {
 	a.queue.seen, a.queue.changed, a.queue.last, a.queue.jitter = map[string]time.Time{}, map[string]time.Time{}, map[string]seenQueue{}, jitterOf(o.NodeName)
 	a.queue.nearBand = decide.NearBand
 	a.locks.sawOwn = func(q *coordv1.Lease) { a.sawQueue(nil, q) }
-	a.reported.tokenExpires, a.reported.hostWarning = o.TokenExpires, o.HostWarning
+	a.reported.token.current, a.reported.hostWarning = o.Token, o.HostWarning
 	if o.ConnWatch != nil {
 		a.signals.watchBroken = o.ConnWatch.failed
 	}

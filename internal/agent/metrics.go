@@ -28,6 +28,12 @@ func (a *Agent) openMetrics() {
 	if m != nil && textfile != "" {
 		a.log.Info("metrics go to a node_exporter textfile", "path", textfile)
 	}
+	a.reported.token.mu.Lock()
+	expires := a.reported.token.current.ExpiresAt()
+	a.reported.token.mu.Unlock()
+	if !expires.IsZero() {
+		a.updateMetrics(func(d *metrics.Data) { d.TokenExpires = expires })
+	}
 }
 
 // updateMetrics changes the metrics and writes them; a failure is logged

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"log/slog"
-	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -10,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kustodian/kustodian/internal/config"
+	"github.com/kustodian/kustodian/internal/identity"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/login1"
 	"github.com/kustodian/kustodian/internal/notify"
@@ -33,9 +33,10 @@ type Options struct {
 	// Login1 is logind on the system bus; nil without one (the agent then
 	// holds no inhibitor locks and does not see reboots coming).
 	Login1 *login1.Manager
-	// TokenExpires is when the kubeconfig's token expires (zero: unknown
-	// or never); the agent warns TokenWarnBefore ahead.
-	TokenExpires time.Time
+	// Token is the token the agent's clients use (identity.UseRenewed;
+	// zero: not a JWT). Its renewals come through TokenRenewed and
+	// TokenRenewalFailed.
+	Token identity.Token
 	// HostWarning, from the doctor's checks at start, ends every STATUS.
 	HostWarning string
 	// Evictor, when set, lists and evicts the node's pods: a client with the

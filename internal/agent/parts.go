@@ -182,16 +182,15 @@ type metricSide struct {
 // status line (and the host's warning added to it); the state and message
 // of the Node conditions last written (until the cache shows them), and
 // whether the installation gives no right to write them (said once); what
-// it says of itself on its Node (marks); when its token expires, and
-// whether the TokenExpiring Event is recorded.
+// it says of itself on its Node (marks); the token in use and what was
+// said of it.
 type reportedSide struct {
 	marks             markSide
 	status            string
 	hostWarning       string // Options.HostWarning
 	conditions        string
 	conditionsRefused bool
-	tokenExpires      time.Time
-	tokenWarned       bool
+	token             tokenSide
 }
 
 // signals wake the Run loop: wake, a change it must look at; watchBroken,

@@ -107,7 +107,7 @@ func (a *Agent) statusLine(state lock.State, r lock.Record, status string) strin
 	case state == lock.InMaintenance:
 		line = fmt.Sprintf("in maintenance for %s", a.now().Sub(r.Since).Round(time.Second))
 	}
-	if w := a.tokenWarning(); w != "" {
+	if _, w := a.tokenWarning(); w != "" {
 		line += " (" + w + ")"
 	}
 	return line

@@ -136,7 +136,7 @@ func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface
 		return err
 	}
 	if node == nil {
-		skipped = append(skipped, "nodes, nodestatus, leases, events, kured (no Node to bind a token to)")
+		skipped = append(skipped, "nodes, nodestatus, leases, tokens, events, kured (no Node to bind a token to)")
 	} else {
 		probes = append(probes,
 			probe{manifests.PolicyName(ns, "nodes"), func(ctx context.Context) error {
@@ -153,6 +153,11 @@ func proveEnforced(ctx context.Context, w io.Writer, client kubernetes.Interface
 			}},
 			probe{manifests.PolicyName(ns, "leases"), func(ctx context.Context) error {
 				_, err := node.CoordinationV1().Leases(ns).Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kustodian-install-probe"}}, metav1.CreateOptions{DryRun: dry})
+				return err
+			}},
+			probe{manifests.PolicyName(ns, "tokens"), func(ctx context.Context) error {
+				// A token bound to no Node.
+				_, err := node.CoreV1().ServiceAccounts(ns).CreateToken(ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{}, metav1.CreateOptions{DryRun: dry})
 				return err
 			}},
 			probe{manifests.PolicyName(ns, "events"), func(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,6 +76,10 @@ keeps nothing) and says what each would do.`,
 			if err != nil {
 				return err
 			}
+			if mo.TokenAudiences, err = apiAudiences(cmd.Context(), client); err != nil {
+				fmt.Fprintf(o.streams.ErrOut, "warning: %v; the agents' tokens are not held to the API server's audiences\n", err)
+			}
+			objs = manifests.Objects(mo)
 			if kubeletEvictions {
 				if err := reportKubeletEvictions(cmd.Context(), o.streams.Out, client); err != nil {
 					return err
@@ -123,6 +128,27 @@ keeps nothing) and says what each would do.`,
 	cmd.Flags().IntVar(&maxLeases, "max-leases", manifests.DefaultMaxLeases, "the namespace's quota of Leases (a record per node in maintenance, the locks of every group); -1: none")
 	cmd.Flags().BoolVar(&kubeletEvictions, "kubelet-evictions", false, "give the agents no right to evict: each evicts its node's pods with the kubelet's kubeconfig (agent key drain.kubeletKubeconfig), which the API server holds to that node's own pods; agents without one refuse to start")
 	return cmd
+}
+
+// apiAudiences are the API server's own audiences: those of a token it
+// issues when asked for none (a server dry run of a TokenRequest for the
+// ServiceAccount default/default, whose token is read and dropped). The
+// tokens policy holds the agents' renewals to them.
+func apiAudiences(ctx context.Context, client kubernetes.Interface) ([]string, error) {
+	tr, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).CreateToken(ctx, "default", &authv1.TokenRequest{},
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return nil, fmt.Errorf("cannot learn the API server's token audiences (a dry run of a TokenRequest for default/default): %w", err)
+	}
+	if len(tr.Spec.Audiences) == 0 {
+		return nil, fmt.Errorf("the API server names no audiences in a TokenRequest for default/default")
+	}
+	for _, a := range tr.Spec.Audiences {
+		if strings.ContainsAny(a, `'\`) {
+			return nil, fmt.Errorf("the API server's audience %q has a quote or a backslash", a)
+		}
+	}
+	return tr.Spec.Audiences, nil
 }
 
 // objectNamespace is the namespace an object goes in ("" for a cluster-wide

@@ -80,11 +80,14 @@ type Facts struct {
 	PathUnitFileState, PathUnitActiveState string
 	PathUnitErr                            error
 
-	// Kubeconfig is the node's kubeconfig; TokenExpires its token's expiry
-	// (zero: unknown); ReachErr the API server's answer to it.
+	// Kubeconfig is the node's kubeconfig; TokenExpires the expiry of the
+	// token in use (the kubeconfig's or its renewal; zero: unknown), and
+	// TokenLateAt when it should have been renewed by (zero: it does not
+	// say when it was issued); ReachErr the API server's answer.
 	Kubeconfig   string
 	KubeconfigOK bool // it loaded
 	TokenExpires time.Time
+	TokenLateAt  time.Time
 	ReachErr     error
 
 	// Kured: whether its DaemonSet exists, and its containers' arguments.
@@ -112,8 +115,8 @@ type Facts struct {
 // Inhibitor is one logind inhibitor lock.
 type Inhibitor struct{ What, Who, Mode string }
 
-// TokenWarnBefore is how long before the node's token expires the doctor
-// warns (as the agent does).
+// TokenWarnBefore is how long before it expires the doctor warns of a
+// token that does not say when it was issued (as the agent does).
 const TokenWarnBefore = 14 * 24 * time.Hour
 
 // DropInDir is where the fix for logind's delay goes.
@@ -302,7 +305,11 @@ func kubeconfig(f Facts) Finding {
 		r.Status, r.Message = Fail, fmt.Sprintf("the API server does not accept %s: %v", f.Kubeconfig, f.ReachErr)
 		r.Fix = "check the server address and this host's network to it, and the token (" + renew + ")"
 		return r
-	case !f.TokenExpires.IsZero() && f.TokenExpires.Sub(f.Now) < TokenWarnBefore:
+	case !f.TokenLateAt.IsZero() && !f.Now.Before(f.TokenLateAt):
+		r.Status, r.Message = Warn, fmt.Sprintf("the token of %s expires in %s (%s) and has not been renewed", f.Kubeconfig, f.TokenExpires.Sub(f.Now).Round(time.Minute), f.TokenExpires.UTC().Format(time.RFC3339))
+		r.Fix = "the node renews it itself (the agent, and kustodian-renew.timer between its runs): see systemctl status kustodian-renew.timer and journalctl -u kustodian-renew; or " + renew
+		return r
+	case f.TokenLateAt.IsZero() && !f.TokenExpires.IsZero() && f.TokenExpires.Sub(f.Now) < TokenWarnBefore:
 		r.Status, r.Message, r.Fix = Warn, fmt.Sprintf("the token of %s expires in %s (%s)", f.Kubeconfig, f.TokenExpires.Sub(f.Now).Round(time.Hour), f.TokenExpires.UTC().Format(time.RFC3339)), renew
 		return r
 	}

@@ -69,7 +69,9 @@ type claims struct {
 			Name string `json:"name"`
 		} `json:"serviceaccount"`
 	} `json:"kubernetes.io"`
-	Exp int64 `json:"exp"`
+	Exp int64  `json:"exp"`
+	Iat int64  `json:"iat"`
+	Iss string `json:"iss"`
 }
 
 // Token is what a bound token says of itself. Its signature is not checked:
@@ -79,7 +81,11 @@ type Token struct {
 	NodeUID        string
 	Namespace      string
 	ServiceAccount string
-	Expires        int64 // Unix seconds; 0 when absent
+	Expires        int64  // Unix seconds; 0 when absent
+	Issued         int64  // Unix seconds; 0 when absent
+	Issuer         string // the API server's issuer (the iss claim)
+	// Raw is the token itself.
+	Raw string
 }
 
 // ParseToken reads a JWT's claims. A token that is not a JWT (a static
@@ -97,7 +103,8 @@ func ParseToken(token string) (t Token, ok bool, err error) {
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return t, false, fmt.Errorf("token claims: %w", err)
 	}
-	t = Token{Namespace: c.Kubernetes.Namespace, ServiceAccount: c.Kubernetes.ServiceAccount.Name, Expires: c.Exp}
+	t = Token{Namespace: c.Kubernetes.Namespace, ServiceAccount: c.Kubernetes.ServiceAccount.Name, Expires: c.Exp, Issued: c.Iat, Issuer: c.Iss,
+		Raw: strings.TrimSpace(token)}
 	if c.Kubernetes.Node != nil {
 		t.Node, t.NodeUID = c.Kubernetes.Node.Name, c.Kubernetes.Node.UID
 	}

@@ -32,6 +32,10 @@ type Options struct {
 	// (drain.kubeletKubeconfig), which the API server holds to the node's
 	// own pods; their ServiceAccount gets no eviction right at all.
 	KubeletEvictions bool
+	// TokenAudiences are the API server's own audiences (those of a token
+	// requested for none), the only ones an agent may mint its token for;
+	// empty: not known, and not checked.
+	TokenAudiences []string
 }
 
 // Object is one manifest with the resource it is written to.
@@ -79,7 +83,7 @@ func Objects(o Options) []Object {
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cluster}, Subjects: agent}},
 		// In its namespace: the lock and record Leases, the control
 		// ConfigMap (and the rollouts' scripts in ConfigMaps), the
-		// MaintenancePolicies and MaintenanceRollouts.
+		// MaintenancePolicies and MaintenanceRollouts, its own tokens.
 		{gvrRole, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(AgentServiceAccount, ns),
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
@@ -89,6 +93,10 @@ func Objects(o Options) []Object {
 				// policy keeps it to its own): applied (patch), and the
 				// summary beside the entries (update).
 				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancerollouts/status"}, Verbs: []string{"get", "update", "patch"}},
+				// Its own token's renewal: of its own ServiceAccount (the
+				// admission policy holds it to its own Node and a bounded
+				// lifetime).
+				{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{AgentServiceAccount}, Verbs: []string{"create"}},
 			}}},
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(AgentServiceAccount, ns),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: AgentServiceAccount}, Subjects: agent}},

@@ -47,7 +47,7 @@ var (
 
 // PolicyName is the name of an installation's admission policy (and of its
 // binding): kustodian-agent-<namespace>-<suffix>, suffix one of bound,
-// nodes, nodestatus, leases, rollouts, events, pods, kured.
+// nodes, nodestatus, leases, rollouts, events, pods, kured, tokens.
 func PolicyName(namespace, suffix string) string {
 	return AgentServiceAccount + "-" + namespace + "-" + suffix
 }
@@ -377,7 +377,7 @@ func policyObjects(o Options) []Object {
 	if len(keys) == 0 {
 		keys = kured.LockAnnotations
 	}
-	for _, p := range policies(keys) {
+	for _, p := range append(policies(keys), tokenPolicy(o)) {
 		if p.suffix != "bound" {
 			p.validations = append([]admv1.Validation{boundCheck}, p.validations...)
 		}

@@ -102,6 +102,11 @@ type Data struct {
 	// Deadlines are the rollouts with a deadline, by name, as this agent
 	// last saw them.
 	Deadlines map[string]Deadline `json:"deadlines,omitempty"`
+
+	// TokenExpires is when the node's token expires, as last known;
+	// TokenRenewals counts its renewals by result.
+	TokenExpires  time.Time         `json:"tokenExpires"`
+	TokenRenewals map[string]uint64 `json:"tokenRenewals,omitempty"`
 }
 
 // Store keeps Data in dir/metrics.json and writes it to the textfile.
@@ -234,7 +239,17 @@ func (d *Data) Ended(result string, at time.Time) {
 	}
 }
 
-// Results of a maintenance.
+// TokenRenewed counts a renewal of the node's token with result (succeeded,
+// failed); expires is when the token now in use expires.
+func (d *Data) TokenRenewed(result string, expires time.Time) {
+	if d.TokenRenewals == nil {
+		d.TokenRenewals = map[string]uint64{}
+	}
+	d.TokenRenewals[result]++
+	d.TokenExpires = expires
+}
+
+// Results of a maintenance (and of a token's renewal).
 const (
 	ResultSucceeded = "succeeded"
 	ResultFailed    = "failed"
@@ -263,12 +278,14 @@ var (
 	descAtRisk      = prometheus.NewDesc("kustodian_rollout_at_risk", "1 while a rollout's deadline is at risk (its condition AtRisk), as this agent sees it; every agent of the rollout's namespace says it (aggregate with max).", []string{"rollout"}, nil)
 	descDeadline    = prometheus.NewDesc("kustodian_rollout_deadline_timestamp_seconds", "A rollout's deadline (Unix time).", []string{"rollout"}, nil)
 	descPredicted   = prometheus.NewDesc("kustodian_rollout_predicted_end_timestamp_seconds", "When a rollout with a deadline is predicted to end (Unix time, to the minute).", []string{"rollout"}, nil)
+	descTokenExp    = prometheus.NewDesc("kustodian_token_expiry_timestamp_seconds", "When the node's token expires (Unix time); 0 when it does not say. The node renews it when a third of its lifetime is left.", nil, nil)
+	descRenewals    = prometheus.NewDesc("kustodian_token_renewals_total", "Renewals of the node's token, by result.", []string{"result"}, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBuild, descState, descStateSince, descRequested, descLockHeld, descPosition,
 		descBlocked, descMaint, descEvictions, descReboots, descLastSuccess, descUpdated, descWait, descDrain, descMaintenance,
-		descFailures, descFailing, descAtRisk, descDeadline, descPredicted} {
+		descFailures, descFailing, descAtRisk, descDeadline, descPredicted, descTokenExp, descRenewals} {
 		ch <- d
 	}
 }
@@ -289,6 +306,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range d.Deadlines {
 		deadlines[k] = v
 	}
+	renewals := map[string]uint64{ResultSucceeded: d.TokenRenewals[ResultSucceeded], ResultFailed: d.TokenRenewals[ResultFailed]}
 	c.s.mu.Unlock()
 
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
@@ -322,6 +340,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descUpdated, unix(updated))
 	gauge(descFailures, float64(d.StepFailures))
 	gauge(descFailing, unix(d.FailingSince))
+	gauge(descTokenExp, unix(d.TokenExpires))
+	for r, n := range renewals {
+		counter(descRenewals, n, r)
+	}
 	for name, dl := range deadlines {
 		gauge(descAtRisk, b2f(dl.AtRisk), name)
 		gauge(descDeadline, unix(dl.Deadline), name)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 
 	"github.com/kustodian/kustodian/internal/agent"
 	"github.com/kustodian/kustodian/internal/config"
@@ -101,7 +102,7 @@ variable; a flag beats the environment, which beats the file.`,
 			}
 			log.Info("notifications go to", "urls", names)
 		}
-		return agent.New(agent.Options{
+		a := agent.New(agent.Options{
 			Config:   cfg,
 			NodeName: node,
 			Owner:    nc.bound,
@@ -112,14 +113,20 @@ variable; a flag beats the environment, which beats the file.`,
 			Notifier: notifier,
 			Login1:   logind,
 
-			TokenExpires: nc.tokenExpires,
-			HostWarning:  hostWarning,
+			Token:       nc.token,
+			HostWarning: hostWarning,
 
 			Evictor:           evictor,
 			EvictorKubeconfig: kubeletConfig,
 			Notifications:     notifications,
 			ConnWatch:         conns,
-		}).Run(cmd.Context())
+		})
+		// The token is renewed while the agent runs (and, between runs, by
+		// kustodian-renew.timer: kustodian credentials --renew).
+		renewer := &identity.Renewer{Client: kube, File: identity.TokenFile(cfg.StateDir), Clock: clock.RealClock{},
+			Renewed: a.TokenRenewed, Failed: a.TokenRenewalFailed}
+		go renewer.Run(cmd.Context(), nc.token)
+		return a.Run(cmd.Context())
 	}
 	return cmd
 }
@@ -133,8 +140,9 @@ type nodeContext struct {
 	bound *lock.NodeRef
 	rest  *rest.Config
 	kube  kubernetes.Interface
-	// tokenExpires is when the kubeconfig's token expires (zero: unknown).
-	tokenExpires time.Time
+	// token is the token the clients use: the kubeconfig's, or its
+	// renewal (zero when it is not a JWT).
+	token identity.Token
 }
 
 // connect loads the configuration, the node's name and a client of the
@@ -152,19 +160,19 @@ func (cf *configFlags) connect(ctx context.Context) (nodeContext, error) {
 // API server that does not answer is asked again until it does, saying so
 // in the log and through status (systemd's STATUS).
 func connectWith(ctx context.Context, cfg config.Agent, wait bool, log *slog.Logger, status func(string)) (nodeContext, error) {
+	// The agent (which waits) renews the token: its clients read it from
+	// the renewals' file.
+	adopt := wait
 	nc := nodeContext{cfg: cfg}
 	var err error
 	if nc.rest, err = loadKubeconfig(nc.cfg.Kubeconfig); err != nil {
 		return nc, err
 	}
-	// Only its expiry is read from the token itself: the API server does
-	// not say it.
-	tok, err := identity.BoundNode(nc.rest)
-	if err != nil {
+	// The token renewed last, when it is the kubeconfig's successor. Only
+	// its expiry is read from the token itself: the API server does not
+	// say it.
+	if nc.token, err = identity.UseRenewed(nc.rest, identity.TokenFile(cfg.StateDir), adopt); err != nil {
 		return nc, fmt.Errorf("kubeconfig %s: %w", nc.cfg.Kubeconfig, err)
-	}
-	if tok.Expires > 0 {
-		nc.tokenExpires = time.Unix(tok.Expires, 0)
 	}
 	if nc.kube, err = kubernetes.NewForConfig(nc.rest); err != nil {
 		return nc, fmt.Errorf("kubeconfig %s: %w", nc.cfg.Kubeconfig, err)

@@ -130,7 +130,7 @@ func gatherDoctorFacts(ctx context.Context, cfg config.Agent, kubeletConfig stri
 	}
 	f.KubeconfigOK = true
 	nc, err := connectWith(ctx, cfg, false, nil, nil)
-	f.Node, f.TokenExpires = nc.node, nc.tokenExpires
+	f.Node, f.TokenExpires, f.TokenLateAt = nc.node, nc.token.ExpiresAt(), nc.token.LateAt()
 	if err != nil {
 		f.ReachErr = err
 		f.KuredErr = errors.New("the API server cannot be reached")

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Kustodian's postinst (deb: "configure" [version upgraded from]) and %post
 # (rpm: the number of installed versions), as debhelper would write them.
-# First install: enable and start kustodian.path. Upgrade: reload the units
+# First install: enable and start kustodian.path (and, once, the token's
+# renewal timer). Upgrade: reload the units
 # only; a running agent (a maintenance in progress) is never restarted.
 set -e
 
@@ -14,6 +15,20 @@ esac
 
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload || echo "kustodian: systemctl daemon-reload failed" >&2
+fi
+
+# The token's renewal between the agent's runs: enabled once, at the first
+# install of a version that has it (an admin may disable it after that).
+renew_marker=/var/lib/kustodian/.renew-timer-enabled
+if [ ! -e "$renew_marker" ] && command -v systemctl >/dev/null 2>&1; then
+	if systemctl enable kustodian-renew.timer; then
+		mkdir -p /var/lib/kustodian && chmod 0700 /var/lib/kustodian && : >"$renew_marker"
+		if [ -d /run/systemd/system ]; then
+			systemctl start kustodian-renew.timer || echo "kustodian: could not start kustodian-renew.timer" >&2
+		fi
+	else
+		echo "kustodian: could not enable kustodian-renew.timer" >&2
+	fi
 fi
 
 if [ "$first" = yes ] && command -v systemctl >/dev/null 2>&1; then

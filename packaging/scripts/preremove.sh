@@ -14,8 +14,8 @@ if [ -e /var/maintenance-in-progress ]; then
 fi
 if command -v systemctl >/dev/null 2>&1; then
 	if [ -d /run/systemd/system ]; then
-		systemctl stop kustodian.path kustodian.service || echo "kustodian: could not stop the units" >&2
+		systemctl stop kustodian.path kustodian-renew.timer kustodian.service || echo "kustodian: could not stop the units" >&2
 	fi
-	systemctl disable kustodian.path || echo "kustodian: could not disable kustodian.path" >&2
+	systemctl disable kustodian.path kustodian-renew.timer || echo "kustodian: could not disable kustodian.path and kustodian-renew.timer" >&2
 fi
 exit 0

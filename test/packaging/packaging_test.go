@@ -33,11 +33,15 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 
 // What each package must hold, both formats.
 var (
+	// enabledLinks are the units the agent's package enables.
+	enabledLinks = []string{"etc/systemd/system/multi-user.target.wants/kustodian.path", "etc/systemd/system/timers.target.wants/kustodian-renew.timer"}
 	agentFiles = []string{
 		"/usr/bin/kustodian",
 		"/usr/bin/kustodian-notify",
 		"/lib/systemd/system/kustodian.path",
 		"/lib/systemd/system/kustodian.service",
+		"/lib/systemd/system/kustodian-renew.service",
+		"/lib/systemd/system/kustodian-renew.timer",
 		"/etc/kustodian/config.yaml",
 		"/usr/share/man/man1/kustodian.1.gz",
 		"/usr/share/man/man1/kustodian-agent.1.gz",
@@ -206,15 +210,16 @@ func TestRpmInstallIntoScratchRoot(t *testing.T) {
 			t.Errorf("not installed: %s", f)
 		}
 	}
-	link := filepath.Join(root, "etc/systemd/system/multi-user.target.wants/kustodian.path")
-	if _, err := os.Lstat(link); err != nil {
-		t.Errorf("kustodian.path not enabled: %v", err)
+	for _, link := range enabledLinks {
+		if _, err := os.Lstat(filepath.Join(root, link)); err != nil {
+			t.Errorf("not enabled: %v", err)
+		}
 	}
 	if got := strings.TrimSpace(run(t, nil, "rpm", "--root", root, "-q", "kustodian")); !strings.HasPrefix(got, "kustodian-") {
 		t.Errorf("rpm -q: %q", got)
 	}
 	run(t, nil, "rpm", "--root", root, "-e", "kustodian", "kustodian-ctl")
-	for _, f := range append(append(agentFiles, ctlFiles...), "etc/systemd/system/multi-user.target.wants/kustodian.path") {
+	for _, f := range append(append(agentFiles, ctlFiles...), enabledLinks...) {
 		if _, err := os.Lstat(filepath.Join(root, f)); err == nil {
 			t.Errorf("left after rpm -e: %s", f)
 		}
@@ -263,6 +268,10 @@ func splitUpgrade(t *testing.T, format string, install func(root string, pkgs ..
 	}
 	if _, err := os.Lstat(filepath.Join(root, "etc/systemd/system/multi-user.target.wants/kustodian.path")); err != nil {
 		t.Errorf("kustodian.path no longer enabled after the upgrade: %v", err)
+	}
+	// An upgrade from a version without the token's renewal enables it.
+	if _, err := os.Lstat(filepath.Join(root, "etc/systemd/system/timers.target.wants/kustodian-renew.timer")); err != nil {
+		t.Errorf("kustodian-renew.timer not enabled by the upgrade: %v", err)
 	}
 }
 
