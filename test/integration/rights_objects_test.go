@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -193,7 +194,7 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 	}
 	kuredEntry := `{"nodeID":"kustodian:` + a + `","metadata":{"unschedulable":false},"created":"2026-11-22T00:00:00Z","TTL":0}`
 	gvrDS := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
-	return map[string]target{
+	targets := map[string]target{
 		"own Node":                   {gvr: gvrNode, gvk: gvkNode, obj: toNodeU(t, nodeA)},
 		"another Node":               {gvr: gvrNode, gvk: gvkNode, obj: toNodeU(t, nodeB)},
 		"pod on own Node":            {gvr: corev1.SchemeGroupVersion.WithResource("pods"), obj: toUnstructured(t, pods[a]), wholeCall: evict(a)},
@@ -223,6 +224,8 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 		"a patch campaign whose set this node claimed": {gvr: rollout.GVR, gvk: schema.GroupVersionKind{Group: rollout.Group, Version: rollout.Version, Kind: "MaintenanceRollout"},
 			obj: claimed, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, sig, true)}},
 	}
+	maps.Copy(targets, tokenTargets(asA, ns, nodeA, nodeB, pods[a]))
+	return targets
 }
 
 // patchSet is a patch campaign's set in status.patch: claimed by node for
