@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -148,7 +149,7 @@ func Renew(ctx context.Context, client kubernetes.Interface, t Token, file strin
 			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: t.Node, UID: types.UID(t.NodeUID)},
 		},
 	}, metav1.CreateOptions{})
-	if apierrors.IsForbidden(err) {
+	if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource") { // RBAC's word
 		return Token{}, fmt.Errorf("%w: this installation does not let nodes renew their own tokens; upgrade it with kustodian-ctl install, or renew the kubeconfig with kustodian-ctl kubeconfig %s --rotate", err, t.Node)
 	}
 	if err != nil {

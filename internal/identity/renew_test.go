@@ -124,7 +124,7 @@ func TestTheRenewerRenewsWhenDueAndRetriesFailures(t *testing.T) {
 		asked = append(asked, *tr)
 		if len(asked) == 2 && fail > 0 {
 			fail--
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "kustodian-agent", errors.New("no"))
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "kustodian-agent", errors.New(`User "x" cannot create resource "serviceaccounts/token"`))
 		}
 		tr.Status.Token = bound(tr.Spec.BoundObjectRef.Name, string(tr.Spec.BoundObjectRef.UID), clk.Now(), time.Duration(*tr.Spec.ExpirationSeconds)*time.Second)
 		return true, tr, nil

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -242,36 +240,6 @@ func TestSecurityKuredLockKeepsOthersEntries(t *testing.T) {
 		t.Fatalf("A giving the next key back: %v", err)
 	}
 	denied(t, "remove the next key it left as an empty list", writeKey(next, func(string) string { return "" }), refusedNext+a)
-}
-
-// An agent whose token expires within 14 days says so in STATUS and with a
-// TokenExpiring Event on its Node.
-func TestSecurityAgentWarnsBeforeItsTokenExpires(t *testing.T) {
-	t.Parallel()
-	e := cluster.New(t)
-	node := e.Nodes(1)[0]
-	nodecreds.Install(e, e.Namespace)
-	path := filepath.Join(t.TempDir(), "short.kubeconfig")
-	mustCtl(t, e, "kubeconfig", node, "--output-file", path, "--duration", "240h")
-	a := newAgent(t, e, node, "--kubeconfig", path)
-	a.notify = listenNotify(t)
-	a.request("patch")
-	a.start()
-	a.notify.waitStatus(e, "the token of "+path+" expires in 9d")
-	a.notify.waitStatus(e, "renew it: kustodian-ctl kubeconfig "+node+" --rotate")
-	e.Eventually("a TokenExpiring Event about "+node, cluster.DefaultTimeout, func(ctx context.Context) error {
-		evs, err := e.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=TokenExpiring"})
-		if err != nil {
-			return err
-		}
-		if len(evs.Items) != 1 || evs.Items[0].Type != corev1.EventTypeWarning || !strings.Contains(evs.Items[0].Message, "expires in 9d") {
-			return fmt.Errorf("%d Events: %+v", len(evs.Items), evs.Items)
-		}
-		return nil
-	})
-	a.waitInProgress(cluster.DefaultTimeout)
-	a.finish()
-	a.exitsZero()
 }
 
 // Path 2: installed with --kubelet-evictions, the agents' ServiceAccount
