@@ -28,7 +28,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: test-background rootfs go-check repo-deps bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: test-tokens test-background rootfs go-check repo-deps bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -218,6 +218,13 @@ test-integration: deps tools packages-host $(PROMTOOL) $(ALERTMANAGER) $(KURED)
 
 test-kured: deps tools packages-host $(PROMTOOL) $(KURED) ## only the integration tests with Kured's own binary (make kured)
 	$(INTEGRATION_ENV) go test -count=1 -p 1 -parallel $(TEST_PARALLEL) -timeout 30m -run '^TestRealKured' $(GO_TEST_FLAGS) ./test/integration/
+
+# make test runs TestANodeRenewsItsOwnToken just past the end of its first
+# 10-minute token; this runs it for TOKEN_SOAK (an hour): the agent renews
+# its token about nine times and does a maintenance at the end.
+TOKEN_SOAK ?= 1h
+test-tokens: deps tools packages-host ## an agent on 10-minute tokens for TOKEN_SOAK (1h), renewing them itself
+	$(INTEGRATION_ENV) KUSTODIAN_TOKEN_SOAK=$(TOKEN_SOAK) go test -count=1 -timeout 90m -v -run '^TestANodeRenewsItsOwnToken$$' ./test/integration/
 
 # The fault suite runs once in make test (FAULT_ROUNDS=1, a random seed it
 # prints); make chaos runs each fault CHAOS_ROUNDS times and adds a

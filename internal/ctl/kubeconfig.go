@@ -36,7 +36,9 @@ func newKubeconfigCommand(o *options) *cobra.Command {
 		Long: `kubeconfig asks the API server for a token of the ServiceAccount kustodian-agent
 bound to the Node object NODE (TokenRequest with boundObjectRef kind Node). The
 token names NODE in its claims, works only while that Node exists, and expires
-after --duration (default 90 days; the API server may shorten it). The kubeconfig
+after --duration (default 90 days; the API server may shorten it). The node
+renews it itself when a third of its lifetime is left (kustodian credentials
+--renew, and the agent while it runs), so a kubeconfig is minted once. The kubeconfig
 goes to stdout, or to --output-file FILE (mode 0600, replaced atomically). Its
 server is the API server's URL as this kubeconfig (or -s/--server) has it, or
 --node-server URL when the nodes reach it at another address.
