@@ -234,6 +234,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		a.stepSucceeded()
+		// Whatever the step published (nothing, at Idle): a warning about
+		// the node's token, which its renewer told meanwhile.
+		a.warnToken(ctx, a.cachedNode())
 		backoff = RetryBackoff(time.Second)
 		wakeAt.Reset(a.untilWake())
 		if done {
