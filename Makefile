@@ -28,7 +28,7 @@ GO_TEST_FLAGS ?=
 UNIT_PKGS        := ./cmd/... ./internal/...
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: test-tokens test-background rootfs go-check repo-deps bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
+.PHONY: test-tokens test-oldest tools-oldest test-control-planes test-background rootfs go-check repo-deps bench bench-plan bench-reboots build docs fuzz chaos sim kured test-kured packages packages-host repo package-assets test test-unit test-integration lint tools deps cluster-up cluster-down demo clean
 
 build: ## static binaries into bin/, and the kubectl plugin link
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kustodian ./cmd/kustodian-ctl ./cmd/kustodian-notify
@@ -170,9 +170,14 @@ docs: ## regenerate the man pages (docs/man), the default config file (packaging
 # (test-background), which take the CPU the tests leave while they wait on
 # heartbeats, boots and Kured's start delays.
 test: ## everything: the README's test command
-	@$(MAKE) --no-print-directory -j2 deps lint
+	@$(MAKE) --no-print-directory -j2 deps lint tools-oldest
 	@$(MAKE) --no-print-directory -j2 rootfs test-unit
-	@$(MAKE) --no-print-directory -j2 test-integration test-background
+	@$(MAKE) --no-print-directory -j2 test-control-planes test-background
+
+# The integration tests against the newest Kubernetes, then those that
+# matter for compatibility against the oldest: one control plane at a time.
+test-control-planes: test-integration
+	@$(MAKE) --no-print-directory test-oldest
 
 test-background:
 	nice -n 19 $(MAKE) --no-print-directory sim fuzz
@@ -241,6 +246,20 @@ lint: go-check
 
 tools: go-check ## build the control plane into the cache (minutes the first time)
 	test/tools/build.sh >/dev/null
+
+# The oldest Kubernetes supported (its minor: internal/ctl OldestKubeMinor),
+# built from test/tools/k8s-1.<minor>; test-oldest runs against it the
+# integration tests that depend on what changes between versions: install,
+# verify and uninstall, the admission policies and the generated allow-list,
+# node kubeconfigs, the Node maintenance conditions, Kured's lock with
+# Kured's own binary, the CRDs' validation, rollouts and patch claims.
+OLDEST_KUBE ?= v1.34.4
+COMPAT_TESTS := ^(TestEveryWriteANodeCanMake|TestInstallThenNodeScopedCycle|TestNodeScopedPolicy|TestUninstall|TestNodeKubeconfig|TestNodeConditionsThroughAMaintenance|TestNodeStatusIsHeldToTheMaintenanceConditions|TestRealKuredAndKustodianTakeTurns|TestPolicyValidation|TestRolloutStagesPromotionAndNewNodes|TestRolloutStatusIsEachNodesOwn|TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay)$$
+tools-oldest: go-check ## build the oldest supported control plane (OLDEST_KUBE) into the cache
+	KUSTODIAN_KUBE_VERSION=$(OLDEST_KUBE) test/tools/build.sh >/dev/null
+
+test-oldest: deps tools-oldest packages-host $(PROMTOOL) $(KURED) ## the compatibility tests against the oldest supported Kubernetes (part of make test)
+	$(INTEGRATION_ENV) KUSTODIAN_KUBE_VERSION=$(OLDEST_KUBE) go test -count=1 -p 1 -parallel $(TEST_PARALLEL) -timeout 30m -run '$(COMPAT_TESTS)' $(GO_TEST_FLAGS) ./test/integration/
 
 # Debian packages the tests need: debootstrap makes the hosts' root file
 # system, systemd-container boots them (systemd-nspawn); lintian, rpm and

@@ -40,7 +40,7 @@ func servesAdmissionPolicies(client kubernetes.Interface) error {
 			}
 		}
 	}
-	return fmt.Errorf("the cluster does not serve %s in %s (Kubernetes 1.30 or later, or the API enabled): without them every node's token could cordon and drain every node, so install refuses",
+	return fmt.Errorf("the cluster does not serve %s in %s (the API is disabled): without them every node's token could cordon and drain every node, so install refuses",
 		manifests.GVRValidatingAdmissionPolicy.Resource, gv)
 }
 
@@ -63,6 +63,9 @@ func (o *options) admissionClients() (kubernetes.Interface, *rest.Config, error)
 	}
 	rc, err := o.restConfig()
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := supportedServer(client); err != nil {
 		return nil, nil, err
 	}
 	if err := servesAdmissionPolicies(client); err != nil {

@@ -50,9 +50,9 @@ existing pause is kept). It reports what it created or changed. The policies go 
 before the rights they narrow, and install returns only once the API server
 enforces them: each must refuse a dry run of a request it exists to refuse, made
 with the agents' own ServiceAccount (a token bound to no Node, and one bound to the
-first Node listed), within a minute. A cluster that does not serve
-ValidatingAdmissionPolicy (Kubernetes 1.30 or later) is refused before anything is
-applied. --dry-run=client or -o yaml prints the manifests instead; --dry-run=server
+first Node listed), within a minute. An API server older than Kubernetes 1.34,
+or one that does not serve ValidatingAdmissionPolicy, is refused before anything
+is applied. --dry-run=client or -o yaml prints the manifests instead; --dry-run=server
 sends every apply as a dry run (the API server validates and admits each, and
 keeps nothing) and says what each would do.`,
 		Args: noArgs,

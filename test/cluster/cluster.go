@@ -29,9 +29,19 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// KubeVersion is the control plane's version; keep it equal to
-// K8S_VERSION in test/tools/build.sh and to the k8s.io/client-go release.
-const KubeVersion = "v1.37.1"
+// NewestKubeVersion is the newest Kubernetes supported; keep it equal to
+// NEWEST in test/tools/build.sh and to the k8s.io/client-go release.
+const NewestKubeVersion = "v1.37.1"
+
+// KubeVersion is the control plane's version: NewestKubeVersion, or
+// KUSTODIAN_KUBE_VERSION (make test-oldest: the oldest minor supported,
+// built from test/tools/k8s-1.<minor>).
+var KubeVersion = func() string {
+	if v := os.Getenv("KUSTODIAN_KUBE_VERSION"); v != "" {
+		return v
+	}
+	return NewestKubeVersion
+}()
 
 // Options say which cluster to bring up and where.
 type Options struct {
