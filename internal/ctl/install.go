@@ -31,6 +31,7 @@ func newInstallCommand(o *options) *cobra.Command {
 	var output string
 	var kubeletEvictions bool
 	var maxLeases int
+	var audiences []string
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Install Kustodian's namespace, ServiceAccount, RBAC and admission policies into the cluster",
@@ -57,7 +58,8 @@ sends every apply as a dry run (the API server validates and admits each, and
 keeps nothing) and says what each would do.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredLockAnnotations: o.kuredKeys, MaxLeases: maxLeases, KubeletEvictions: kubeletEvictions}
+			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredLockAnnotations: o.kuredKeys, MaxLeases: maxLeases, KubeletEvictions: kubeletEvictions,
+				TokenAudiences: audiences}
 			if maxLeases == 0 {
 				return fmt.Errorf("--max-leases 0 would let no node write its record; give a number, or -1 for no quota")
 			}
@@ -76,8 +78,10 @@ keeps nothing) and says what each would do.`,
 			if err != nil {
 				return err
 			}
-			if mo.TokenAudiences, err = apiAudiences(cmd.Context(), client); err != nil {
-				fmt.Fprintf(o.streams.ErrOut, "warning: %v; the agents' tokens are not held to the API server's audiences\n", err)
+			if len(mo.TokenAudiences) == 0 {
+				if mo.TokenAudiences, err = apiAudiences(cmd.Context(), client); err != nil {
+					return fmt.Errorf("%v: give the API server's audiences with --token-audiences A[,B] (the aud claim of this cluster's ServiceAccount tokens)", err)
+				}
 			}
 			objs = manifests.Objects(mo)
 			if kubeletEvictions {
@@ -86,7 +90,12 @@ keeps nothing) and says what each would do.`,
 				}
 			}
 			server := o.dryRun == dryRunServer
+			var later []manifests.Object // the tokens' right: after the proof
 			for _, obj := range objs {
+				if manifests.TokenRight(obj) && !server {
+					later = append(later, obj)
+					continue
+				}
 				if server {
 					// A dry run creates no namespace, so what goes in one
 					// that does not exist yet cannot be checked.
@@ -119,13 +128,28 @@ keeps nothing) and says what each would do.`,
 				return err
 			}
 			fmt.Fprintln(o.streams.Out, what)
-			return proveEnforced(cmd.Context(), o.streams.Out, client, rc, mo, enforcementTimeout)
+			tokens := manifests.PolicyName(mo.Namespace, "tokens")
+			if err := proveEnforced(cmd.Context(), o.streams.Out, client, rc, mo, enforcementTimeout, func(p string) bool { return p != tokens }); err != nil {
+				return err
+			}
+			// The tokens policy was made before the others, which the API
+			// server enforces now: the right it narrows goes in, and it is
+			// proven too.
+			for _, obj := range later {
+				what, err := apply(cmd.Context(), dyn, obj, false)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(o.streams.Out, what)
+			}
+			return proveEnforced(cmd.Context(), o.streams.Out, client, rc, mo, enforcementTimeout, func(p string) bool { return p == tokens })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml: print the manifests instead of applying them")
 	addDryRun(cmd, o, "print the manifests instead of applying them")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().IntVar(&maxLeases, "max-leases", manifests.DefaultMaxLeases, "the namespace's quota of Leases (a record per node in maintenance, the locks of every group); -1: none")
+	cmd.Flags().StringSliceVar(&audiences, "token-audiences", nil, "the API server's token audiences, which the agents' renewed tokens must have (default: learnt from a dry-run TokenRequest of default/default; with -o yaml and none given, no node may renew its token)")
 	cmd.Flags().BoolVar(&kubeletEvictions, "kubelet-evictions", false, "give the agents no right to evict: each evicts its node's pods with the kubelet's kubeconfig (agent key drain.kubeletKubeconfig), which the API server holds to that node's own pods; agents without one refuse to start")
 	return cmd
 }

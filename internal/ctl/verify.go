@@ -32,7 +32,7 @@ the API server's last answer.`,
 				return err
 			}
 			mo := manifests.Options{Namespace: o.namespace(), KuredNamespace: o.kuredNamespace, KuredDaemonSet: o.kuredDaemonSet, KuredLockAnnotations: o.kuredKeys, KubeletEvictions: kubeletEvictions}
-			return proveEnforced(cmd.Context(), o.streams.Out, client, rc, mo, timeout)
+			return proveEnforced(cmd.Context(), o.streams.Out, client, rc, mo, timeout, nil)
 		},
 	}
 	cmd.Flags().BoolVar(&kubeletEvictions, "kubelet-evictions", false, "the manifests give the agents no right to evict (install --kubelet-evictions): do not probe the policy of tokens bound to no Node")

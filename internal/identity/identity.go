@@ -67,6 +67,7 @@ type claims struct {
 		} `json:"node"`
 		ServiceAccount struct {
 			Name string `json:"name"`
+			UID  string `json:"uid"`
 		} `json:"serviceaccount"`
 	} `json:"kubernetes.io"`
 	Exp int64  `json:"exp"`
@@ -81,9 +82,12 @@ type Token struct {
 	NodeUID        string
 	Namespace      string
 	ServiceAccount string
-	Expires        int64  // Unix seconds; 0 when absent
-	Issued         int64  // Unix seconds; 0 when absent
-	Issuer         string // the API server's issuer (the iss claim)
+	// ServiceAccountUID tells a ServiceAccount deleted and made again
+	// (uninstall, install) from the one before.
+	ServiceAccountUID string
+	Expires           int64  // Unix seconds; 0 when absent
+	Issued            int64  // Unix seconds; 0 when absent
+	Issuer            string // the API server's issuer (the iss claim)
 	// Raw is the token itself.
 	Raw string
 }
@@ -103,7 +107,8 @@ func ParseToken(token string) (t Token, ok bool, err error) {
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return t, false, fmt.Errorf("token claims: %w", err)
 	}
-	t = Token{Namespace: c.Kubernetes.Namespace, ServiceAccount: c.Kubernetes.ServiceAccount.Name, Expires: c.Exp, Issued: c.Iat, Issuer: c.Iss,
+	t = Token{Namespace: c.Kubernetes.Namespace, ServiceAccount: c.Kubernetes.ServiceAccount.Name, ServiceAccountUID: c.Kubernetes.ServiceAccount.UID,
+		Expires: c.Exp, Issued: c.Iat, Issuer: c.Iss,
 		Raw: strings.TrimSpace(token)}
 	if c.Kubernetes.Node != nil {
 		t.Node, t.NodeUID = c.Kubernetes.Node.Name, c.Kubernetes.Node.UID

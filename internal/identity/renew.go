@@ -2,9 +2,7 @@ package identity
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,33 +76,29 @@ func (t Token) LateAt() time.Time {
 }
 
 // sameIdentity: both tokens are the same issuer's, of the same
-// ServiceAccount, bound to the same Node object (name and UID: a Node
-// deleted and created again is another one, and its old tokens are dead).
+// ServiceAccount object, bound to the same Node object (names and UIDs: a
+// Node or ServiceAccount deleted and made again is another one, and the
+// old one's tokens are dead).
 func sameIdentity(a, b Token) bool {
 	return a.Node != "" && a.Issuer == b.Issuer && a.Namespace == b.Namespace && a.ServiceAccount == b.ServiceAccount &&
-		a.Node == b.Node && a.NodeUID == b.NodeUID
+		a.ServiceAccountUID == b.ServiceAccountUID && a.Node == b.Node && a.NodeUID == b.NodeUID
 }
 
 // Effective is the token a node's clients use: the kubeconfig's (kube), or
-// the renewed one in file when it is the same identity's and expires later.
-// A missing file is no error; one that cannot be read is (named): it is the
-// agent's own, and nothing else writes it.
-func Effective(kube Token, file string) (tok Token, renewed bool, err error) {
+// the renewed one in file when it is the same identity's and was issued
+// later (a kubeconfig minted since, of any lifetime, wins). A file that is
+// missing, cannot be read or holds no token is passed over: the agent
+// writes it again (UseRenewed's adopt).
+func Effective(kube Token, file string) (tok Token, renewed bool) {
 	b, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return kube, false, nil
-	}
 	if err != nil {
-		return kube, false, fmt.Errorf("the renewed token %s: %w", file, err)
+		return kube, false
 	}
 	r, ok, err := ParseToken(string(b))
-	if err != nil || !ok {
-		return kube, false, fmt.Errorf("the renewed token %s is not a ServiceAccount token; remove it, and the kubeconfig's is used", file)
+	if err != nil || !ok || !sameIdentity(r, kube) || r.Issued <= kube.Issued {
+		return kube, false
 	}
-	if !sameIdentity(r, kube) || r.Expires <= kube.Expires {
-		return kube, false, nil
-	}
-	return r, true, nil
+	return r, true
 }
 
 // UseRenewed makes c use the renewed token in file when Effective picks it,
@@ -117,10 +111,7 @@ func UseRenewed(c *rest.Config, file string, adopt bool) (Token, error) {
 	if err != nil {
 		return Token{}, err
 	}
-	tok, renewed, err := Effective(kube, file)
-	if err != nil {
-		return tok, err
-	}
+	tok, renewed := Effective(kube, file)
 	if !renewed {
 		if !adopt || tok.Node == "" || tok.RenewAt().IsZero() {
 			return tok, nil

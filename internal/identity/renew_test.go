@@ -24,8 +24,13 @@ import (
 // bound is a token of kustodian/kustodian-agent bound to node (uid),
 // issued at iat for life.
 func bound(node, uid string, iat time.Time, life time.Duration) string {
-	return jwt(fmt.Sprintf(`{"iss":"https://kubernetes.default.svc","iat":%d,"exp":%d,"kubernetes.io":{"namespace":"kustodian","node":{"name":%q,"uid":%q},"serviceaccount":{"name":"kustodian-agent"}}}`,
-		iat.Unix(), iat.Add(life).Unix(), node, uid))
+	return boundSA("sa1", node, uid, iat, life)
+}
+
+// boundSA is bound for the ServiceAccount whose UID is sa.
+func boundSA(sa, node, uid string, iat time.Time, life time.Duration) string {
+	return jwt(fmt.Sprintf(`{"iss":"https://kubernetes.default.svc","iat":%d,"exp":%d,"kubernetes.io":{"namespace":"kustodian","node":{"name":%q,"uid":%q},"serviceaccount":{"name":"kustodian-agent","uid":%q}}}`,
+		iat.Unix(), iat.Add(life).Unix(), node, uid, sa))
 }
 
 func mustParse(t *testing.T, s string) Token {
@@ -62,6 +67,9 @@ func TestTheRenewedTokenIsUsedOnlyWhenItIsTheSameNodesAndNewer(t *testing.T) {
 		{"older", bound("n1", "u1", iat.Add(-time.Minute), time.Hour), false},
 		{"another node", bound("n2", "u1", iat.Add(time.Minute), time.Hour), false},
 		{"the Node made again (another uid)", bound("n1", "u2", iat.Add(time.Minute), time.Hour), false},
+		{"the ServiceAccount made again (another uid)", boundSA("sa2", "n1", "u1", iat.Add(time.Minute), time.Hour), false},
+		// A kubeconfig minted after the renewal wins, even a shorter one.
+		{"issued before, expiring later", bound("n1", "u1", iat.Add(-time.Minute), 2*time.Hour), false},
 		{"no file", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,12 +102,17 @@ func TestTheRenewedTokenIsUsedOnlyWhenItIsTheSameNodesAndNewer(t *testing.T) {
 			}
 		})
 	}
+	// A file that holds no token is passed over, and written anew.
 	file := filepath.Join(t.TempDir(), TokenFileName)
 	if err := os.WriteFile(file, []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := UseRenewed(&rest.Config{BearerToken: kube}, file, true); err == nil || !strings.Contains(err.Error(), file) {
+	c := &rest.Config{BearerToken: kube}
+	if tok, err := UseRenewed(c, file, true); err != nil || tok.Raw != kube || c.BearerTokenFile != file {
 		t.Errorf("a broken token file: %v", err)
+	}
+	if b, _ := os.ReadFile(file); strings.TrimSpace(string(b)) != kube {
+		t.Errorf("the broken file holds %q", b)
 	}
 }
 

@@ -83,7 +83,7 @@ func Objects(o Options) []Object {
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: cluster}, Subjects: agent}},
 		// In its namespace: the lock and record Leases, the control
 		// ConfigMap (and the rollouts' scripts in ConfigMaps), the
-		// MaintenancePolicies and MaintenanceRollouts, its own tokens.
+		// MaintenancePolicies and MaintenanceRollouts.
 		{gvrRole, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(AgentServiceAccount, ns),
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
@@ -93,10 +93,6 @@ func Objects(o Options) []Object {
 				// policy keeps it to its own): applied (patch), and the
 				// summary beside the entries (update).
 				{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancerollouts/status"}, Verbs: []string{"get", "update", "patch"}},
-				// Its own token's renewal: of its own ServiceAccount (the
-				// admission policy holds it to its own Node and a bounded
-				// lifetime).
-				{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{AgentServiceAccount}, Verbs: []string{"create"}},
 			}}},
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(AgentServiceAccount, ns),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: AgentServiceAccount}, Subjects: agent}},
@@ -110,7 +106,27 @@ func Objects(o Options) []Object {
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{o.KuredDaemonSet}, Verbs: []string{"update"}}}}},
 		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(cluster, o.KuredNamespace),
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: cluster}, Subjects: agent}},
+		// Last, in a Role of its own: its own token's renewal, of its own
+		// ServiceAccount (the tokens policy holds it to its own Node, a
+		// bounded lifetime and the API server's audiences). Install grants
+		// it only once the other policies, made after the tokens policy,
+		// are enforced (TokenRight).
+		{gvrRole, &rbacv1.Role{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: meta(TokenRoleName, ns),
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{AgentServiceAccount}, Verbs: []string{"create"}}}}},
+		{gvrRoleBinding, &rbacv1.RoleBinding{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: meta(TokenRoleName, ns),
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: TokenRoleName}, Subjects: agent}},
 	}...)
+}
+
+// TokenRoleName is the Role (and RoleBinding) that lets the agents renew
+// their own tokens.
+const TokenRoleName = AgentServiceAccount + "-tokens"
+
+// TokenRight tells whether obj grants the agents their tokens' renewal:
+// install applies it after proving the other admission policies enforced.
+func TokenRight(obj Object) bool {
+	m, ok := obj.Object.(interface{ GetName() string })
+	return ok && (obj.Resource == gvrRole || obj.Resource == gvrRoleBinding) && m.GetName() == TokenRoleName
 }
 
 // agentClusterRules are the agents' rights across the cluster: its own Node

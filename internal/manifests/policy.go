@@ -377,7 +377,9 @@ func policyObjects(o Options) []Object {
 	if len(keys) == 0 {
 		keys = kured.LockAnnotations
 	}
-	for _, p := range append(policies(keys), tokenPolicy(o)) {
+	// The tokens policy first: once the API server enforces any policy
+	// made after it, it enforces this one too (TokenRight).
+	for _, p := range append([]policy{tokenPolicy(o)}, policies(keys)...) {
 		if p.suffix != "bound" {
 			p.validations = append([]admv1.Validation{boundCheck}, p.validations...)
 		}

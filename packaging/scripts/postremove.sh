@@ -15,6 +15,8 @@ esac
 
 case "$1" in
 remove | purge | 0)
+	# A later install enables kustodian-renew.timer again.
+	rm -f /var/lib/kustodian/.renew-timer-enabled
 	if [ -d /run/systemd/system ]; then
 		systemctl daemon-reload || echo "kustodian: systemctl daemon-reload failed" >&2
 	fi

@@ -27,7 +27,8 @@ func tokenTargets(asA kubernetes.Interface, ns string, nodeA, nodeB *corev1.Node
 	seconds := func(s int64) *int64 { return &s }
 	agent := manifests.AgentServiceAccount
 	return map[string]target{
-		"a token of its own ServiceAccount bound to its own Node": mint(agent, authnv1.TokenRequestSpec{BoundObjectRef: to(nodeA), ExpirationSeconds: seconds(600)}),
+		// 90 days, the longest allowed.
+		"a token of its own ServiceAccount bound to its own Node": mint(agent, authnv1.TokenRequestSpec{BoundObjectRef: to(nodeA), ExpirationSeconds: seconds(90 * 24 * 3600)}),
 		"a token bound to another Node":                           mint(agent, authnv1.TokenRequestSpec{BoundObjectRef: to(nodeB)}),
 		"a token bound to its own Node's name with another UID": mint(agent, authnv1.TokenRequestSpec{
 			BoundObjectRef: &authnv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: nodeA.Name, UID: nodeB.UID}}),

@@ -35,7 +35,7 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 var (
 	// enabledLinks are the units the agent's package enables.
 	enabledLinks = []string{"etc/systemd/system/multi-user.target.wants/kustodian.path", "etc/systemd/system/timers.target.wants/kustodian-renew.timer"}
-	agentFiles = []string{
+	agentFiles   = []string{
 		"/usr/bin/kustodian",
 		"/usr/bin/kustodian-notify",
 		"/lib/systemd/system/kustodian.path",
