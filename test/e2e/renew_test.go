@@ -76,7 +76,7 @@ func TestTheRenewTimerRenewsADueToken(t *testing.T) {
 	for _, f := range report.Findings {
 		if f.Check == "kubeconfig" {
 			judged = true
-			if f.Status != "OK" || !strings.Contains(f.Message, "reaches the API server as node "+h.Name) {
+			if !strings.EqualFold(f.Status, "ok") || !strings.Contains(f.Message, "reaches the API server as node "+h.Name) {
 				t.Errorf("doctor with the renewed token: %s", report)
 			}
 		}
