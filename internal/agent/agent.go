@@ -325,6 +325,6 @@ func (a *Agent) reconcile(ctx context.Context) (done bool, state lock.State, nod
 	a.sleepOrWatch(ctx, a.decision)
 	// With rollouts, the agent stays to see them come; it goes on with a
 	// reboot it asked for.
-	done = d.State == lock.Idle && !asked && !a.cfg.Stay && !a.cfg.Rollouts.Enabled
+	done = d.State == lock.Idle && !asked && !a.cfg.Stay && !a.cfg.Rollouts.Enabled && !a.cfg.ClusterRequests.Enabled
 	return done, d.State, s.node, nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/internal/request"
 	"github.com/kustodian/kustodian/internal/rollout"
 )
 
@@ -177,6 +178,17 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.caches.dyn, 0, a.cfg.Namespace, longWatch)
 		policyStore = watch(pf.ForResource(policy.GVR).Informer(), h.other, pf.Start)
 	}
+	// This node's MaintenanceRequests (spec.nodeName is a selectable field).
+	var requestStore cache.Store
+	if installed, err := a.requestsInstalled(ctx); err != nil {
+		return err
+	} else if installed {
+		rq := dynamicinformer.NewFilteredDynamicSharedInformerFactory(a.caches.dyn, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.node).String()
+			longWatch(o)
+		})
+		requestStore = watch(rq.ForResource(request.GVR).Informer(), h.other, rq.Start)
+	}
 	var rolloutStore, rolloutNodeStore cache.Store
 	if a.cfg.Rollouts.Enabled {
 		if installed, err := a.rolloutsInstalled(ctx); err != nil {
@@ -225,7 +237,7 @@ func (a *Agent) startInformers(ctx context.Context, back bool) error {
 	}
 	a.caches.stop = stop
 	a.useCaches(caches{groupLeases: groupLeases, ownRecord: ownRecord, control: controlStore, node: nodeStore,
-		kured: kuredStore, pods: podStore, policies: policyStore, rollouts: rolloutStore, rolloutNodes: rolloutNodeStore})
+		kured: kuredStore, pods: podStore, policies: policyStore, rollouts: rolloutStore, rolloutNodes: rolloutNodeStore, requests: requestStore})
 	a.queue.far.watcher = groupWatch
 	return nil
 }
@@ -293,11 +305,12 @@ type caches struct {
 	// The MaintenanceRollouts and the Nodes' metadata; nil unless
 	// rollouts.enabled and the CRD is installed.
 	rollouts, rolloutNodes cache.Store
+	requests               cache.Store // this node's MaintenanceRequests; nil when not installed
 }
 
 // useCaches makes the agent decide on c from now on.
 func (a *Agent) useCaches(c caches) {
-	a.caches.kured, a.caches.pods, a.caches.policies = c.kured, c.pods, c.policies
+	a.caches.kured, a.caches.pods, a.caches.policies, a.caches.requests = c.kured, c.pods, c.policies, c.requests
 	a.rollouts.store, a.rollouts.nodeStore = c.rollouts, c.rolloutNodes
 	a.queue.far.store = &groupStore{cur: c.groupLeases}
 	a.queue.far.asleep, a.queue.far.listAt, a.queue.far.lastRV = false, time.Time{}, nil

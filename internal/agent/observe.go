@@ -68,10 +68,15 @@ func (a *Agent) snapshot() (view, error) {
 	}
 	node := a.cachedNode()
 	now := a.now()
+	requestFile, cr := a.cfg.RequestFile, a.clusterRequest()
+	if f.Request == nil && cr != nil {
+		// What the messages tell to remove.
+		requestFile = "maintenancerequest/" + cr.Name + " (kustodian-ctl done " + a.node + ")"
+	}
 	s := decide.Snapshot{
 		Now:           now,
 		Node:          a.node,
-		Request:       f.Request,
+		Request:       requestOf(f.Request, cr),
 		InProgress:    f.InProgress,
 		RebootPending: f.RebootPending,
 		Self:          nodeFacts(node),
@@ -91,7 +96,7 @@ func (a *Agent) snapshot() (view, error) {
 			Jitter:     a.queue.jitter,
 
 			ReleaseOnTimeout: a.cfg.Drain.OnTimeout == config.OnTimeoutRelease,
-			RequestFile:      a.cfg.RequestFile,
+			RequestFile:      requestFile,
 		},
 	}
 	a.drain.mu.Lock()

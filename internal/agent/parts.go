@@ -49,6 +49,7 @@ type informed struct {
 	policies    cache.Store // nil when the MaintenancePolicy CRD is not installed
 	policyCache policyCache
 	pods        cache.Store        // the pods on this node
+	requests    cache.Store        // this node's MaintenanceRequests; nil when not installed
 	stop        context.CancelFunc // ends the informers of the last start
 }
 
@@ -191,6 +192,7 @@ type reportedSide struct {
 	conditions        string
 	conditionsRefused bool
 	token             tokenSide
+	request           requestSide // the MaintenanceRequest worked on
 }
 
 // signals wake the Run loop: wake, a change it must look at; watchBroken,

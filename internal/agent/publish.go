@@ -73,6 +73,7 @@ func (a *Agent) publishStatus(ctx context.Context, state lock.State, o decide.Ob
 			return err
 		}
 	}
+	a.reportRequest(ctx, state, r)
 	a.silences.set(state, r, node, a.decision.Policy.Spec.Alertmanager)
 	return nil
 }

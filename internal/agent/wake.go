@@ -40,7 +40,7 @@ func (a *Agent) settle(ctx context.Context, fileChanges, jobChanges <-chan struc
 // the next look of a node asleep far back).
 func (a *Agent) untilWake() time.Duration {
 	wake := a.decision.WakeAt
-	for _, w := range []time.Time{a.jobs.wakeAt, a.rollouts.wakeAt, a.queue.renewAt, a.queue.far.listAt} {
+	for _, w := range []time.Time{a.jobs.wakeAt, a.rollouts.wakeAt, a.queue.renewAt, a.queue.far.listAt, a.reported.request.wakeAt} {
 		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
 			wake = w
 		}

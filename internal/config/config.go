@@ -46,6 +46,8 @@ type Agent struct {
 	Metrics  Metrics
 	Notify   Notify
 	Rollouts Rollouts
+	// ClusterRequests: see requests.go.
+	ClusterRequests ClusterRequests
 
 	RebootRequired RebootRequired
 

@@ -160,6 +160,8 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newUninstallCommand(o),
 		newVersionCommand(o),
 		newWaitCommand(o),
+		newRequestCommand(o),
+		newDoneCommand(o),
 	)
 	if pluginMode(invokedAs) {
 		renameForPlugin(root)

@@ -22,6 +22,12 @@ var crdYAML []byte
 //go:embed rollout-crd.yaml
 var rolloutCRDYAML []byte
 
+// requestCRDYAML is the MaintenanceRequest CustomResourceDefinition
+// (docs/ctl.md, request and done), in the same way.
+//
+//go:embed request-crd.yaml
+var requestCRDYAML []byte
+
 // GVRCustomResourceDefinition is where the CRD is written.
 var GVRCustomResourceDefinition = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
@@ -29,10 +35,11 @@ var GVRCustomResourceDefinition = schema.GroupVersionResource{Group: "apiextensi
 const (
 	CRDName        = "maintenancepolicies.kustodian.io"
 	RolloutCRDName = "maintenancerollouts.kustodian.io"
+	RequestCRDName = "maintenancerequests.kustodian.io"
 )
 
 // CRDNames are the CRDs install makes and waits for.
-var CRDNames = []string{CRDName, RolloutCRDName}
+var CRDNames = []string{CRDName, RolloutCRDName, RequestCRDName}
 
 // PolicyCRD is the MaintenancePolicy CustomResourceDefinition. Unlike the
 // other objects it is shared by every installation in the cluster.
@@ -41,6 +48,10 @@ func PolicyCRD() Object { return crd(crdYAML) }
 // RolloutCRD is the MaintenanceRollout CustomResourceDefinition, shared
 // like PolicyCRD.
 func RolloutCRD() Object { return crd(rolloutCRDYAML) }
+
+// RequestCRD is the MaintenanceRequest CustomResourceDefinition, shared
+// like PolicyCRD.
+func RequestCRD() Object { return crd(requestCRDYAML) }
 
 func crd(b []byte) Object {
 	var m map[string]any

@@ -69,6 +69,7 @@ func Objects(o Options) []Object {
 	out := []Object{
 		PolicyCRD(),
 		RolloutCRD(),
+		RequestCRD(),
 		{gvrNamespace, &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: meta(ns, "")}},
 		{gvrServiceAccount, &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(AgentServiceAccount, ns)}},
 	}
@@ -150,6 +151,11 @@ func agentClusterRules(o Options) []rbacv1.PolicyRule {
 			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}})
 	}
 	return append(rules,
+		// The MaintenanceRequests asked from the cluster: read, and the
+		// status of its own Node's written (the requests policy holds it
+		// to them).
+		rbacv1.PolicyRule{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancerequests"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"kustodian.io"}, Resources: []string{"maintenancerequests/status"}, Verbs: []string{"patch"}},
 		// A policy's drain escalation: the namespaces' labels, and an Event
 		// on each pod deleted (the admission policy allows only that one).
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},

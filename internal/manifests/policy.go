@@ -47,7 +47,8 @@ var (
 
 // PolicyName is the name of an installation's admission policy (and of its
 // binding): kustodian-agent-<namespace>-<suffix>, suffix one of bound,
-// nodes, nodestatus, leases, rollouts, events, pods, kured, tokens.
+// nodes, nodestatus, leases, rollouts, events, pods, kured, tokens,
+// requests.
 func PolicyName(namespace, suffix string) string {
 	return AgentServiceAccount + "-" + namespace + "-" + suffix
 }
@@ -379,7 +380,7 @@ func policyObjects(o Options) []Object {
 	}
 	// The tokens policy first: once the API server enforces any policy
 	// made after it, it enforces this one too (TokenRight).
-	for _, p := range append([]policy{tokenPolicy(o)}, policies(keys)...) {
+	for _, p := range append([]policy{tokenPolicy(o)}, append(policies(keys), requestPolicy())...) {
 		if p.suffix != "bound" {
 			p.validations = append([]admv1.Validation{boundCheck}, p.validations...)
 		}

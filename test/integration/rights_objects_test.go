@@ -225,6 +225,7 @@ func rightsTargets(t *testing.T, e *cluster.Env, dyn dynamic.Interface, a, b str
 			obj: claimed, listKeys: map[string]string{"status.nodes": "name"}, values: map[string]any{"status.patch": patchSet(a, sig, true)}},
 	}
 	maps.Copy(targets, tokenTargets(asA, ns, nodeA, nodeB, pods[a]))
+	maps.Copy(targets, requestTargets(t, e, dyn, a, b))
 	return targets
 }
 
