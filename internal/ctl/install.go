@@ -36,7 +36,7 @@ func newInstallCommand(o *options) *cobra.Command {
 		Use:   "install",
 		Short: "Install Kustodian's namespace, ServiceAccount, RBAC and admission policies into the cluster",
 		Long: `install applies (server-side apply, field manager kustodian-ctl) the
-MaintenancePolicy and MaintenanceRollout CustomResourceDefinitions (and waits until
+MaintenancePolicy, MaintenanceRollout and MaintenanceRequest CustomResourceDefinitions (and waits until
 each is served), the namespace,
 the ServiceAccount kustodian-agent whose Node-bound tokens the agents use, the
 RBAC the protocol needs and nothing more, ValidatingAdmissionPolicies that

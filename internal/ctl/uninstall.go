@@ -14,6 +14,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/manifests"
 	"github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/internal/request"
 	"github.com/kustodian/kustodian/internal/rollout"
 	"github.com/kustodian/kustodian/internal/status"
 )
@@ -26,9 +27,10 @@ func newUninstallCommand(o *options) *cobra.Command {
 		Long: `uninstall deletes the RBAC, the ServiceAccount (every node's token stops working)
 and the namespace with its Leases and control ConfigMap. While a node holds a lock
 it refuses: that node is in maintenance, cordoned, and would be left so. --force
-removes everything anyway. The MaintenancePolicy and MaintenanceRollout
-CustomResourceDefinitions are shared by every installation: each is deleted only
-when no other namespace has objects of it.`,
+removes everything anyway. The MaintenancePolicy, MaintenanceRollout and
+MaintenanceRequest CustomResourceDefinitions are shared by every installation:
+the first two are deleted only when no other namespace has objects of them, the
+third only when no MaintenanceRequest exists (they are cluster-wide).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -55,11 +57,14 @@ when no other namespace has objects of it.`,
 				if objs[i].Resource == manifests.GVRCustomResourceDefinition {
 					// Shared by every installation: it goes with the last.
 					crd := objs[i].Object.(metav1.Object).GetName()
-					kind, gvr := "MaintenancePolicies", policy.GVR
-					if crd == manifests.RolloutCRDName {
+					kind, gvr, ns := "MaintenancePolicies", policy.GVR, o.namespace()
+					switch crd {
+					case manifests.RolloutCRDName:
 						kind, gvr = "MaintenanceRollouts", rollout.GVR
+					case manifests.RequestCRDName:
+						kind, gvr, ns = "MaintenanceRequests", request.GVR, "-" // cluster-wide: any one keeps it
 					}
-					if others, err := objectsElsewhere(ctx, dyn, gvr, o.namespace()); err != nil {
+					if others, err := objectsElsewhere(ctx, dyn, gvr, ns); err != nil {
 						return err
 					} else if len(others) > 0 {
 						fmt.Fprintf(o.streams.Out, "customresourcedefinitions %s kept: %s exist in %s\n", crd, kind, strings.Join(others, ", "))
@@ -93,9 +98,13 @@ func objectsElsewhere(ctx context.Context, dyn dynamic.Interface, gvr schema.Gro
 	seen := map[string]bool{}
 	var out []string
 	for _, p := range list.Items {
-		if p.GetNamespace() != ns && !seen[p.GetNamespace()] {
-			seen[p.GetNamespace()] = true
-			out = append(out, p.GetNamespace())
+		where := p.GetNamespace()
+		if where == "" {
+			where = "the cluster" // a cluster-wide object
+		}
+		if where != ns && !seen[where] {
+			seen[where] = true
+			out = append(out, where)
 		}
 	}
 	sort.Strings(out)

@@ -48,7 +48,8 @@ func TestInstalledObjectsAreNamed(t *testing.T) {
 	objects := installed(t)
 	b := &binaries{dir: buildbin.Dir(t), help: map[string]string{}}
 	for _, crd := range objects["CustomResourceDefinition"] {
-		kind := map[string]string{"maintenancepolicies.kustodian.io": "MaintenancePolicy", "maintenancerollouts.kustodian.io": "MaintenanceRollout"}[crd]
+		kind := map[string]string{"maintenancepolicies.kustodian.io": "MaintenancePolicy", "maintenancerollouts.kustodian.io": "MaintenanceRollout",
+			"maintenancerequests.kustodian.io": "MaintenanceRequest"}[crd]
 		if kind == "" {
 			t.Errorf("install applies the CRD %s, which this test does not know: name its kind here", crd)
 			continue
