@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordv1 "k8s.io/api/coordination/v1"
@@ -68,15 +69,20 @@ func (a *Agent) snapshot() (view, error) {
 	}
 	node := a.cachedNode()
 	now := a.now()
-	requestFile, cr := a.cfg.RequestFile, a.clusterRequest()
-	if f.Request == nil && cr != nil {
+	rec := a.myRecord()
+	requestFile, cr := a.cfg.RequestFile, a.clusterRequest(rec)
+	if w := a.reported.request.wakeAt; !w.IsZero() && !now.Before(w) {
+		a.reported.request.wakeAt = time.Time{} // this step is the one it woke
+	}
+	req := requestOf(f.Request, cr, rec)
+	if cr != nil && req != nil && req.ID == cr.ID() {
 		// What the messages tell to remove.
 		requestFile = "maintenancerequest/" + cr.Name + " (kustodian-ctl done " + a.node + ")"
 	}
 	s := decide.Snapshot{
 		Now:           now,
 		Node:          a.node,
-		Request:       requestOf(f.Request, cr),
+		Request:       req,
 		InProgress:    f.InProgress,
 		RebootPending: f.RebootPending,
 		Self:          nodeFacts(node),

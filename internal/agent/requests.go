@@ -44,9 +44,8 @@ func (a *Agent) requestsInstalled(ctx context.Context) (bool, error) {
 	}
 }
 
-// clusterRequest is the MaintenanceRequest this node takes now
-// (request.Pick), or nil.
-func (a *Agent) clusterRequest() *request.Request {
+// clusterRequests are this node's MaintenanceRequests in the cache.
+func (a *Agent) clusterRequests() []request.Request {
 	if a.caches.requests == nil {
 		return nil
 	}
@@ -65,28 +64,48 @@ func (a *Agent) clusterRequest() *request.Request {
 			reqs = append(reqs, r)
 		}
 	}
-	return request.Pick(reqs, a.now())
+	return reqs
 }
 
-// requestOf is the request a snapshot sees: the host's file, else the
-// cluster's request (its reason says who asked), else none.
-func requestOf(file *hostfiles.Request, cr *request.Request) *hostfiles.Request {
-	if file != nil || cr == nil {
+// clusterRequest is the MaintenanceRequest this node takes now
+// (request.Pick), or nil. While the node's record works on another
+// request (the host's, or a cluster request that just ended), none: that
+// one completes first (uncordon, release, history), and the next request
+// goes through the queue again.
+func (a *Agent) clusterRequest(rec *lock.Record) *request.Request {
+	cr := request.Pick(a.clusterRequests(), a.now())
+	if cr != nil && rec != nil && rec.RequestID != "" && rec.RequestID != cr.ID() && rec.State != lock.Idle {
+		return nil
+	}
+	return cr
+}
+
+// requestOf is the request a snapshot sees: a cluster request the record
+// works on already; else the host's file; else the cluster's request (its
+// reason says who asked, as kustodian-ctl request wrote it); else none.
+func requestOf(file *hostfiles.Request, cr *request.Request, rec *lock.Record) *hostfiles.Request {
+	if rec != nil && rec.State != lock.Idle && request.IsID(rec.RequestID) && (cr == nil || rec.RequestID != cr.ID()) {
+		// The record's cluster request is over (done, or its time):
+		// it completes before the host's request begins.
+		return nil
+	}
+	working := cr != nil && rec != nil && rec.RequestID == cr.ID() && rec.State != lock.Idle
+	if (file != nil && !working) || cr == nil {
 		return file
 	}
 	reason := cr.Reason
 	if cr.By != "" {
 		reason += " (asked by " + cr.By + ")"
 	}
-	return &hostfiles.Request{ID: cr.ID(), Reason: reason}
+	return &hostfiles.Request{ID: cr.ID(), Reason: hostfiles.CleanReason(reason)}
 }
 
 // requestSide is the MaintenanceRequest the node works on, as its status
 // last said it.
 type requestSide struct {
-	// current is the request of the record's last state, its phase and
-	// when its maintenance began, as written; wakeAt, when a request
-	// with a duration gives the node back.
+	// current is the request the record works on (or worked on last),
+	// its phase and when its maintenance began, as written; wakeAt, when
+	// a request with a duration gives the node back.
 	current   *request.Request
 	phase     string
 	startedAt time.Time
@@ -109,34 +128,50 @@ func phaseOf(s lock.State) string {
 }
 
 // reportRequest writes the state of the node into the status of the
-// MaintenanceRequest it works on: its phase, when its maintenance began
-// and, with a duration, ends; Completed once the node is back. A request
-// deleted meanwhile (kustodian-ctl done) is not written.
+// MaintenanceRequest its record works on: its phase, when its maintenance
+// began and, with a duration, ends; Completed once the node is back, or
+// once the request is over while the node works on another. A request
+// deleted meanwhile (kustodian-ctl done) is not written. Nothing is kept
+// as written before the API server took it: a failed write is made again
+// whole at the next step.
 func (a *Agent) reportRequest(ctx context.Context, state lock.State, r lock.Record) {
-	cr := a.clusterRequest()
 	side := &a.reported.request
-	if cr != nil && r.RequestID == cr.ID() && (side.current == nil || side.current.UID != cr.UID) {
-		side.current, side.phase, side.startedAt, side.wakeAt = cr, cr.Phase, cr.StartedAt, cr.EndsAt()
+	if side.current == nil || (r.RequestID != "" && r.RequestID != side.current.ID()) {
+		// Take up the request the record names, active or not (one whose
+		// duration ended while the agent was down is Completed here).
+		for _, cr := range a.clusterRequests() {
+			if cr.ID() == r.RequestID {
+				side.current, side.phase, side.startedAt, side.wakeAt = &cr, cr.Phase, cr.StartedAt, cr.EndsAt()
+				break
+			}
+		}
 	}
 	if side.current == nil {
 		return
 	}
 	phase := phaseOf(state)
-	if r.RequestID != "" && r.RequestID != side.current.ID() {
-		phase = request.Completed // the node went on to another request
+	if r.RequestID != side.current.ID() {
+		// The record went on: this one is over, or waits behind the
+		// host's request.
+		phase = request.Completed
+		for _, cr := range a.clusterRequests() {
+			if cr.UID == side.current.UID && cr.Active(a.now()) {
+				phase = request.Waiting
+			}
+		}
 	}
 	if phase == side.phase {
 		return
 	}
 	status := map[string]any{"phase": phase, "message": r.Message}
 	now := a.now().UTC()
-	if phase == request.InMaintenance && side.startedAt.IsZero() {
-		side.startedAt = now
+	started, end := side.startedAt, side.wakeAt
+	if phase == request.InMaintenance && started.IsZero() {
+		started = now
 		status["startedAt"] = now.Format(time.RFC3339)
 		if side.current.For > 0 {
-			end := now.Add(side.current.For)
+			end = now.Add(side.current.For)
 			status["endsAt"] = end.Format(time.RFC3339)
-			side.wakeAt = end
 		}
 	}
 	if phase == request.Completed {
@@ -151,9 +186,9 @@ func (a *Agent) reportRequest(ctx context.Context, state lock.State, r lock.Reco
 		// Deleted (done): nothing to say.
 	case err != nil:
 		a.log.Warn("cannot write the status of the MaintenanceRequest", "request", side.current.Name, "phase", phase, "err", err)
-		return // tried again at the next step
+		return // made again at the next step
 	}
-	side.phase = phase
+	side.phase, side.startedAt, side.wakeAt = phase, started, end
 	if phase == request.Completed {
 		*side = requestSide{}
 	}

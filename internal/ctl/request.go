@@ -30,7 +30,8 @@ maintenance script on the host, through the same queue, policy and drain, and
 holds the node (cordoned, drained, the lock kept) until kustodian-ctl done NODE,
 or, with --for, until that long after its maintenance began. Who asked (as the
 API server knows the caller) goes in the annotation kustodian.io/requested-by and
-the node's Events.
+the node's Events; the API server does not check it, so whoever may create
+MaintenanceRequests may write another name there.
 
 The agent takes a request while it runs: with rollouts or clusterRequests
 enabled in its configuration it runs from boot (docs/host.md). kubectl get

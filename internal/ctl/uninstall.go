@@ -64,6 +64,15 @@ third only when no MaintenanceRequest exists (they are cluster-wide).`,
 					case manifests.RequestCRDName:
 						kind, gvr, ns = "MaintenanceRequests", request.GVR, "-" // cluster-wide: any one keeps it
 					}
+					if crd == manifests.RequestCRDName {
+						// Other installations' agents watch it too.
+						if others, err := otherInstallations(ctx, dyn, o.namespace()); err != nil {
+							return err
+						} else if len(others) > 0 {
+							fmt.Fprintf(o.streams.Out, "customresourcedefinitions %s kept: installations in %s use it\n", crd, strings.Join(others, ", "))
+							continue
+						}
+					}
 					if others, err := objectsElsewhere(ctx, dyn, gvr, ns); err != nil {
 						return err
 					} else if len(others) > 0 {
@@ -83,6 +92,25 @@ third only when no MaintenanceRequest exists (they are cluster-wide).`,
 	cmd.Flags().BoolVar(&force, "force", false, "uninstall even while a node holds a lock")
 	addDryRun(cmd, o, "say what would be deleted, delete nothing")
 	return cmd
+}
+
+// otherInstallations lists the namespaces of the other installations in
+// the cluster, as their admission policies name them.
+func otherInstallations(ctx context.Context, dyn dynamic.Interface, ns string) ([]string, error) {
+	list, err := dyn.Resource(manifests.GVRValidatingAdmissionPolicy).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=kustodian"})
+	if err != nil {
+		return nil, status.Explain(err, "list", manifests.GVRValidatingAdmissionPolicy.Resource, "")
+	}
+	var out []string
+	for _, p := range list.Items {
+		rest, prefixed := strings.CutPrefix(p.GetName(), manifests.AgentServiceAccount+"-")
+		other, suffixed := strings.CutSuffix(rest, "-requests")
+		if prefixed && suffixed && other != ns {
+			out = append(out, other)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // objectsElsewhere lists the other namespaces that hold objects of a

@@ -100,7 +100,7 @@ func readRequest(path string) (*Request, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("request file %s cannot be read: %w", path, err)
 	}
-	return &Request{ID: requestID(st), Reason: cleanReason(line)}, nil
+	return &Request{ID: requestID(st), Reason: CleanReason(line)}, nil
 }
 
 // requestID names one request: it is derived from the file's inode and
@@ -111,7 +111,9 @@ func requestID(st os.FileInfo) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-func cleanReason(line string) string {
+// CleanReason is a request's reason as records show it: trimmed, without
+// control characters, bounded.
+func CleanReason(line string) string {
 	line = strings.TrimSpace(line)
 	line = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {

@@ -5,9 +5,9 @@ import (
 )
 
 // requestPolicy lets an agent write the status of the MaintenanceRequests
-// for its own Node only, and nothing else of them: not their spec (the
-// status subresource ignores it anyway), not their metadata (a status write
-// keeps the metadata it is sent).
+// for its own Node only, and nothing else of them: not their spec nor their
+// metadata (a custom resource's status subresource keeps only the status
+// it is sent; said here as well).
 func requestPolicy() policy {
 	self := "'node ' + variables.node"
 	return policy{

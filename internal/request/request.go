@@ -9,6 +9,7 @@ package request
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -92,7 +93,13 @@ func FromUnstructured(u *unstructured.Unstructured) (Request, error) {
 
 // ID is the request's ID in the node's record and history: another
 // request, even with the same name, is another ID.
-func (r Request) ID() string { return "request-" + string(r.UID) }
+func (r Request) ID() string { return idPrefix + string(r.UID) }
+
+const idPrefix = "request-"
+
+// IsID tells whether a record's request ID is a MaintenanceRequest's (a
+// host file's is hexadecimal).
+func IsID(id string) bool { return strings.HasPrefix(id, idPrefix) }
 
 // EndsAt is when a request with a duration gives the node back: zero while
 // its maintenance has not begun, or without a duration.

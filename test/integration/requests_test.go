@@ -64,11 +64,22 @@ func TestAMaintenanceAskedFromTheCluster(t *testing.T) {
 		t.Fatalf("%s in maintenance, but cordoned %v and the lock held by %q", a, nodeObject(e, a).Spec.Unschedulable, lockHolder(e))
 	}
 	eventSays(e, a, "MaintenanceRequested", "disk swap (asked by ")
+	// A's host asks meanwhile: the held cluster request keeps the node,
+	// and the host's request comes after it, a maintenance of its own.
+	pa.request("kernel")
+	waitRecord(e, a, "still in maintenance for the request", inStateSaying(lock.InMaintenance, "kustodian-ctl done "+a))
+	if p := waitPhase(e, dyn, a, request.InMaintenance); p.GetUID() != first.GetUID() {
+		t.Fatal("another request")
+	}
 
 	out = mustCtl(t, e, "done", a)
 	if !strings.Contains(out, "maintenance of node "+a+" done: maintenancerequest/"+first.GetName()+" deleted") {
 		t.Fatalf("kustodian-ctl done: %s", out)
 	}
+	// The host's request: through Completing, then a maintenance of its
+	// own (the script's turn), then back.
+	waitRecord(e, a, "in maintenance for the host's request", inStateSaying(lock.InMaintenance, pa.requestFile()))
+	pa.finish()
 	waitRecord(e, a, "given back", func(r *lock.Record) error {
 		if r != nil {
 			return fmt.Errorf("state %s", r.State)

@@ -39,11 +39,12 @@ func TestSecurityPodBoundTokenIsRefused(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	nodeA := clientFor(t, nodecreds.Kubeconfig(e, a))
 
-	// No node may mint a token, for itself or bound to anything else.
+	// A node may mint a token for itself only (its renewal), not one
+	// bound to another node (TestEveryWriteANodeCanMake tries the rest).
 	_, err := nodeA.CoreV1().ServiceAccounts(e.Namespace).CreateToken(e.Ctx, manifests.AgentServiceAccount, &authv1.TokenRequest{
-		Spec: authv1.TokenRequestSpec{BoundObjectRef: &authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: a, UID: nodeObject(e, a).UID}}}, metav1.CreateOptions{})
+		Spec: authv1.TokenRequestSpec{BoundObjectRef: &authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: b, UID: nodeObject(e, b).UID}}}, metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) {
-		t.Errorf("node %s minting a token: %v, want forbidden", a, err)
+		t.Errorf("node %s minting a token bound to %s: %v, want forbidden", a, b, err)
 	}
 	_, err = nodeA.CoreV1().Pods(e.Namespace).Create(e.Ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mine"},
 		Spec: corev1.PodSpec{NodeName: b, ServiceAccountName: manifests.AgentServiceAccount, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
