@@ -34,7 +34,7 @@ the node's Events; the API server does not check it, so whoever may create
 MaintenanceRequests may write another name there.
 
 The agent takes a request while it runs: with rollouts or clusterRequests
-enabled in its configuration it runs from boot (docs/host.md). kubectl get
+enabled in its configuration it runs from boot (docs/agent.md). kubectl get
 maintenancerequests shows each request's phase (Waiting, Draining,
 InMaintenance, Completed, Failed).`,
 		Example: `  kustodian-ctl request node-1 --reason "disk swap, ticket 4711"
