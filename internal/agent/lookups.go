@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -70,11 +71,20 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 			// Where this node stands, from one LIST of the records: once
 			// when it joins the queue, not again while it waits.
 			mine, err := a.locks.summarize(ctx, d.Group)
-			if err != nil {
+			var newer *lock.FormatError
+			switch {
+			case errors.As(err, &newer):
+				// A record of a newer agent: no place is taken without it.
+				a.queue.mu.Lock()
+				a.queue.unreadable, a.queue.unreadableAt = err.Error(), a.now()
+				a.queue.mu.Unlock()
+				s.Unreadable = err.Error()
+			case err != nil:
 				return d, s, err
+			default:
+				a.queue.mine, a.queue.mineGroup = &mine, d.Group
+				s.Mine, s.Listed = a.queue.mine, true
 			}
-			a.queue.mine, a.queue.mineGroup = &mine, d.Group
-			s.Mine, s.Listed = a.queue.mine, true
 		}
 		if d.Need.Kured {
 			ok, why, err := a.holdKured(ctx)
@@ -118,6 +128,13 @@ func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFact
 	}
 	var f lock.HolderFacts
 	r, err := a.records.get(ctx, holder)
+	var newer *lock.FormatError
+	if errors.As(err, &newer) {
+		// A newer agent holds the lock: it keeps it, as a live one does.
+		f.NodeExists = true
+		a.locks.holders[holder] = holderCheck{facts: f, at: now}
+		return f, nil
+	}
 	if err != nil {
 		return f, fmt.Errorf("reading the record of %s, holder of the lock: %w", holder, err)
 	}

@@ -69,6 +69,13 @@ func (a *Agent) snapshot() (view, error) {
 	}
 	node := a.cachedNode()
 	now := a.now()
+	if l := a.myRecordLease(); l != nil {
+		if err := lock.CheckFormat(l); err != nil {
+			// A newer agent ran on this host: this one would write its
+			// record over in the older format.
+			return view{}, permanent(fmt.Errorf("this node's own record: %w", err))
+		}
+	}
 	rec := a.myRecord()
 	requestFile, cr := a.cfg.RequestFile, a.clusterRequest(rec)
 	if w := a.reported.request.wakeAt; !w.IsZero() && !now.Before(w) {
@@ -113,7 +120,11 @@ func (a *Agent) snapshot() (view, error) {
 	}
 	s.Own = a.myRecord()
 	a.queue.mu.Lock()
+	s.Unreadable = a.queue.unreadableRecord(now, s.Params.StaleAfter)
 	for _, l := range a.locks.view.List() {
+		if err := lock.CheckFormat(l); err != nil && s.Unreadable == "" && (lock.IsLockName(l.Name) || lock.IsQueueName(l.Name)) {
+			s.Unreadable = err.Error()
+		}
 		switch {
 		case lock.IsLockName(l.Name):
 			s.Locks[l.Name] = lock.LockOf(l)

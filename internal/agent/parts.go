@@ -58,7 +58,7 @@ type informed struct {
 // the queue (one LIST, when it joined or made the summary).
 type queueView struct {
 	watching  time.Time
-	mu        sync.Mutex           // guards seen and changed: informer handlers write them
+	mu        sync.Mutex           // guards seen, changed and unreadable: informer handlers and look-ups write them
 	seen      map[string]time.Time // any change of a queue Lease
 	changed   map[string]time.Time // a change of its summary (not a renewal)
 	last      map[string]seenQueue // the version and summary last seen
@@ -69,6 +69,21 @@ type queueView struct {
 	nearBand  int       // decide.RecordHeartbeat's (decide.NearBand; the simulation's own)
 	renewAt   time.Time // when a node renewing every other heartbeat renews next
 	far       farSide   // asleep far back in a fast queue (farback.go)
+	// unreadable is why the last LIST of the records made no summary (a
+	// record in a newer format), and when: it keeps the node out of its
+	// turn until a LIST is due again (unreadableRecord).
+	unreadable   string
+	unreadableAt time.Time
+}
+
+// unreadableRecord is the record the last LIST could not read, for
+// staleAfter after that LIST (a newer agent's record may have gone
+// since); "" when there was none. Its caller holds mu.
+func (q *queueView) unreadableRecord(now time.Time, staleAfter time.Duration) string {
+	if q.unreadable != "" && now.Sub(q.unreadableAt) >= staleAfter {
+		q.unreadable = ""
+	}
+	return q.unreadable
 }
 
 // seenQueue is a queue Lease as last seen.
@@ -86,7 +101,7 @@ type parsedQueue struct {
 // summaryOf reads l's summary, parsing it again only when its text
 // changed. Its caller holds mu.
 func (q *queueView) summaryOf(l *coordv1.Lease) (lock.Summary, error) {
-	text, by := l.Annotations[lock.AnnotationQueue], l.Annotations[lock.AnnotationQueueBy]
+	text, by := l.Annotations[lock.AnnotationQueue]+"\x00"+l.Annotations[lock.AnnotationFormat], l.Annotations[lock.AnnotationQueueBy]
 	if p, ok := q.parsed[l.Name]; ok && p.text == text && p.by == by {
 		return p.summary, p.err
 	}

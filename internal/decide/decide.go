@@ -55,7 +55,12 @@ type Snapshot struct {
 
 	Paused       bool
 	PausedReason string
-	Policies     []*policy.MaintenancePolicy
+	// Unreadable says why this agent may not take a turn: a Lease of its
+	// namespace (a lock, a queue summary, a record in the queue) is in a
+	// format newer than it reads (lock.FormatError); "" when it reads
+	// them all.
+	Unreadable string
+	Policies   []*policy.MaintenancePolicy
 	// Policy is this node's policy among Policies, resolved by the caller
 	// once per change of the policies or the Node's labels.
 	Policy policy.Effective

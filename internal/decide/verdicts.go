@@ -15,6 +15,7 @@ import (
 // Gate names, for messages, status and metrics.
 const (
 	GatePaused         = "paused"
+	GateFormat         = "format"
 	GateNode           = "node"
 	GateHold           = "hold"
 	GatePolicy         = "policy"
@@ -65,6 +66,7 @@ func ownGates(s Snapshot, d *Decision) (own []GateVerdict, wake time.Time, misma
 		}
 	}
 	verdict(GatePaused, paused)
+	verdict(GateFormat, s.Unreadable)
 	if s.Self == nil {
 		// A lock taken now would belong to no Node (a node-bound token dies
 		// with its Node, and the lock with it).

@@ -147,7 +147,7 @@ func firstClosed(vs []GateVerdict) *GateVerdict {
 // head: when it opens, the head goes, not every node at once.
 func nodeSpecific(gate string) bool {
 	switch gate {
-	case GateNode, GateHold, GatePolicy, GatePods, GateCommand:
+	case GateFormat, GateNode, GateHold, GatePolicy, GatePods, GateCommand:
 		return true
 	}
 	return false
@@ -166,7 +166,7 @@ func (d *Decision) hold(gate, reason string, own bool) {
 // gateOrder is the order in which a Waiting node's gates are checked (and
 // listed): its own, the host's command, the queue, then the group's and
 // the cluster's, checked by the head of the queue only.
-var gateOrder = []string{GatePaused, GateNode, GateHold, GatePolicy, GateKured, GateWindow, GatePods,
+var gateOrder = []string{GatePaused, GateFormat, GateNode, GateHold, GatePolicy, GateKured, GateWindow, GatePods,
 	GateCommand, GateQueue, GateSpacing, GateMaxUnavailable, GateWorkloads, GatePrometheus, GateAlertmanager}
 
 // uncheckedFrom lists the gates from first on, in gateOrder, but those in

@@ -67,8 +67,11 @@ func SetDisrupted(l *coordv1.Lease, controllers []string) {
 
 // StoreSummary writes s, made by by at now, into group's queue Lease l,
 // unless l holds a summary made from a later LIST: then it changes nothing
-// and returns false.
+// and returns false. A Lease in a newer format is a *FormatError.
 func StoreSummary(l *coordv1.Lease, group GroupRef, s Summary, by string, now time.Time) (bool, error) {
+	if err := CheckFormat(l); err != nil {
+		return false, err // a newer agent's: not this one's to write over
+	}
 	if old, err := SummaryFromLease(l); err == nil {
 		if cmp, ok := VersionOrder(old.ListRV, s.ListRV); ok && cmp > 0 {
 			return false, nil
@@ -81,6 +84,7 @@ func StoreSummary(l *coordv1.Lease, group GroupRef, s Summary, by string, now ti
 	markGroup(l, group)
 	l.Labels[LabelManagedBy] = ManagedBy
 	l.Annotations[AnnotationQueue] = string(b)
+	MarkFormat(l)
 	TouchSummary(l, by, now)
 	return true, nil
 }

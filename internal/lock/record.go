@@ -187,6 +187,7 @@ func (r Record) ApplyTo(l *coordv1.Lease) {
 		}
 		l.Annotations[k] = v
 	}
+	MarkFormat(l)
 	set(AnnotationState, string(r.State))
 	since := ""
 	if !r.Since.IsZero() {

@@ -122,6 +122,9 @@ func (s Summary) LeavesOut(own Record, mine Summary) bool {
 // error: the caller makes it again.
 func SummaryFromLease(l *coordv1.Lease) (Summary, error) {
 	var s Summary
+	if err := CheckFormat(l); err != nil {
+		return s, err
+	}
 	v, ok := l.Annotations[AnnotationQueue]
 	if !ok {
 		return s, fmt.Errorf("queue Lease %s has no %s", l.Name, AnnotationQueue)

@@ -256,8 +256,8 @@ func policies(kuredKeys []string) []policy {
 				self+" + ' may change only spec.renewTime of queue ' + request.name + ', not ' + "+changedBut("spec", "renewTime")+".join(', ')"),
 			check("!variables.isQueue || variables.labelsKept",
 				self+" + ' may not change the labels of queue ' + request.name"),
-			check("!variables.isQueue || request.operation != 'UPDATE' || size("+changedKeys("annotations", oneOf([]string{lock.AnnotationQueue, lock.AnnotationQueueBy}))+") == 0",
-				self+" + ' may change only the annotations "+lock.AnnotationQueue+" and "+lock.AnnotationQueueBy+" of queue ' + request.name"),
+			check("!variables.isQueue || request.operation != 'UPDATE' || size("+changedKeys("annotations", oneOf([]string{lock.AnnotationQueue, lock.AnnotationQueueBy, lock.AnnotationFormat}))+") == 0",
+				self+" + ' may change only the annotations "+lock.AnnotationQueue+", "+lock.AnnotationQueueBy+" and "+lock.AnnotationFormat+" of queue ' + request.name"),
 		},
 	}, {
 		// MaintenanceRollouts: the status subresource only (RBAC), and in

@@ -67,6 +67,7 @@ func (c *Client) Acquire(ctx context.Context, name string, group lock.GroupRef, 
 	if l == nil {
 		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
 		lock.Take(l, group, node, now, p)
+		lock.MarkFormat(l)
 		created, err := c.leases().Create(ctx, l, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil, lock.Verdict{Why: "lost the race to create " + name}, nil
@@ -75,6 +76,9 @@ func (c *Client) Acquire(ctx context.Context, name string, group lock.GroupRef, 
 			return nil, lock.Verdict{}, fmt.Errorf("creating lock %s/%s: %w", c.Namespace, name, err)
 		}
 		return created, lock.Verdict{Free: true}, nil
+	}
+	if err := lock.CheckFormat(l); err != nil {
+		return nil, lock.Verdict{Why: err.Error()}, nil
 	}
 	holder := lock.Holder(l)
 	if holder == node {
@@ -230,7 +234,8 @@ func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r lock.Reco
 	return written, nil
 }
 
-// GetRecord reads node's record; nil when there is none.
+// GetRecord reads node's record; nil when there is none, a
+// *lock.FormatError when it is in a format this build does not read.
 func (c *Client) GetRecord(ctx context.Context, node string) (*lock.Record, error) {
 	l, err := c.leases().Get(ctx, lock.RecordName(node), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -238,6 +243,9 @@ func (c *Client) GetRecord(ctx context.Context, node string) (*lock.Record, erro
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading record %s/%s: %w", c.Namespace, lock.RecordName(node), err)
+	}
+	if err := lock.CheckFormat(l); err != nil {
+		return nil, err
 	}
 	r := lock.RecordFromLease(l)
 	return &r, nil

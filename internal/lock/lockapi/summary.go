@@ -14,7 +14,9 @@ import (
 )
 
 // Summarize makes the summary of group from one LIST of the namespace's
-// Leases; self, the caller's node, counts as live.
+// Leases; self, the caller's node, counts as live. A record in a format
+// this build does not read is a *lock.FormatError: no summary is made
+// without it.
 func (c *Client) Summarize(ctx context.Context, group lock.GroupRef, self string, staleAfter time.Duration) (lock.Summary, error) {
 	list, err := c.Kube.CoordinationV1().Leases(c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -23,6 +25,9 @@ func (c *Client) Summarize(ctx context.Context, group lock.GroupRef, self string
 	var records []lock.Record
 	for i := range list.Items {
 		if lock.IsRecordName(list.Items[i].Name) {
+			if err := lock.CheckFormat(&list.Items[i]); err != nil {
+				return lock.Summary{}, err
+			}
 			records = append(records, lock.RecordFromLease(&list.Items[i]))
 		}
 	}
@@ -80,8 +85,12 @@ func (c *Client) PutSummary(ctx context.Context, group lock.GroupRef, s lock.Sum
 // TouchSummary renews the queue Lease's renewTime, telling the group that
 // the head of its queue is alive and waiting (on a window, spacing, a
 // health gate). A conflict means someone wrote it meanwhile, which says as
-// much: not an error.
+// much: not an error. A queue Lease in a newer format is a
+// *lock.FormatError.
 func (c *Client) TouchSummary(ctx context.Context, current *coordv1.Lease, by string) (*coordv1.Lease, error) {
+	if err := lock.CheckFormat(current); err != nil {
+		return nil, err
+	}
 	l := current.DeepCopy()
 	lock.TouchSummary(l, by, c.now())
 	stored, err := c.leases().Update(ctx, l, metav1.UpdateOptions{})
