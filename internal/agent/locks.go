@@ -117,18 +117,30 @@ func (l *lockSide) renominate(ctx context.Context, group lock.GroupRef, claim bo
 	if current := l.view.Get(group.QueueName()); claim && current != nil {
 		claimed, err := l.store.TouchSummary(ctx, current, l.node)
 		if err != nil || claimed == nil {
-			return lock.Summary{}, false, err
+			return lock.Summary{}, false, newerIsNoError(err)
 		}
 		l.view.Wrote(claimed)
 		l.saw(claimed)
 	}
 	mine, written, err := l.store.Renominate(ctx, group, l.node, l.staleAfter)
 	if err != nil {
-		return mine, false, err
+		return mine, false, newerIsNoError(err)
 	}
 	l.view.Wrote(written)
 	l.saw(written)
 	return mine, true, nil
+}
+
+// newerIsNoError: a summary not made, or not renewed, because its Lease
+// or a record of its group is in a newer format (lock.FormatError) is
+// left to the newer agents; the decisions keep this node out of its turn
+// meanwhile.
+func newerIsNoError(err error) error {
+	var newer *lock.FormatError
+	if errors.As(err, &newer) {
+		return nil
+	}
+	return err
 }
 
 // touch renews group's summary, which this node heads.
@@ -138,8 +150,8 @@ func (l *lockSide) touch(ctx context.Context, group lock.GroupRef) error {
 		return nil
 	}
 	written, err := l.store.TouchSummary(ctx, current, l.node)
-	if err != nil {
-		return err
+	if err != nil || written == nil {
+		return newerIsNoError(err)
 	}
 	l.view.Wrote(written)
 	l.saw(written)

@@ -22,6 +22,9 @@ import (
 
 // decide takes a snapshot, looks up what the decision needs, and decides.
 func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
+	if err := a.listAgain(ctx); err != nil {
+		return decide.Decision{}, view{}, err
+	}
 	s, err := a.snapshot()
 	if err != nil {
 		return decide.Decision{}, s, err
@@ -71,18 +74,13 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 			// Where this node stands, from one LIST of the records: once
 			// when it joins the queue, not again while it waits.
 			mine, err := a.locks.summarize(ctx, d.Group)
-			var newer *lock.FormatError
+			u, err := a.listed(d.Group, mine, err)
 			switch {
-			case errors.As(err, &newer):
-				// A record of a newer agent: no place is taken without it.
-				a.queue.mu.Lock()
-				a.queue.unreadable, a.queue.unreadableAt = err.Error(), a.now()
-				a.queue.mu.Unlock()
-				s.Unreadable = err.Error()
 			case err != nil:
 				return d, s, err
+			case u != nil:
+				s.Unreadable[u.lease] = u.why
 			default:
-				a.queue.mine, a.queue.mineGroup = &mine, d.Group
 				s.Mine, s.Listed = a.queue.mine, true
 			}
 		}
@@ -112,6 +110,40 @@ func (a *Agent) decide(ctx context.Context) (decide.Decision, view, error) {
 	}
 	a.decision = d
 	return d, s, nil
+}
+
+// listed keeps what a LIST of group's records made: this node's view of
+// its queue, or the record of a newer agent that it could not read (which
+// it returns). Any other error is returned.
+func (a *Agent) listed(group lock.GroupRef, mine lock.Summary, err error) (*unreadableRecord, error) {
+	var newer *lock.FormatError
+	a.queue.mu.Lock()
+	defer a.queue.mu.Unlock()
+	switch {
+	case errors.As(err, &newer):
+		a.queue.unreadable = &unreadableRecord{lease: newer.Name, why: err.Error(), group: group, at: a.now()}
+		return a.queue.unreadable, nil
+	case err != nil:
+		return nil, err
+	}
+	a.queue.unreadable = nil
+	a.queue.mine, a.queue.mineGroup = &mine, group
+	return nil, nil
+}
+
+// listAgain lists the records once more when a LIST found one in a newer
+// format a staleAfter ago: until a LIST finds none the node stays out of
+// its turn (and says so), without a step in between that lets it in.
+func (a *Agent) listAgain(ctx context.Context) error {
+	a.queue.mu.Lock()
+	u := a.queue.unreadable
+	a.queue.mu.Unlock()
+	if u == nil || a.now().Sub(u.at) < a.cfg.Queue.StaleAfter() {
+		return nil
+	}
+	mine, err := a.locks.summarize(ctx, u.group)
+	_, err = a.listed(u.group, mine, err)
+	return err
 }
 
 // holderFacts tells whether a lock's holder still counts: its record and

@@ -73,7 +73,7 @@ func (a *Agent) snapshot() (view, error) {
 		if err := lock.CheckFormat(l); err != nil {
 			// A newer agent ran on this host: this one would write its
 			// record over in the older format.
-			return view{}, permanent(fmt.Errorf("this node's own record: %w", err))
+			return view{}, permanent(fmt.Errorf("this node's own record (a newer agent ran on this host: install it again, or delete Lease %s/%s to start over): %w", l.Namespace, l.Name, err))
 		}
 	}
 	rec := a.myRecord()
@@ -96,6 +96,7 @@ func (a *Agent) snapshot() (view, error) {
 		Locks:         map[string]lock.Lock{},
 		Queues:        map[string]decide.QueueState{},
 		Holders:       map[string]lock.HolderFacts{},
+		Unreadable:    map[string]string{},
 		Watching:      a.queue.watching,
 		HasCommand:    a.cfg.Gates.Command != "",
 		FailedRequest: a.failed.request,
@@ -120,10 +121,12 @@ func (a *Agent) snapshot() (view, error) {
 	}
 	s.Own = a.myRecord()
 	a.queue.mu.Lock()
-	s.Unreadable = a.queue.unreadableRecord(now, s.Params.StaleAfter)
+	if u := a.queue.unreadable; u != nil {
+		s.Unreadable[u.lease] = u.why
+	}
 	for _, l := range a.locks.view.List() {
-		if err := lock.CheckFormat(l); err != nil && s.Unreadable == "" && (lock.IsLockName(l.Name) || lock.IsQueueName(l.Name)) {
-			s.Unreadable = err.Error()
+		if err := lock.CheckFormat(l); err != nil {
+			s.Unreadable[l.Name] = err.Error()
 		}
 		switch {
 		case lock.IsLockName(l.Name):

@@ -69,21 +69,18 @@ type queueView struct {
 	nearBand  int       // decide.RecordHeartbeat's (decide.NearBand; the simulation's own)
 	renewAt   time.Time // when a node renewing every other heartbeat renews next
 	far       farSide   // asleep far back in a fast queue (farback.go)
-	// unreadable is why the last LIST of the records made no summary (a
-	// record in a newer format), and when: it keeps the node out of its
-	// turn until a LIST is due again (unreadableRecord).
-	unreadable   string
-	unreadableAt time.Time
+	// unreadable is the record of its group that the last LIST could not
+	// read (in a newer format): it keeps the node out of its turn until a
+	// LIST finds none (listAgain).
+	unreadable *unreadableRecord
 }
 
-// unreadableRecord is the record the last LIST could not read, for
-// staleAfter after that LIST (a newer agent's record may have gone
-// since); "" when there was none. Its caller holds mu.
-func (q *queueView) unreadableRecord(now time.Time, staleAfter time.Duration) string {
-	if q.unreadable != "" && now.Sub(q.unreadableAt) >= staleAfter {
-		q.unreadable = ""
-	}
-	return q.unreadable
+// unreadableRecord is a record that a LIST of group's records found in a
+// newer format, at at.
+type unreadableRecord struct {
+	lease, why string
+	group      lock.GroupRef
+	at         time.Time
 }
 
 // seenQueue is a queue Lease as last seen.

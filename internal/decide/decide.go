@@ -55,11 +55,10 @@ type Snapshot struct {
 
 	Paused       bool
 	PausedReason string
-	// Unreadable says why this agent may not take a turn: a Lease of its
-	// namespace (a lock, a queue summary, a record in the queue) is in a
-	// format newer than it reads (lock.FormatError); "" when it reads
-	// them all.
-	Unreadable string
+	// Unreadable are the Leases in a format newer than this agent reads
+	// (lock.FormatError), by name, with why: the locks and queue
+	// summaries observed, and a record its last LIST of its group found.
+	Unreadable map[string]string
 	Policies   []*policy.MaintenancePolicy
 	// Policy is this node's policy among Policies, resolved by the caller
 	// once per change of the policies or the Node's labels.

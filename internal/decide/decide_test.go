@@ -130,10 +130,16 @@ func TestWaitingGates(t *testing.T) {
 	}{
 		{name: "all open: try the lock", s: snap(), try: true, msg: "waiting: position 1 of 1"},
 		{name: "paused", s: snap(func(s *Snapshot) { s.Paused, s.PausedReason = true, "incident 42" }), gate: GatePaused, msg: "waiting: maintenance is paused: incident 42"},
-		{name: "a Lease in a newer format", s: snap(func(s *Snapshot) { s.Unreadable = "Lease kustodian/node-b is in format 2" }),
+		{name: "a Lease in a newer format", s: snap(func(s *Snapshot) { s.Unreadable = map[string]string{"node-b": "Lease kustodian/node-b is in format 2"} }),
 			gate: GateFormat, blocked: true, msg: "waiting: Lease kustodian/node-b is in format 2"},
+		{name: "a lock of another group in a newer format: no matter", s: snap(func(s *Snapshot) {
+			s.Unreadable = map[string]string{"lock-other-0": "Lease kustodian/lock-other-0 is in format 2", "queue-other": "..."}
+		}), try: true},
+		{name: "its lock in a newer format", s: snap(func(s *Snapshot) {
+			s.Unreadable = map[string]string{"lock-default-0": "Lease kustodian/lock-default-0 is in format 2"}
+		}), gate: GateFormat, blocked: true, msg: "lock-default-0 is in format 2"},
 		{name: "a newer format and paused: the format is this node's own", s: snap(func(s *Snapshot) {
-			s.Unreadable, s.Paused = "Lease kustodian/lock-default-0 is in format 2", true
+			s.Unreadable, s.Paused = map[string]string{"lock-default-0": "Lease kustodian/lock-default-0 is in format 2"}, true
 		}), gate: GatePaused, msg: "waiting: maintenance is paused"},
 		{name: "no Node object", s: snap(func(s *Snapshot) { s.Self = nil }), gate: GateNode, blocked: true, msg: "Node object does not exist"},
 		{name: "held by an admin", s: snap(func(s *Snapshot) { s.Self.Held, s.Self.HoldReason = true, "disk swap" }), gate: GateHold, blocked: true, msg: "held by an admin: disk swap (kustodian-ctl resume me)"},

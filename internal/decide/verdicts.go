@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kustodian/kustodian/internal/kured"
+	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/policy"
 )
 
@@ -66,7 +68,7 @@ func ownGates(s Snapshot, d *Decision) (own []GateVerdict, wake time.Time, misma
 		}
 	}
 	verdict(GatePaused, paused)
-	verdict(GateFormat, s.Unreadable)
+	verdict(GateFormat, unreadable(s, d))
 	if s.Self == nil {
 		// A lock taken now would belong to no Node (a node-bound token dies
 		// with its Node, and the lock with it).
@@ -110,6 +112,28 @@ func ownGates(s Snapshot, d *Decision) (own []GateVerdict, wake time.Time, misma
 	verdict(GateWindow, window)
 	verdict(GatePods, pods)
 	return own, w.Change, mismatch
+}
+
+// unreadable says why this node may not take its turn: one of its group's
+// locks, its group's queue summary or a record of its queue is in a newer
+// format (another group's are no matter); "" when none is.
+func unreadable(s Snapshot, d *Decision) string {
+	for _, name := range append([]string{d.Group.QueueName()}, d.Locks...) {
+		if why, ok := s.Unreadable[name]; ok {
+			return why
+		}
+	}
+	var records []string
+	for name := range s.Unreadable {
+		if lock.IsRecordName(name) { // only a LIST of its own group's finds one
+			records = append(records, name)
+		}
+	}
+	if len(records) == 0 {
+		return ""
+	}
+	slices.Sort(records)
+	return s.Unreadable[records[0]]
 }
 
 // kuredHolds says why Kured's lock keeps this node from taking its turn:

@@ -83,8 +83,13 @@ func StoreSummary(l *coordv1.Lease, group GroupRef, s Summary, by string, now ti
 	}
 	markGroup(l, group)
 	l.Labels[LabelManagedBy] = ManagedBy
+	if _, marked := l.Annotations[AnnotationFormat]; marked || l.ResourceVersion == "" {
+		// A summary written before formats were marked keeps none: the
+		// admission policy of such an installation lets a node change
+		// only the summary and its writer.
+		MarkFormat(l)
+	}
 	l.Annotations[AnnotationQueue] = string(b)
-	MarkFormat(l)
 	TouchSummary(l, by, now)
 	return true, nil
 }

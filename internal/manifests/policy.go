@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	admv1 "k8s.io/api/admissionregistration/v1"
@@ -81,13 +82,6 @@ func variable(name, expression string) admv1.Variable {
 var nodeVariables = []admv1.Variable{
 	variable("node", fmt.Sprintf("'%s' in request.userInfo.extra && !('%s' in request.userInfo.extra) ? request.userInfo.extra['%s'][0] : ''", extraNodeName, extraPodName, extraNodeName)),
 	variable("nodeUID", fmt.Sprintf("'%s' in request.userInfo.extra ? request.userInfo.extra['%s'][0] : ''", extraNodeUID, extraNodeUID)),
-}
-
-// changedKeys lists the keys of a map (labels, annotations) that differ
-// between oldObject and object, except those under prefix.
-func changedKeys(field, except string) string {
-	return fmt.Sprintf(`(object.metadata.?%[1]s.orValue({}).filter(k, !(%[2]s) && (!(k in oldObject.metadata.?%[1]s.orValue({})) || oldObject.metadata.%[1]s[k] != object.metadata.%[1]s[k])) +
- oldObject.metadata.?%[1]s.orValue({}).filter(k, !(%[2]s) && !(k in object.metadata.?%[1]s.orValue({}))))`, field, except)
 }
 
 // boundCheck refuses tokens not bound to a Node. Every policy checks it
@@ -186,6 +180,11 @@ func policies(kuredKeys []string) []policy {
 			// garbage collection) until an admin removes it.
 			check("!variables.write || object.metadata.?finalizers.orValue([]) == (oldObject != null ? oldObject.metadata.?finalizers.orValue([]) : [])",
 				self+" + ' may not put finalizers on Lease ' + request.name"),
+			// A format the installed release does not know would keep
+			// every agent of the group out of its turn (docs/agent.md,
+			// "Upgrading the agents"); a later release's install widens it.
+			check("!variables.write || object.metadata.?annotations[?'"+lock.AnnotationFormat+"'].orValue('1') in ["+quoted(knownFormats())+"]",
+				self+" + ' may mark Lease ' + request.name + ' only with a format this installation knows ("+strings.Join(knownFormats(), ", ")+"), not ' + object.metadata.annotations['"+lock.AnnotationFormat+"']"),
 			// Every agent caches the namespace's Leases: none may be large.
 			check("!variables.write || variables.annotationBytes <= "+fmt.Sprint(MaxLeaseAnnotationBytes),
 				"'the annotations of Lease ' + request.name + ' come to ' + string(variables.annotationBytes) + ' bytes; at most "+fmt.Sprint(MaxLeaseAnnotationBytes)+"'"),
@@ -256,8 +255,8 @@ func policies(kuredKeys []string) []policy {
 				self+" + ' may change only spec.renewTime of queue ' + request.name + ', not ' + "+changedBut("spec", "renewTime")+".join(', ')"),
 			check("!variables.isQueue || variables.labelsKept",
 				self+" + ' may not change the labels of queue ' + request.name"),
-			check("!variables.isQueue || request.operation != 'UPDATE' || size("+changedKeys("annotations", oneOf([]string{lock.AnnotationQueue, lock.AnnotationQueueBy, lock.AnnotationFormat}))+") == 0",
-				self+" + ' may change only the annotations "+lock.AnnotationQueue+", "+lock.AnnotationQueueBy+" and "+lock.AnnotationFormat+" of queue ' + request.name"),
+			check("!variables.isQueue || request.operation != 'UPDATE' || size("+changedKeys("annotations", oneOf([]string{lock.AnnotationQueue, lock.AnnotationQueueBy}))+") == 0",
+				self+" + ' may change only the annotations "+lock.AnnotationQueue+" and "+lock.AnnotationQueueBy+" of queue ' + request.name"),
 		},
 	}, {
 		// MaintenanceRollouts: the status subresource only (RBAC), and in
@@ -345,18 +344,19 @@ const MaxLeaseAnnotationBytes = 16384
 var lockNamePattern = fmt.Sprintf(`^lock-[a-z0-9][-a-z0-9]{0,%d}-(0|[1-9][0-9]{0,%d})$`,
 	mpolicy.MaxPolicyName+1+lock.MaxGroupSegment, len(fmt.Sprint(mpolicy.MaxConcurrency-1))-1)
 
+// knownFormats are the formats of the protocol's Leases this release
+// reads (lock.Format and older).
+func knownFormats() []string {
+	var out []string
+	for f := 1; f <= lock.Format; f++ {
+		out = append(out, strconv.Itoa(f))
+	}
+	return out
+}
+
 // queueNamePattern: queue-, a policy name, perhaps a group segment
 // (lock.GroupRef.QueueName).
 var queueNamePattern = fmt.Sprintf(`^queue-[a-z0-9][-a-z0-9]{0,%d}$`, mpolicy.MaxPolicyName+1+lock.MaxGroupSegment)
-
-// oneOf is a CEL condition: k is one of keys.
-func oneOf(keys []string) string {
-	quoted := make([]string, len(keys))
-	for i, k := range keys {
-		quoted[i] = "'" + k + "'"
-	}
-	return "k in [" + strings.Join(quoted, ", ") + "]"
-}
 
 // scaleDownDisabled keeps the cluster autoscaler off a node in maintenance
 // (a policy's autoscaler.protect): the one annotation outside kustodian.io/
@@ -417,27 +417,6 @@ var nodeConditions = func() []string {
 	}
 	return out
 }()
-
-func quoted(ss []string) string {
-	var q []string
-	for _, s := range ss {
-		q = append(q, "'"+s+"'")
-	}
-	return strings.Join(q, ", ")
-}
-
-// changedBut is a CEL list of the top-level keys of field (spec, status,
-// metadata) that differ between oldObject and object, but those named:
-// a field Kubernetes adds later is covered without being named here.
-func changedBut(field string, except ...string) string {
-	return fmt.Sprintf(`(object.?%[1]s.orValue({}).filter(k, !(k in [%[2]s]) && (!(k in oldObject.?%[1]s.orValue({})) || oldObject.%[1]s[k] != object.%[1]s[k])) +
- oldObject.?%[1]s.orValue({}).filter(k, !(k in [%[2]s]) && !(k in object.?%[1]s.orValue({}))))`, field, quoted(except))
-}
-
-// unchangedBut is a CEL condition: field is as it was but for those keys.
-func unchangedBut(field string, except ...string) string {
-	return "size(" + changedBut(field, except...) + ") == 0"
-}
 
 // serverMetadata are the metadata the API server writes on every update:
 // no request of a node changes them of its own accord.

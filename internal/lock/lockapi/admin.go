@@ -2,6 +2,7 @@ package lockapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,6 +57,9 @@ func (c *Client) HandOff(ctx context.Context, node, by string, leases []*coordv1
 	held := lock.HeldBy(leases, node)
 	for _, g := range lock.HandOffGroups(leases, node) {
 		_, l, err := c.Renominate(ctx, g, by, staleAfter)
+		if skipNewer(err) {
+			continue // the lock goes back all the same
+		}
 		if err != nil {
 			return written, err
 		}
@@ -73,6 +77,14 @@ func (c *Client) HandOff(ctx context.Context, node, by string, leases []*coordv1
 	return written, nil
 }
 
+// skipNewer: a summary that cannot be made because its Lease or a record
+// of its group is in a newer format (lock.FormatError) is left to the
+// newer agents; it is advice, and what goes on (a release) goes on.
+func skipNewer(err error) bool {
+	var newer *lock.FormatError
+	return errors.As(err, &newer)
+}
+
 // LeaveQueues makes again the queue summaries (among leases, as last read)
 // that still name node, which has no request any more. It returns the
 // Leases as written.
@@ -80,6 +92,9 @@ func (c *Client) LeaveQueues(ctx context.Context, node string, leases []*coordv1
 	var written []*coordv1.Lease
 	for _, g := range lock.QueuesNaming(leases, node) {
 		_, l, err := c.Renominate(ctx, g, node, staleAfter)
+		if skipNewer(err) {
+			continue
+		}
 		if err != nil {
 			return written, err
 		}
@@ -98,6 +113,9 @@ func (c *Client) markReleased(ctx context.Context, node string) error {
 		}
 		if err != nil {
 			return fmt.Errorf("reading the record of %s: %w", node, err)
+		}
+		if err := lock.CheckFormat(l); err != nil {
+			return err // a newer agent's: not to be written over
 		}
 		r := lock.ReleasedAt(lock.RecordFromLease(l), c.now())
 		l = l.DeepCopy()

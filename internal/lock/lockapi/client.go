@@ -209,6 +209,9 @@ func (c *Client) PutRecord(ctx context.Context, base *coordv1.Lease, r lock.Reco
 			written = created
 			return err
 		}
+		if err := lock.CheckFormat(l); err != nil {
+			return err // written by a newer agent since: not to be written over
+		}
 		if r.ReleasedRequest == "" {
 			// An admin's mark (kustodian-ctl release) is not the agent's
 			// to drop, even when the agent decided on an older copy.

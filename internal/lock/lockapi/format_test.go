@@ -53,3 +53,45 @@ func TestNewerFormatsAreRefused(t *testing.T) {
 		t.Errorf("Summarize with a record in format 2: %+v %v, want a FormatError", s, err)
 	}
 }
+
+// A holder gives its lock back even when the queue summary it would write
+// first cannot be made (a record of its group, or the queue Lease, in a
+// newer format): the summary is left to the newer agents. A record in a
+// newer format is not written over by an admin's release either.
+func TestHandOffPastNewerFormats(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	me, b := "me", "b"
+	held := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.DefaultGroup.LockName(0), Namespace: "k"}}
+	lock.Take(held, lock.DefaultGroup, me, now, lock.Params{})
+	newerRecord := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(b), Namespace: "k", Annotations: map[string]string{
+		lock.AnnotationFormat: "2", lock.AnnotationState: string(lock.Waiting)}}, Spec: coordv1.LeaseSpec{HolderIdentity: &b}}
+	newerQueue := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.DefaultGroup.QueueName(), Namespace: "k", Annotations: map[string]string{
+		lock.AnnotationFormat: "2", lock.AnnotationQueue: `{"nodes":["b"],"total":1,"listRV":"1"}`}}}
+	for _, tc := range []struct {
+		name  string
+		newer *coordv1.Lease
+	}{{"a newer record", newerRecord}, {"a newer queue Lease", newerQueue}} {
+		c := &Client{Kube: fake.NewClientset(held.DeepCopy(), tc.newer.DeepCopy()), Namespace: "k", Now: func() time.Time { return now }}
+		if _, err := c.HandOff(ctx, me, me, []*coordv1.Lease{held}, time.Minute); err != nil {
+			t.Errorf("%s: HandOff: %v", tc.name, err)
+		}
+		got, err := c.Kube.CoordinationV1().Leases("k").Get(ctx, held.Name, metav1.GetOptions{})
+		if err != nil || lock.Holder(got) != "" {
+			t.Errorf("%s: the lock after HandOff: %v %v, want it free", tc.name, got, err)
+		}
+		if got, _ := c.Kube.CoordinationV1().Leases("k").Get(ctx, tc.newer.Name, metav1.GetOptions{}); got.Annotations[lock.AnnotationFormat] != "2" {
+			t.Errorf("%s: written over: %v", tc.name, got.Annotations)
+		}
+	}
+
+	held.Spec.HolderIdentity = &b
+	c := &Client{Kube: fake.NewClientset(held, newerRecord), Namespace: "k", Now: func() time.Time { return now }}
+	var fe *lock.FormatError
+	if _, err := c.ReleaseByAdmin(ctx, b, "kustodian-ctl", time.Minute); !errors.As(err, &fe) {
+		t.Errorf("an admin's release of a node whose record is in format 2: %v, want a FormatError", err)
+	}
+	if got, _ := c.Kube.CoordinationV1().Leases("k").Get(ctx, newerRecord.Name, metav1.GetOptions{}); got.Annotations[lock.AnnotationFormat] != "2" {
+		t.Errorf("the record in format 2 was written over: %v", got.Annotations)
+	}
+}

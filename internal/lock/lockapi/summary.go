@@ -14,9 +14,9 @@ import (
 )
 
 // Summarize makes the summary of group from one LIST of the namespace's
-// Leases; self, the caller's node, counts as live. A record in a format
-// this build does not read is a *lock.FormatError: no summary is made
-// without it.
+// Leases; self, the caller's node, counts as live. A record of the group
+// in a format this build does not read (by the group it says) is a
+// *lock.FormatError: no summary is made without it.
 func (c *Client) Summarize(ctx context.Context, group lock.GroupRef, self string, staleAfter time.Duration) (lock.Summary, error) {
 	list, err := c.Kube.CoordinationV1().Leases(c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -24,12 +24,17 @@ func (c *Client) Summarize(ctx context.Context, group lock.GroupRef, self string
 	}
 	var records []lock.Record
 	for i := range list.Items {
-		if lock.IsRecordName(list.Items[i].Name) {
-			if err := lock.CheckFormat(&list.Items[i]); err != nil {
+		if !lock.IsRecordName(list.Items[i].Name) {
+			continue
+		}
+		r := lock.RecordFromLease(&list.Items[i])
+		if err := lock.CheckFormat(&list.Items[i]); err != nil {
+			if r.GroupRef() == group {
 				return lock.Summary{}, err
 			}
-			records = append(records, lock.RecordFromLease(&list.Items[i]))
+			continue // another group's: not in this queue
 		}
+		records = append(records, r)
 	}
 	return lock.Summarize(records, group, self, c.now(), staleAfter, list.ResourceVersion), nil
 }
