@@ -109,10 +109,14 @@ func TestANodeRenewsItsOwnToken(t *testing.T) {
 		})
 	}
 	maintain("after-the-first-token")
-	// With a soak, A goes on until its token in use was issued after the
-	// soak's end less a lifetime: renewed again and again.
+	// With a soak, A goes on for the whole soak, until its token in use
+	// was issued after the soak's end less a lifetime: renewed again and
+	// again; then it does a maintenance.
 	if soak > 0 {
 		e.Eventually(fmt.Sprintf("A's token renewed after %s", soak), soak+5*time.Minute, func(context.Context) error {
+			if worked := time.Since(start); worked < soak {
+				return fmt.Errorf("A has worked %s of %s", worked.Round(time.Second), soak)
+			}
 			tok := stateToken(t, pa)
 			if issued := time.Unix(tok.Issued, 0); issued.Before(start.Add(soak - 10*time.Minute)) {
 				return fmt.Errorf("the token in use was issued %s after the start", issued.Sub(start).Round(time.Second))
