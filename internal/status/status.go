@@ -6,6 +6,8 @@ package status
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -155,11 +157,16 @@ func Build(in Inputs) MaintenanceStatus {
 	s.Paused, s.PausedReason = lock.Paused(in.Control)
 	var records []lock.Record
 	holding := map[string]bool{}
+	newer := map[string]string{} // node → the format of its record, one this build does not read
 	for i := range in.Leases {
 		l := &in.Leases[i]
 		switch {
 		case lock.IsRecordName(l.Name):
-			records = append(records, lock.RecordFromLease(l))
+			r := lock.RecordFromLease(l)
+			if err := lock.CheckFormat(l); err != nil {
+				newer[r.Node] = l.Annotations[lock.AnnotationFormat]
+			}
+			records = append(records, r)
 		case lock.IsLockName(l.Name):
 			lk := Lock{Name: l.Name, Group: lockGroup(l), Holder: lock.Holder(l)}
 			if lk.Holder != "" && l.Spec.AcquireTime != nil {
@@ -193,8 +200,9 @@ func Build(in Inputs) MaintenanceStatus {
 	for _, r := range records {
 		groups[r.GroupRef()] = true
 	}
+	readable := slices.DeleteFunc(slices.Clone(records), func(r lock.Record) bool { return newer[r.Node] != "" })
 	for g := range groups {
-		for i, r := range lock.GrantOrder(records, g, in.Now, in.StaleAfter) {
+		for i, r := range lock.GrantOrder(readable, g, in.Now, in.StaleAfter) {
 			position[r.Node] = i + 1
 		}
 	}
@@ -209,6 +217,10 @@ func Build(in Inputs) MaintenanceStatus {
 			Name: r.Node, State: r.State, QueuePosition: position[r.Node], Reason: r.Reason,
 			Message: r.Message, RequestID: r.RequestID, Group: r.GroupRef().String(), Policy: r.Policy,
 			Blocked: r.Blocked, Live: r.Live(in.Now, in.StaleAfter), Silence: r.Silence,
+		}
+		if f, ok := newer[r.Node]; ok {
+			// Shown as read, saying that it may be misread.
+			n.Message = fmt.Sprintf("record in format %q, which this kustodian-ctl does not read (upgrade it); as read: %s", f, n.Message)
 		}
 		if r.State == lock.Waiting && r.Gates != "" {
 			_ = json.Unmarshal([]byte(r.Gates), &n.Gates) // unreadable: shown without

@@ -84,3 +84,27 @@ func TestBuildMakesRecordTextPrintable(t *testing.T) {
 		}
 	}
 }
+
+// A record in a format newer than this build reads is shown as read,
+// saying so, and is given no place in the queue.
+func TestBuildSaysARecordIsInANewerFormat(t *testing.T) {
+	in := statustest.Fixture()
+	for i := range in.Leases {
+		if l := &in.Leases[i]; l.Name == "node-n3" {
+			l.Annotations["kustodian.io/format"] = "2"
+		}
+	}
+	s := status.Build(in)
+	for _, n := range s.Nodes {
+		switch n.Name {
+		case "n3":
+			if n.QueuePosition != 0 || !strings.HasPrefix(n.Message, `record in format "2", which this kustodian-ctl does not read (upgrade it); as read: `) {
+				t.Errorf("n3: position %d, message %q", n.QueuePosition, n.Message)
+			}
+		case "n2":
+			if n.QueuePosition != 1 {
+				t.Errorf("n2: position %d, want 1 (n3 is not read)", n.QueuePosition)
+			}
+		}
+	}
+}
