@@ -349,3 +349,33 @@ func TestSecurityEvictionsAreTheKubelets(t *testing.T) {
 		t.Errorf("%s's label %s=%q, want ready", a, nodemarks.LabelKubeletEvictions, got)
 	}
 }
+
+// A node may mark its own record only with a format the installation
+// knows: an unknown one would keep every agent of its group out of its
+// turn (docs/agent.md, "Upgrading the agents").
+func TestSecurityANodeMarksLeasesOnlyWithKnownFormats(t *testing.T) {
+	t.Parallel()
+	e := cluster.New(t)
+	node := e.Nodes(1)[0]
+	nodecreds.Install(e, e.Namespace)
+	leases := clientFor(t, nodecreds.Kubeconfig(e, node)).CoordinationV1().Leases(e.Namespace)
+	record := func(format string) *coordv1.Lease {
+		return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(node), Annotations: map[string]string{
+			lock.AnnotationState: string(lock.Waiting), "kustodian.io/format": format}}, Spec: coordv1.LeaseSpec{HolderIdentity: &node}}
+	}
+	_, err := leases.Create(e.Ctx, record("2"), metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		t.Fatalf("creating its record in format 2: %v, want it refused", err)
+	}
+	if !strings.Contains(err.Error(), "only with a format this installation knows (1), not 2") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+	created, err := leases.Create(e.Ctx, record("1"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating its record in format 1: %v", err)
+	}
+	created.Annotations["kustodian.io/format"] = "2"
+	if _, err := leases.Update(e.Ctx, created, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		t.Errorf("marking its record format 2: %v, want it refused", err)
+	}
+}
