@@ -136,8 +136,7 @@ func (l *lockSide) renominate(ctx context.Context, group lock.GroupRef, claim bo
 // left to the newer agents; the decisions keep this node out of its turn
 // meanwhile.
 func newerIsNoError(err error) error {
-	var newer *lock.FormatError
-	if errors.As(err, &newer) {
+	if lock.IsFormatError(err) {
 		return nil
 	}
 	return err

@@ -160,8 +160,7 @@ func (a *Agent) holderFacts(ctx context.Context, holder string) (lock.HolderFact
 	}
 	var f lock.HolderFacts
 	r, err := a.records.get(ctx, holder)
-	var newer *lock.FormatError
-	if errors.As(err, &newer) {
+	if lock.IsFormatError(err) {
 		// A newer agent holds the lock: it keeps it, as a live one does.
 		f.NodeExists = true
 		a.locks.holders[holder] = holderCheck{facts: f, at: now}

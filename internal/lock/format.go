@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -32,6 +33,12 @@ func (e *FormatError) Error() string {
 		return fmt.Sprintf("%s: annotation %s is %q, not a format number; an admin or a newer agent wrote it: delete the annotation, or upgrade this node's kustodian", what, AnnotationFormat, e.Value)
 	}
 	return fmt.Sprintf("%s is in format %d of Kustodian's Leases; this agent reads formats up to %d: upgrade kustodian on this node (docs/agent.md, \"Upgrading the agents\")", what, e.Newer, Format)
+}
+
+// IsFormatError reports whether err is, or wraps, a *FormatError.
+func IsFormatError(err error) bool {
+	var fe *FormatError
+	return errors.As(err, &fe)
 }
 
 // CheckFormat returns a *FormatError when l is in a format this build

@@ -2,7 +2,6 @@ package lockapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -57,8 +56,11 @@ func (c *Client) HandOff(ctx context.Context, node, by string, leases []*coordv1
 	held := lock.HeldBy(leases, node)
 	for _, g := range lock.HandOffGroups(leases, node) {
 		_, l, err := c.Renominate(ctx, g, by, staleAfter)
-		if skipNewer(err) {
-			continue // the lock goes back all the same
+		if lock.IsFormatError(err) {
+			// A summary of newer agents' (its Lease or a record of its
+			// group in a newer format) is theirs to make; it is advice,
+			// and the lock goes back all the same.
+			continue
 		}
 		if err != nil {
 			return written, err
@@ -77,14 +79,6 @@ func (c *Client) HandOff(ctx context.Context, node, by string, leases []*coordv1
 	return written, nil
 }
 
-// skipNewer: a summary that cannot be made because its Lease or a record
-// of its group is in a newer format (lock.FormatError) is left to the
-// newer agents; it is advice, and what goes on (a release) goes on.
-func skipNewer(err error) bool {
-	var newer *lock.FormatError
-	return errors.As(err, &newer)
-}
-
 // LeaveQueues makes again the queue summaries (among leases, as last read)
 // that still name node, which has no request any more. It returns the
 // Leases as written.
@@ -92,8 +86,8 @@ func (c *Client) LeaveQueues(ctx context.Context, node string, leases []*coordv1
 	var written []*coordv1.Lease
 	for _, g := range lock.QueuesNaming(leases, node) {
 		_, l, err := c.Renominate(ctx, g, node, staleAfter)
-		if skipNewer(err) {
-			continue
+		if lock.IsFormatError(err) {
+			continue // theirs to make, as in HandOff
 		}
 		if err != nil {
 			return written, err
