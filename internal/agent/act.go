@@ -108,7 +108,14 @@ func (a *Agent) act(ctx context.Context, d decide.Decision, s view) (asked bool,
 		case decide.ActPublish:
 			err = a.publishStatus(ctx, st.State, o, node, st.Message, st.Status)
 		case decide.ActRemoveRecord:
-			err = a.records.remove(ctx)
+			// The record's MaintenanceRequest is Completed first: the
+			// node is given back, and the record names the request.
+			if s.Own != nil {
+				err = a.reportRequest(ctx, lock.Idle, *s.Own)
+			}
+			if err == nil {
+				err = a.records.remove(ctx)
+			}
 
 		// The Node.
 		case decide.ActProtect:

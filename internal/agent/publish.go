@@ -73,7 +73,9 @@ func (a *Agent) publishStatus(ctx context.Context, state lock.State, o decide.Ob
 			return err
 		}
 	}
-	a.reportRequest(ctx, state, r)
+	if err := a.reportRequest(ctx, state, r); err != nil {
+		a.log.Warn("cannot write the status of the MaintenanceRequest; again at the next step", "err", err)
+	}
 	a.silences.set(state, r, node, a.decision.Policy.Spec.Alertmanager)
 	return nil
 }

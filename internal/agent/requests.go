@@ -112,10 +112,12 @@ type requestSide struct {
 	wakeAt    time.Time
 }
 
-// phaseOf is what a MaintenanceRequest says of the node's state.
+// phaseOf is what a MaintenanceRequest says of the node's state. A
+// Completing node is not given back yet: its request stays InMaintenance
+// (or Failed) until the node is Idle.
 func phaseOf(s lock.State) string {
 	switch s {
-	case lock.Idle, lock.Completing:
+	case lock.Idle:
 		return request.Completed
 	case lock.Draining:
 		return request.Draining
@@ -129,12 +131,13 @@ func phaseOf(s lock.State) string {
 
 // reportRequest writes the state of the node into the status of the
 // MaintenanceRequest its record works on: its phase, when its maintenance
-// began and, with a duration, ends; Completed once the node is back, or
+// began and, with a duration, ends; Completed once the node is back
+// (uncordoned, its lock released: at Idle, before its record goes), or
 // once the request is over while the node works on another. A request
 // deleted meanwhile (kustodian-ctl done) is not written. Nothing is kept
 // as written before the API server took it: a failed write is made again
 // whole at the next step.
-func (a *Agent) reportRequest(ctx context.Context, state lock.State, r lock.Record) {
+func (a *Agent) reportRequest(ctx context.Context, state lock.State, r lock.Record) error {
 	side := &a.reported.request
 	if side.current == nil || (r.RequestID != "" && r.RequestID != side.current.ID()) {
 		// Take up the request the record names, active or not (one whose
@@ -147,7 +150,7 @@ func (a *Agent) reportRequest(ctx context.Context, state lock.State, r lock.Reco
 		}
 	}
 	if side.current == nil {
-		return
+		return nil
 	}
 	phase := phaseOf(state)
 	if r.RequestID != side.current.ID() {
@@ -160,8 +163,8 @@ func (a *Agent) reportRequest(ctx context.Context, state lock.State, r lock.Reco
 			}
 		}
 	}
-	if phase == side.phase {
-		return
+	if phase == side.phase || (state == lock.Completing && r.RequestID == side.current.ID()) {
+		return nil
 	}
 	status := map[string]any{"phase": phase, "message": r.Message}
 	now := a.now().UTC()
@@ -185,11 +188,11 @@ func (a *Agent) reportRequest(ctx context.Context, state lock.State, r lock.Reco
 	case apierrors.IsNotFound(err):
 		// Deleted (done): nothing to say.
 	case err != nil:
-		a.log.Warn("cannot write the status of the MaintenanceRequest", "request", side.current.Name, "phase", phase, "err", err)
-		return // made again at the next step
+		return fmt.Errorf("writing the status of maintenancerequest/%s (phase %s): %w", side.current.Name, phase, err)
 	}
 	side.phase, side.startedAt, side.wakeAt = phase, started, end
 	if phase == request.Completed {
 		*side = requestSide{}
 	}
+	return nil
 }
