@@ -1,0 +1,122 @@
+package fleet
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Cluster is what one cluster's own objects say of a fleet rollout, as
+// read now.
+type Cluster struct {
+	Context string
+	// Err: the cluster could not be read (unreachable, refused); the
+	// rest says nothing then.
+	Err error
+	// Exists: the cluster has the rollout. Conflict says why the one it
+	// has is not this fleet rollout's (another fleet's, another revision):
+	// nothing is submitted over it.
+	Exists   bool
+	Conflict string
+	// The rollout's conditions and spec, as its summary is made from the
+	// nodes' entries.
+	Complete, Failed, Paused, Aborted bool
+	// CompletedAt is when its last node finished (Complete only).
+	CompletedAt time.Time
+	// Says is the rollout's own condition line (Failed's message, what
+	// it waits for).
+	Says string
+}
+
+// Move is a fleet rollout's next move.
+type Move struct {
+	// Ring is the ring the rollout is at (len(Rings) when every ring is
+	// done).
+	Ring int
+	// Create are the contexts of Ring to submit the rollout to now.
+	Create []string
+	// Waiting says, one line each, what the rollout waits for: a cluster
+	// that cannot be read, a ring's clusters still running, its soak.
+	Waiting []string
+	// SoakEnds is when Ring's soak ends (zero: not soaking).
+	SoakEnds time.Time
+	// Halted: a failure, an abort or a conflict stops every ring not
+	// started yet; it says where.
+	Halted string
+	// Done: every ring completed and soaked.
+	Done bool
+}
+
+// Next decides a fleet rollout's next move from what each of its clusters
+// says now (by context; a context absent from seen counts as unread).
+// Rings go in order: a ring's clusters get the rollout at once; the next
+// ring starts once every cluster of the ring is Complete and the ring's
+// soak has passed since its last one completed. A Failed condition or an
+// abort anywhere, or a cluster holding another rollout of the name, halts
+// every ring not started. While the rollout is paused in a cluster,
+// nothing is submitted anywhere.
+func Next(f *Fleet, seen map[string]Cluster, now time.Time) Move {
+	var halts, paused []string
+	for _, ctx := range f.Contexts() {
+		c := seen[ctx]
+		switch {
+		case c.Err != nil || !c.Exists:
+		case c.Conflict != "":
+			halts = append(halts, fmt.Sprintf("cluster %s: %s", ctx, c.Conflict))
+		case c.Failed:
+			halts = append(halts, fmt.Sprintf("cluster %s failed: %s", ctx, c.Says))
+		case c.Aborted:
+			halts = append(halts, fmt.Sprintf("cluster %s: the rollout was aborted", ctx))
+		case c.Paused:
+			paused = append(paused, ctx)
+		}
+	}
+	for k, ring := range f.Rings {
+		m := Move{Ring: k}
+		var missing []string
+		var last time.Time
+		for _, ctx := range ring.Contexts {
+			c, ok := seen[ctx]
+			switch {
+			case !ok:
+				m.Waiting = append(m.Waiting, fmt.Sprintf("cluster %s: not read yet", ctx))
+			case c.Err != nil:
+				m.Waiting = append(m.Waiting, fmt.Sprintf("cluster %s unreachable: %v; waiting for it", ctx, c.Err))
+			case !c.Exists:
+				missing = append(missing, ctx)
+			case !c.Complete:
+				m.Waiting = append(m.Waiting, fmt.Sprintf("cluster %s: %s", ctx, orRunning(c.Says)))
+			case c.CompletedAt.After(last):
+				last = c.CompletedAt
+			}
+		}
+		if len(halts) > 0 {
+			m.Halted = strings.Join(halts, "; ")
+			return m
+		}
+		if len(missing) > 0 {
+			if len(paused) > 0 {
+				m.Waiting = append(m.Waiting, fmt.Sprintf("paused in %s: ring %s is not submitted to %s until it is resumed",
+					strings.Join(paused, ", "), ring.Name, strings.Join(missing, ", ")))
+			} else {
+				m.Create = missing
+			}
+		}
+		if len(m.Waiting) > 0 || len(missing) > 0 {
+			return m
+		}
+		if end := last.Add(ring.Soak.Duration); now.Before(end) {
+			m.SoakEnds = end
+			m.Waiting = append(m.Waiting, fmt.Sprintf("ring %s complete; soaking %s, until %s", ring.Name, ring.Soak.Duration, end.UTC().Format(time.RFC3339)))
+			return m
+		}
+	}
+	return Move{Ring: len(f.Rings), Done: true}
+}
+
+func orRunning(s string) string {
+	if s == "" {
+		return "running"
+	}
+	return s
+}
