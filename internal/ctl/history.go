@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,6 +58,9 @@ jsonpath and custom-columns read too; -o name prints node/NAME.`, history.Annota
 			if err := out.Check(); err != nil {
 				return err
 			}
+			if o.multi() {
+				return o.historyClusters(cmd.Context(), out, nodes)
+			}
 			client, err := o.client()
 			if err != nil {
 				return err
@@ -74,7 +77,37 @@ jsonpath and custom-columns read too; -o name prints node/NAME.`, history.Annota
 	}
 	out = addOutput(cmd, true)
 	cmd.ValidArgsFunction = o.completeNodes
-	return cmd
+	return manyClusters(cmd)
+}
+
+// historyClusters is history over several clusters: each cluster's, with
+// CLUSTER first. A NODE named is looked for in every cluster.
+func (o *options) historyClusters(ctx context.Context, out *output, names []string) error {
+	ts, _, err := o.targets()
+	if err != nil {
+		return err
+	}
+	rs := eachCluster(ctx, ts, func(ctx context.Context, c *options) (MaintenanceHistory, error) {
+		client, err := c.client()
+		if err != nil {
+			return MaintenanceHistory{}, err
+		}
+		h, err := readHistory(ctx, client, nil, c.streams.ErrOut)
+		if err != nil {
+			return h, err
+		}
+		if len(names) > 0 {
+			h.Items = slices.DeleteFunc(h.Items, func(it HistoryItem) bool { return !slices.Contains(names, it.Node) })
+		}
+		return h, sortRows(out, h.Items)
+	})
+	return printClusters(o.streams.Out, out, "MaintenanceHistory", rs, func(h MaintenanceHistory) any { return h },
+		func(w io.Writer, h MaintenanceHistory) error {
+			if len(h.Items) == 0 {
+				return nil
+			}
+			return printHistory(w, h, out.Wide(), !out.NoHeaders)
+		}, "No maintenance has ended on these nodes yet.")
 }
 
 // readHistory reads the history of the nodes named, or of every node. A
@@ -127,7 +160,7 @@ func printHistory(w io.Writer, h MaintenanceHistory, wide, headers bool) error {
 		_, err := fmt.Fprintln(w, "No maintenance has ended on these nodes yet.")
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	tw := newTable(w)
 	header := "NODE\tREQUESTED\tRESULT\tWAIT\tDRAIN\tMAINTENANCE\tREASON"
 	if wide {
 		header += "\tPOLICY\tGROUP\tMESSAGE"

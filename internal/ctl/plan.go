@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -125,6 +126,9 @@ first node that will not fit and by how much.
 			if _, err := parseStart(f.start, time.Now()); err != nil {
 				return err
 			}
+			if o.multi() {
+				return o.planClusters(cmd.Context(), out, f, nodes)
+			}
 			p, err := makePlan(cmd.Context(), o, f, nodes)
 			if err != nil {
 				return err
@@ -141,7 +145,30 @@ first node that will not fit and by how much.
 	cmd.Flags().StringVar(&f.start, "start", "", "when the rollout begins: RFC 3339 (2026-11-28T22:00:00Z), or HH:MM for its next occurrence in local time (default: now)")
 	cmd.ValidArgsFunction = o.completeNodes
 	refuseAllNamespaces(cmd)
-	return cmd
+	return manyClusters(cmd)
+}
+
+// planClusters is plan over several clusters: each cluster's plan, with
+// CLUSTER first, and each one's summary line.
+func (o *options) planClusters(ctx context.Context, out *output, f planFlags, nodes []string) error {
+	if len(nodes) > 0 {
+		return fmt.Errorf("plan NODE... over several clusters: a node is one cluster's; give -l SELECTOR or --policy P, or name the cluster with --context")
+	}
+	ts, _, err := o.targets()
+	if err != nil {
+		return err
+	}
+	rs := eachCluster(ctx, ts, func(ctx context.Context, c *options) (MaintenancePlan, error) {
+		p, err := makePlan(ctx, c, f, nil)
+		if err != nil {
+			return p, err
+		}
+		return p, sortRows(out, p.Items)
+	})
+	return printClusters(o.streams.Out, out, "MaintenancePlan", rs, func(p MaintenancePlan) any { return p },
+		func(w io.Writer, p MaintenancePlan) error {
+			return printPlan(w, p, out.Wide(), !out.NoHeaders)
+		}, "")
 }
 
 // parseStart reads --start: "" is now, RFC 3339, or HH:MM next in local

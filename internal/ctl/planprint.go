@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -96,7 +95,7 @@ func printPlan(w io.Writer, p MaintenancePlan, wide, headers bool) error {
 		_, err := fmt.Fprintln(w, p.Summary)
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	tw := newTable(w)
 	if headers {
 		cols := "ORDER\tNODE\tSTATE\tGROUP\tLOCK\tSTART\tEND\tTAKES\tFROM"
 		if wide {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -32,7 +31,7 @@ func orDash(s string) string {
 // printHeader prints who holds the locks, whether the rollout is paused,
 // and Kured's lock.
 func printHeader(w io.Writer, s status.MaintenanceStatus) {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	tw := newTable(w)
 	groups := map[string][]status.Lock{}
 	for _, l := range s.Locks {
 		groups[l.Group] = append(groups[l.Group], l)
@@ -89,7 +88,7 @@ func printHeader(w io.Writer, s status.MaintenanceStatus) {
 
 // printNodes prints one row per node.
 func printNodes(w io.Writer, s status.MaintenanceStatus, nodes []status.Node, wide, headers bool) {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	tw := newTable(w)
 	cols := "NODE\tSTATE\tSINCE\tQUEUE\tREASON\tMESSAGE"
 	if wide {
 		cols += "\tGROUP\tREQUEST\tHEARTBEAT\tCORDONED-BY\tCONDITIONS"
@@ -184,7 +183,7 @@ func eta(e QueueEntry, now time.Time, paused bool) string {
 }
 
 func printQueue(w io.Writer, q QueueList, now time.Time, paused, wide, headers bool) {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	tw := newTable(w)
 	if headers {
 		cols := "POSITION\tNODE\tGROUP\tWAITING\tETA\tLIVE"
 		if wide {

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -28,6 +29,9 @@ and custom-columns read too; -o name prints node/NAME in grant order.`,
 			if err := out.Check(); err != nil {
 				return err
 			}
+			if o.multi() {
+				return o.queueClusters(cmd.Context(), out, watch)
+			}
 			r, err := o.reader()
 			if err != nil {
 				return err
@@ -37,7 +41,32 @@ and custom-columns read too; -o name prints node/NAME in grant order.`,
 	}
 	out = addOutput(cmd, true)
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the queue, print every change as it happens")
-	return cmd
+	return manyClusters(cmd)
+}
+
+// queueClusters is queue over several clusters: every cluster's queue, with
+// CLUSTER first.
+func (o *options) queueClusters(ctx context.Context, out *output, watch bool) error {
+	if watch {
+		return fmt.Errorf("queue --watch follows one cluster; over several, status --watch shows a line per cluster")
+	}
+	ts, _, err := o.targets()
+	if err != nil {
+		return err
+	}
+	rs := readStatuses(ctx, ts)
+	queues := func(s status.MaintenanceStatus) QueueList {
+		q := queueList(s)
+		_ = sortRows(out, q.Items) // --sort-by was checked
+		return q
+	}
+	return printClusters(o.streams.Out, out, "MaintenanceQueue", rs, func(s status.MaintenanceStatus) any { return queues(s) },
+		func(w io.Writer, s status.MaintenanceStatus) error {
+			if q := queues(s); len(q.Items) > 0 {
+				printQueue(w, q, s.Time, s.Paused, out.Wide(), !out.NoHeaders)
+			}
+			return nil
+		}, "No node is waiting in these clusters.")
 }
 
 // queuePrinter prints the queue of a status in the output format.

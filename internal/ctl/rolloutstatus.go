@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -246,7 +245,7 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 			fmt.Fprintf(w, "  | %s\n", status.Printable(l))
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	tw := newTable(w)
 	if headers {
 		fmt.Fprintln(tw, "NODE\tSTAGE\tSTATE\tATTEMPTS\tFINISHED\tMESSAGE")
 	}

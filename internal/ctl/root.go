@@ -41,6 +41,8 @@ type options struct {
 	// dryRun is the --dry-run of the command that runs (none when it has
 	// none): with server, every write the clients send is a dry run.
 	dryRun dryRun
+	// clusters: --all-contexts and --fleet (clusters.go).
+	clusters clusterFlags
 }
 
 func (o *options) namespace() string {
@@ -135,12 +137,15 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	root.SetFlagErrorFunc(suggestFlag)
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return o.checkClusters(cmd) }
 	root.PersistentFlags().StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig file to use for CLI requests")
 	kubeFlags := clientcmd.RecommendedConfigOverrideFlags("")
 	kubeFlags.ClusterOverrideFlags.APIServer.ShortName = "s" // as kubectl's -s
 	kubeFlags.ContextOverrideFlags.Namespace.Default = DefaultNamespace
 	kubeFlags.ContextOverrideFlags.Namespace.Description = "the namespace of Kustodian's objects"
+	kubeFlags.CurrentContext.Description = "the kubeconfig context to use; several, separated by commas, for the commands that read many clusters"
 	clientcmd.BindOverrideFlags(&o.overrides, root.PersistentFlags(), kubeFlags)
+	o.clusters.add(root)
 	root.PersistentFlags().StringVar(&o.kuredNamespace, "kured-namespace", kured.Namespace, "namespace of Kured's DaemonSet (as the agents' kured.namespace)")
 	root.PersistentFlags().StringVar(&o.kuredDaemonSet, "kured-daemonset", kured.DaemonSet, "name of Kured's DaemonSet, which carries its lock (as the agents' kured.daemonSet)")
 	root.PersistentFlags().StringSliceVar(&o.kuredKeys, "kured-lock-annotations", kured.LockAnnotations, "annotation keys of Kured's DaemonSet its lock is read under, and that install lets the agents write (as the agents' kured.lockAnnotations)")

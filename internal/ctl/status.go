@@ -37,6 +37,9 @@ terminal).`,
 			if err := out.Check(); err != nil {
 				return err
 			}
+			if o.multi() {
+				return o.statusClusters(cmd.Context(), out, nodes, all, watch)
+			}
 			r, err := o.reader()
 			if err != nil {
 				return err
@@ -49,8 +52,8 @@ terminal).`,
 	cmd.Flags().BoolVar(&all, "include-idle", false, "include Idle nodes (as --all)")
 	refuseAllNamespaces(cmd)
 	cmd.ValidArgsFunction = o.completeNodes
-	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the status, print every change as it happens")
-	return cmd
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the status, print every change as it happens (over several clusters: a line per cluster, read every 2s)")
+	return manyClusters(cmd)
 }
 
 // statusPrinter prints a status as `status` shows it: the nodes selected,
