@@ -26,6 +26,11 @@ type Cluster struct {
 	// Says is the rollout's own condition line (Failed's message, what
 	// it waits for).
 	Says string
+	// Takes is how long the rollout is predicted to take in the cluster
+	// from now (started) or from when its ring starts (not submitted yet);
+	// Unknown: no prediction (the cluster could not be planned).
+	Takes   time.Duration
+	Unknown bool
 }
 
 // Move is a fleet rollout's next move.
@@ -119,4 +124,41 @@ func orRunning(s string) string {
 		return "running"
 	}
 	return s
+}
+
+// ETA is when the fleet rollout is predicted to end: each ring ends when
+// its last cluster does (a complete one when it did; one running or not
+// started yet Takes after the ring starts), and the next ring starts its
+// soak after that, or now. ok is false when a cluster of a ring not done
+// has no prediction, or the rollout is halted.
+func ETA(f *Fleet, seen map[string]Cluster, now time.Time) (eta time.Time, ok bool) {
+	start := now
+	for _, ring := range f.Rings {
+		var end time.Time
+		for _, ctx := range ring.Contexts {
+			c, read := seen[ctx]
+			switch {
+			case !read || c.Err != nil || c.Unknown || c.Failed || c.Aborted || c.Conflict != "":
+				return time.Time{}, false
+			case c.Complete:
+				if c.CompletedAt.After(end) {
+					end = c.CompletedAt
+				}
+			default:
+				from := start
+				if c.Exists {
+					from = now
+				}
+				if e := from.Add(c.Takes); e.After(end) {
+					end = e
+				}
+			}
+		}
+		start = end.Add(ring.Soak.Duration)
+		if start.Before(now) {
+			start = now
+		}
+		eta = end
+	}
+	return eta, true
 }

@@ -144,3 +144,25 @@ func TestAPauseAnywhereSubmitsNothing(t *testing.T) {
 		t.Fatalf("%+v: want nothing submitted while paused", m)
 	}
 }
+
+func TestETAAddsTheRingsAndTheirSoaks(t *testing.T) {
+	f := mustParse(t)
+	seen := map[string]Cluster{
+		"stage-eu": {Exists: true, Takes: 20 * time.Minute},
+		"prod-eu":  {Takes: 30 * time.Minute},
+		"prod-us":  {Takes: 50 * time.Minute},
+	}
+	// 20m in staging, its 1h soak, then prod's longest cluster, 50m.
+	if eta, ok := ETA(f, seen, t0); !ok || !eta.Equal(t0.Add(20*time.Minute+time.Hour+50*time.Minute)) {
+		t.Errorf("ETA %s %v", eta, ok)
+	}
+	// Staging completed 10m ago: its soak has 50m left.
+	seen["stage-eu"] = Cluster{Exists: true, Complete: true, CompletedAt: t0.Add(-10 * time.Minute)}
+	if eta, ok := ETA(f, seen, t0); !ok || !eta.Equal(t0.Add(50*time.Minute+50*time.Minute)) {
+		t.Errorf("ETA %s %v", eta, ok)
+	}
+	seen["prod-us"] = Cluster{Unknown: true}
+	if _, ok := ETA(f, seen, t0); ok {
+		t.Error("an ETA without prod-us's prediction")
+	}
+}
