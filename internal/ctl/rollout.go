@@ -53,6 +53,8 @@ configuration enables rollouts (rollouts.enabled) and trusts the key that signed
 func newRolloutCreateCommand(o *options) *cobra.Command {
 	f := &rolloutFlags{}
 	var out *output
+	var wait bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "create NAME (--script FILE | --patch all|security) (--key KEY | --signature SIG)",
 		Short: "Create a signed MaintenanceRollout from a script (and a rollback script and files), or a patch campaign",
@@ -78,6 +80,12 @@ plan, on a host, shows what a campaign would install there.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.Check(); err != nil {
 				return err
+			}
+			if o.multi() {
+				return o.createFleetRollout(cmd, args[0], f, wait, timeout)
+			}
+			if wait {
+				return errors.New("--wait follows a fleet rollout: give --fleet FILE (kustodian-ctl rollout status NAME --watch follows one cluster's rollout)")
 			}
 			if f.script == "" && f.patch == "" {
 				return errors.New("--script or --patch is required: the script every selected node runs, or the updates it installs")
@@ -138,9 +146,11 @@ plan, on a host, shows what a campaign would install there.`,
 	fl.IntVar(&f.maxConcurrency, "max-concurrency", 0, "at most this many of the rollout's nodes in it at once (the policy's slots still pace them)")
 	fl.BoolVar(&f.newNodes, "new-nodes", true, "nodes created later run it too once they match")
 	f.signing.add(cmd)
+	fl.BoolVar(&wait, "wait", false, "with --fleet, go on ring by ring until every ring is done (exit 0), a failure halts it (exit 4) or --timeout passes (exit 3)")
+	fl.DurationVar(&timeout, "timeout", 0, "with --fleet --wait, give up waiting after this long (exit 3; the rollout goes on where it was submitted); 0: never")
 	addDryRun(cmd, o, "print the rollout (-o yaml), create nothing: to sign it elsewhere")
 	out = addOutputOf(cmd, object, false)
-	return cmd
+	return manyClusters(cmd)
 }
 
 // rolloutExists answers a create whose rollout exists: the same revision
@@ -179,10 +189,15 @@ func (o *options) getRollout(ctx context.Context, name string) (*rollout.Mainten
 	return getRolloutWith(ctx, dyn, o.namespace(), name)
 }
 
+// rolloutNotFound: the namespace has no rollout of the name.
+type rolloutNotFound struct{ msg string }
+
+func (e *rolloutNotFound) Error() string { return e.msg }
+
 func getRolloutWith(ctx context.Context, dyn dynamic.Interface, ns, name string) (*rollout.MaintenanceRollout, *unstructured.Unstructured, error) {
 	u, err := dyn.Resource(rollout.GVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("maintenancerollout %q not found in namespace %s (kubectl get maintenancerollouts -n %s lists them)", name, ns, ns)
+		return nil, nil, &rolloutNotFound{fmt.Sprintf("maintenancerollout %q not found in namespace %s (kubectl get maintenancerollouts -n %s lists them)", name, ns, ns)}
 	}
 	if err != nil {
 		return nil, nil, status.Explain(err, "get", "maintenancerollouts", ns)
@@ -198,51 +213,57 @@ func newRolloutPromoteCommand(o *options) *cobra.Command {
 		Short: "Open a rollout's next stage (or stage --to)",
 		Args:  oneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, u, err := o.getRollout(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			// The stage open now, made again from the entries as the agents
-			// make it (status.stage is any node's to write), with no soak
-			// taken as passed on the finish times the nodes wrote: promote
-			// opens the stage after the one soaking, never one beyond.
-			v, err := o.readRolloutView(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			stages := rollout.StagesOf(r.Spec)
-			// next indexes the stages from 0, as spec.promoted does;
-			// --to and every message count them from 1.
-			next, err := promoteTo(r.Name, len(stages), max(r.Spec.Promoted, v.open), v.summary.Stage, to, cmd.Flags().Changed("to"))
-			if err != nil {
-				return err
-			}
-			if !cmd.Flags().Changed("to") && v.summary.Stage >= next {
-				// The agents time their soaks themselves: on the finish
-				// times, some may have opened stage next already.
-				after := ""
-				if next+1 < len(stages) {
-					after = fmt.Sprintf(" (--to %d opens the one after)", next+2)
-				}
-				fmt.Fprintf(o.streams.ErrOut, "note: by the nodes' finish times %s may be open already on the nodes whose soak ended; this opens it on every node%s\n", rollout.Numbered(next), after)
-			}
-			if next <= r.Spec.Promoted {
-				fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s: %s is open already\n", r.Name, rollout.Numbered(next))
-				return nil
-			}
-			if err := o.patchRolloutSpec(cmd.Context(), u, map[string]any{"promoted": next}); err != nil {
-				return err
-			}
-			if o.dryRun == dryRunNone {
-				o.rolloutEvent(cmd.Context(), u, "Promoted", "promoted to "+rollout.Numbered(next))
-			}
-			fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s promoted to %s%s\n", r.Name, rollout.Numbered(next), o.dryRun.suffix())
-			return nil
+			return o.eachRollout(cmd.Context(), args[0], func(o *options) error { return o.promote(cmd, args[0], to) })
 		},
 	}
 	cmd.Flags().IntVar(&to, "to", 0, "the stage to open (1 is the first); default: the next")
 	addDryRun(cmd, o, "check, change nothing")
-	return cmd
+	return manyClusters(cmd)
+}
+
+// promote opens the next stage of rollout name (or stage to, when --to
+// is given).
+func (o *options) promote(cmd *cobra.Command, name string, to int) error {
+	r, u, err := o.getRollout(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	// The stage open now, made again from the entries as the agents
+	// make it (status.stage is any node's to write), with no soak
+	// taken as passed on the finish times the nodes wrote: promote
+	// opens the stage after the one soaking, never one beyond.
+	v, err := o.readRolloutView(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	stages := rollout.StagesOf(r.Spec)
+	// next indexes the stages from 0, as spec.promoted does;
+	// --to and every message count them from 1.
+	next, err := promoteTo(r.Name, len(stages), max(r.Spec.Promoted, v.open), v.summary.Stage, to, cmd.Flags().Changed("to"))
+	if err != nil {
+		return err
+	}
+	if !cmd.Flags().Changed("to") && v.summary.Stage >= next {
+		// The agents time their soaks themselves: on the finish
+		// times, some may have opened stage next already.
+		after := ""
+		if next+1 < len(stages) {
+			after = fmt.Sprintf(" (--to %d opens the one after)", next+2)
+		}
+		fmt.Fprintf(o.streams.ErrOut, "note: by the nodes' finish times %s may be open already on the nodes whose soak ended; this opens it on every node%s\n", rollout.Numbered(next), after)
+	}
+	if next <= r.Spec.Promoted {
+		fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s: %s is open already\n", r.Name, rollout.Numbered(next))
+		return nil
+	}
+	if err := o.patchRolloutSpec(cmd.Context(), u, map[string]any{"promoted": next}); err != nil {
+		return err
+	}
+	if o.dryRun == dryRunNone {
+		o.rolloutEvent(cmd.Context(), u, "Promoted", "promoted to "+rollout.Numbered(next))
+	}
+	fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s promoted to %s%s\n", r.Name, rollout.Numbered(next), o.dryRun.suffix())
+	return nil
 }
 
 // promoteTo is the stage promote opens, indexed from 0: the one after
@@ -268,23 +289,25 @@ func newRolloutSetCommand(o *options, verb, short, field string, value bool) *co
 		Short: short,
 		Args:  oneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, u, err := o.getRollout(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			if err := o.patchRolloutSpec(cmd.Context(), u, map[string]any{field: value}); err != nil {
-				return err
-			}
-			past := map[string]string{"pause": "paused", "resume": "resumed", "abort": "aborted"}[verb]
-			if o.dryRun == dryRunNone {
-				o.rolloutEvent(cmd.Context(), u, strings.ToUpper(past[:1])+past[1:], past)
-			}
-			fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s %s%s\n", args[0], past, o.dryRun.suffix())
-			return nil
+			return o.eachRollout(cmd.Context(), args[0], func(o *options) error {
+				_, u, err := o.getRollout(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if err := o.patchRolloutSpec(cmd.Context(), u, map[string]any{field: value}); err != nil {
+					return err
+				}
+				past := map[string]string{"pause": "paused", "resume": "resumed", "abort": "aborted"}[verb]
+				if o.dryRun == dryRunNone {
+					o.rolloutEvent(cmd.Context(), u, strings.ToUpper(past[:1])+past[1:], past)
+				}
+				fmt.Fprintf(o.streams.Out, "maintenancerollout.kustodian.io/%s %s%s\n", args[0], past, o.dryRun.suffix())
+				return nil
+			})
 		},
 	}
 	addDryRun(cmd, o, "check, change nothing")
-	return cmd
+	return manyClusters(cmd)
 }
 
 // patchRolloutSpec sets fields of a rollout's spec, and no other: the

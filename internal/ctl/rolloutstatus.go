@@ -61,6 +61,9 @@ waits for it.`,
 			if err := out.Check(); err != nil {
 				return err
 			}
+			if o.multi() {
+				return o.rolloutStatusClusters(cmd.Context(), args[0], out, watch)
+			}
 			if watch {
 				return o.watchRollout(cmd.Context(), args[0])
 			}
@@ -81,7 +84,7 @@ waits for it.`,
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print each change and a progress line until the rollout is complete or stopped")
 	out = addOutputOf(cmd, objectTable, false)
-	return cmd
+	return manyClusters(cmd)
 }
 
 // readRolloutView reads a rollout and the nodes.
@@ -245,6 +248,11 @@ func printRollout(w io.Writer, v rolloutView, now time.Time, headers bool) {
 			fmt.Fprintf(w, "  | %s\n", status.Printable(l))
 		}
 	}
+	printRolloutRows(w, v, now, headers)
+}
+
+// printRolloutRows prints a row per node of a rollout.
+func printRolloutRows(w io.Writer, v rolloutView, now time.Time, headers bool) {
 	tw := newTable(w)
 	if headers {
 		fmt.Fprintln(tw, "NODE\tSTAGE\tSTATE\tATTEMPTS\tFINISHED\tMESSAGE")

@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -43,6 +44,9 @@ type options struct {
 	dryRun dryRun
 	// clusters: --all-contexts and --fleet (clusters.go).
 	clusters clusterFlags
+	// timeout bounds each request (0: the kubeconfig's, or none), as when
+	// one of several clusters is steered.
+	timeout time.Duration
 }
 
 func (o *options) namespace() string {
@@ -64,6 +68,9 @@ func (o *options) restConfig() (*rest.Config, error) {
 		return nil, kubeconfigError(err)
 	}
 	cfg.UserAgent = "kustodian-ctl/" + version.Version
+	if o.timeout > 0 && cfg.Timeout == 0 {
+		cfg.Timeout = o.timeout
+	}
 	cfg.QPS, cfg.Burst = 50, 100
 	if o.dryRun == dryRunServer {
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return serverDryRun{rt} })

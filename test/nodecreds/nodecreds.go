@@ -79,7 +79,9 @@ func Install(e *cluster.Env, kuredNamespace string, extra ...string) {
 	e.T.Helper()
 	state.Lock()
 	defer state.Unlock()
-	if state.installed[e.Namespace] {
+	// A namespace of one name may be in several clusters (a fleet's).
+	installed := e.Kubeconfig + "|" + e.Namespace
+	if state.installed[installed] {
 		return
 	}
 	if err := CtlFor(e).Install(e.Ctx, kuredNamespace, extra...); err != nil {
@@ -88,10 +90,10 @@ func Install(e *cluster.Env, kuredNamespace string, extra ...string) {
 	if state.installed == nil {
 		state.installed = map[string]bool{}
 	}
-	state.installed[e.Namespace] = true
+	state.installed[installed] = true
 	e.T.Cleanup(func() {
 		state.Lock()
-		delete(state.installed, e.Namespace)
+		delete(state.installed, installed)
 		state.Unlock()
 		if err := Uninstall(e.Config, e.Namespace, kuredNamespace); err != nil {
 			e.T.Errorf("removing the installation of %s: %v", e.Namespace, err)
@@ -139,7 +141,7 @@ func Uninstall(rc *rest.Config, ns, kuredNamespace string) error {
 func Kubeconfig(e *cluster.Env, node string) string {
 	e.T.Helper()
 	Install(e, e.Namespace)
-	key := e.Namespace + "/" + node
+	key := e.Kubeconfig + "|" + e.Namespace + "/" + node
 	state.Lock()
 	path, ok := state.files[key]
 	state.Unlock()

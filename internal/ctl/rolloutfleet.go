@@ -1,0 +1,526 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kustodian/kustodian/internal/fleet"
+	"github.com/kustodian/kustodian/internal/rollout"
+	"github.com/kustodian/kustodian/internal/status"
+	"github.com/spf13/cobra"
+)
+
+// A fleet rollout: one signed MaintenanceRollout submitted to a Fleet's
+// clusters ring by ring (fleet.Next decides), driven from the admin's
+// seat. Its state is the rollouts in the clusters, each marked with the
+// fleet and the ring (fleet.AnnotationFleet, fleet.AnnotationRing): the
+// command can be stopped and run again.
+
+// fleetPoll is how often a fleet rollout reads its clusters again.
+var fleetPoll = 2 * time.Second
+
+// clusterRollout is what one cluster says of the rollout.
+type clusterRollout struct {
+	fleet.Cluster
+	ring string
+	view *rolloutView               // the rollout there, when it exists
+	obj  *unstructured.Unstructured // as read
+}
+
+// fleetRollout is a fleet rollout as read now.
+type fleetRollout struct {
+	name     string
+	fl       *fleet.Fleet // nil: --context A,B without rings
+	want     *rollout.MaintenanceRollout
+	clusters []clusterRollout // in the targets' order
+	move     fleet.Move
+	eta      time.Time
+	etaKnown bool
+}
+
+// readFleetRollout reads the rollout name in every cluster. want is the
+// rollout to submit (nil: none yet; the first cluster that has it gives
+// it).
+func (o *options) readFleetRollout(ctx context.Context, ts []clusterTarget, fl *fleet.Fleet, name string, want *rollout.MaintenanceRollout) fleetRollout {
+	now := time.Now()
+	fr := fleetRollout{name: name, fl: fl, want: want}
+	rs := eachCluster(ctx, ts, func(ctx context.Context, c *options) (clusterRollout, error) {
+		return c.readClusterRollout(ctx, fl, name)
+	})
+	seen := map[string]fleet.Cluster{}
+	for _, r := range rs {
+		cr := r.value
+		cr.Context, cr.ring = r.context, r.ring
+		if r.err != nil {
+			cr.Err = errors.New(notRead(r.err))
+		}
+		if fr.want == nil && cr.view != nil {
+			fr.want = cr.view.r
+		}
+		fr.clusters = append(fr.clusters, cr)
+	}
+	for i := range fr.clusters {
+		cr := &fr.clusters[i]
+		if cr.view != nil && fr.want != nil && cr.Conflict == "" {
+			if have, w := rollout.Revision(cr.view.r.Namespace, name, cr.view.r.Spec), rollout.Revision(fr.want.Namespace, name, fr.want.Spec); have != w {
+				cr.Conflict = fmt.Sprintf("its maintenancerollout %s is revision %s, not this one's %s (another script, files or reboot setting)", name, have, w)
+			}
+		}
+		seen[cr.Context] = cr.Cluster
+	}
+	if fl != nil {
+		fr.move = fleet.Next(fl, seen, now)
+		fr.eta, fr.etaKnown = fleet.ETA(fl, seen, now)
+	}
+	return fr
+}
+
+// readClusterRollout reads one cluster's rollout name, and predicts how
+// long the nodes it has left take there (its plan's predictor).
+func (o *options) readClusterRollout(ctx context.Context, fl *fleet.Fleet, name string) (clusterRollout, error) {
+	var cr clusterRollout
+	dyn, err := o.dynamicClient()
+	if err != nil {
+		return cr, err
+	}
+	u, err := dyn.Resource(rollout.GVR).Namespace(o.namespace()).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return cr, nil
+	}
+	if err != nil {
+		return cr, status.Explain(err, "get", "maintenancerollouts", o.namespace())
+	}
+	cr.Exists, cr.obj = true, u
+	if fl != nil && u.GetAnnotations()[fleet.AnnotationFleet] != fl.Metadata.Name {
+		by := "by hand"
+		if f := u.GetAnnotations()[fleet.AnnotationFleet]; f != "" {
+			by = "by fleet " + f
+		}
+		cr.Conflict = fmt.Sprintf("its maintenancerollout %s was created %s, not by fleet %s: delete it, or choose another name", name, by, fl.Metadata.Name)
+		return cr, nil
+	}
+	v, err := o.readRolloutView(ctx, name)
+	if err != nil {
+		return cr, err
+	}
+	cr.view = &v
+	cond := func(t string) bool { return meta.IsStatusConditionTrue(v.summary.Conditions, t) }
+	cr.Complete, cr.Failed = cond(rollout.ConditionComplete), cond(rollout.ConditionFailed)
+	cr.Paused, cr.Aborted = v.r.Spec.Paused, v.r.Spec.Aborted
+	cr.Says = progressLine(v) + "; " + status.Printable(conditionLine(v))
+	for _, e := range v.r.Status.Nodes {
+		if e.Revision == v.summary.Revision && e.Finished != nil && e.Finished.After(cr.CompletedAt) {
+			cr.CompletedAt = e.Finished.Time
+		}
+	}
+	return cr, nil
+}
+
+// predict sets how long each cluster's nodes left take: from its plan's
+// predictor (each node's history, the queue, the policy's slots and
+// windows), plus the soak of each stage left when promotion is auto.
+func (o *options) predict(ctx context.Context, ts []clusterTarget, fr *fleetRollout) {
+	if fr.want == nil {
+		return
+	}
+	rs := eachCluster(ctx, ts, func(ctx context.Context, c *options) (time.Duration, error) {
+		r, err := c.reader()
+		if err != nil {
+			return 0, err
+		}
+		in, err := r.Inputs(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if in.PoliciesErr != nil {
+			return 0, in.PoliciesErr
+		}
+		var cr *clusterRollout
+		for i := range fr.clusters {
+			if fr.clusters[i].Context == c.overrides.CurrentContext {
+				cr = &fr.clusters[i]
+			}
+		}
+		spec, stage := fr.want.Spec, 0
+		var left []string
+		if cr != nil && cr.view != nil {
+			stage = cr.view.summary.Stage
+			for _, row := range cr.view.rows {
+				switch row.State {
+				case rollout.Succeeded, rollout.Failed, rollout.RolledBack, rollout.Refused, rollout.Cancelled:
+				default:
+					left = append(left, row.Node)
+				}
+			}
+		} else {
+			sel := labels.Everything()
+			if spec.NodeSelector != nil {
+				if sel, err = metav1.LabelSelectorAsSelector(spec.NodeSelector); err != nil {
+					return 0, err
+				}
+			}
+			for _, n := range in.Nodes {
+				if sel.Matches(labels.Set(n.Labels)) {
+					left = append(left, n.Name)
+				}
+			}
+		}
+		fc := status.ForecastOf(in, status.Build(in), left, in.Now)
+		takes := max(fc.Schedule.End.Sub(in.Now), 0)
+		if spec.Promotion.Mode == rollout.PromotionAuto && spec.Promotion.Soak != nil {
+			takes += time.Duration(len(rollout.StagesOf(spec))-1-stage) * spec.Promotion.Soak.Duration
+		}
+		return takes, nil
+	})
+	seen := map[string]fleet.Cluster{}
+	for i, r := range rs {
+		fr.clusters[i].Takes, fr.clusters[i].Unknown = r.value, r.err != nil
+		seen[fr.clusters[i].Context] = fr.clusters[i].Cluster
+	}
+	if fr.fl != nil {
+		fr.eta, fr.etaKnown = fleet.ETA(fr.fl, seen, time.Now())
+	}
+}
+
+// submit creates the rollout in a cluster of ring, marked with the fleet
+// and the ring, and records who did it.
+func (o *options) submit(ctx context.Context, t clusterTarget, fr fleetRollout) error {
+	u, err := toUnstructured(fr.want)
+	if err != nil {
+		return err
+	}
+	u.SetResourceVersion("")
+	u.SetUID("")
+	u.SetManagedFields(nil)
+	u.SetAnnotations(map[string]string{fleet.AnnotationFleet: fr.fl.Metadata.Name, fleet.AnnotationRing: t.ring})
+	u.SetNamespace(t.o.namespace())
+	unstructured.RemoveNestedField(u.Object, "metadata", "generation")
+	dyn, err := t.o.dynamicClient()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, clusterTimeout)
+	defer cancel()
+	created, err := dyn.Resource(rollout.GVR).Namespace(t.o.namespace()).Create(rctx, u, metav1.CreateOptions{FieldManager: "kustodian-ctl"})
+	if apierrors.IsAlreadyExists(err) {
+		return nil // the next read judges it
+	}
+	if err != nil {
+		return status.Explain(err, "create", "maintenancerollouts", t.o.namespace())
+	}
+	t.o.rolloutEvent(rctx, created, "Created", fmt.Sprintf("created by fleet %s in ring %s, revision %s", fr.fl.Metadata.Name, t.ring, rollout.Revision(fr.want.Namespace, fr.want.Name, fr.want.Spec)))
+	return nil
+}
+
+// driveFleet takes a fleet rollout as far as it goes now: it submits the
+// rollout to the clusters whose ring is due, and, with wait, goes on until
+// every ring is done (nil), a failure halts it (exit 4) or timeout passes
+// (exit 3); submit false only follows it (rollout status --watch).
+func (o *options) driveFleet(ctx context.Context, ts []clusterTarget, fl *fleet.Fleet, name string, want *rollout.MaintenanceRollout, wait, submit bool) error {
+	w := o.streams.Out
+	said := map[string]string{}
+	say := func(key, line string) {
+		if said[key] != line {
+			fmt.Fprintf(w, "%s  %s\n", time.Now().Format("15:04:05"), line)
+			said[key] = line
+		}
+	}
+	t := time.NewTicker(fleetPoll)
+	defer t.Stop()
+	for {
+		fr := o.readFleetRollout(ctx, ts, fl, name, want)
+		if ctx.Err() != nil {
+			return fleetStopped(ctx, name)
+		}
+		if fr.want == nil {
+			return fmt.Errorf("maintenancerollout %s is in none of the fleet's clusters: create it with --script or --patch and --key", name)
+		}
+		want = fr.want
+		o.predict(ctx, ts, &fr)
+		if !wait {
+			if submit {
+				o.submitDue(ctx, ts, fr, say)
+				fr = o.readFleetRollout(ctx, ts, fl, name, want)
+				o.predict(ctx, ts, &fr)
+			}
+			printFleetRollout(w, fr, time.Now())
+			if submit && !fr.move.Done && fr.move.Halted == "" {
+				fmt.Fprintf(w, "\nRun this again, or with --wait, to go on; kustodian-ctl rollout status %s --fleet %s shows where it stands.\n", name, o.clusters.fleetFile)
+			}
+			return fleetEnd(fr)
+		}
+		for _, cr := range fr.clusters {
+			line := cr.Says
+			switch {
+			case cr.Err != nil:
+				line = cr.Err.Error()
+			case cr.Conflict != "":
+				line = cr.Conflict
+			case !cr.Exists:
+				line = "not submitted yet"
+			}
+			say("cluster "+cr.Context, fmt.Sprintf("%s  %s", cr.Context, line))
+		}
+		if fl == nil {
+			if allEnded(fr) {
+				return nil
+			}
+		} else {
+			say("fleet", "fleet: "+fleetLine(fr, time.Now()))
+			if fr.move.Done || fr.move.Halted != "" {
+				return fleetEnd(fr)
+			}
+		}
+		if submit {
+			o.submitDue(ctx, ts, fr, say)
+		}
+		select {
+		case <-ctx.Done():
+			return fleetStopped(ctx, name)
+		case <-t.C:
+		}
+	}
+}
+
+// submitDue submits the rollout to the clusters fleet.Next says are due.
+func (o *options) submitDue(ctx context.Context, ts []clusterTarget, fr fleetRollout, say func(key, line string)) {
+	for _, c := range fr.move.Create {
+		for _, t := range ts {
+			if t.context != c {
+				continue
+			}
+			if err := o.submit(ctx, t, fr); err != nil {
+				say("submit "+c, fmt.Sprintf("ring %s: cannot submit to %s: %s; trying again", t.ring, c, oneLine(err)))
+				continue
+			}
+			say("submit "+c, fmt.Sprintf("ring %s: submitted to %s", t.ring, c))
+		}
+	}
+}
+
+// fleetEnd is the command's result for where the rollout stands: halted
+// (exit 4), else nil.
+func fleetEnd(fr fleetRollout) error {
+	if fr.move.Halted != "" {
+		return &exitError{code: ExitFailed, msg: fmt.Sprintf("fleet rollout %s halted at ring %s: %s; the rings after it are not started", fr.name, fr.fl.Rings[fr.move.Ring].Name, fr.move.Halted)}
+	}
+	return nil
+}
+
+// fleetStopped is why a waiting fleet rollout stopped: --timeout (exit
+// 3) or an interruption.
+func fleetStopped(ctx context.Context, name string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &exitError{code: ExitTimeout, msg: fmt.Sprintf("timed out waiting for fleet rollout %s; it goes on in the clusters submitted, and running this again goes on with the rings", name)}
+	}
+	return fmt.Errorf("fleet rollout %s: interrupted; it goes on in the clusters submitted, and running this again goes on with the rings", name)
+}
+
+// fleetLine says where a fleet rollout stands, in one line.
+func fleetLine(fr fleetRollout, now time.Time) string {
+	if fr.fl == nil {
+		return ""
+	}
+	var line string
+	switch m := fr.move; {
+	case m.Done:
+		line = fmt.Sprintf("complete: every ring (%d) done", len(fr.fl.Rings))
+	case m.Halted != "":
+		line = fmt.Sprintf("HALTED at ring %s: %s", fr.fl.Rings[m.Ring].Name, m.Halted)
+	default:
+		line = fmt.Sprintf("ring %s (%d of %d)", fr.fl.Rings[m.Ring].Name, m.Ring+1, len(fr.fl.Rings))
+		if len(m.Create) > 0 {
+			line += ": submitting to " + strings.Join(m.Create, ", ")
+		}
+		if len(m.Waiting) > 0 {
+			line += ": " + strings.Join(m.Waiting, "; ")
+		}
+	}
+	var ok, all int
+	for _, cr := range fr.clusters {
+		if cr.view != nil {
+			ok += cr.view.summary.Counts.Succeeded
+			all += cr.view.summary.Counts.Selected
+		}
+	}
+	line += fmt.Sprintf("; %d/%d nodes succeeded in the clusters submitted", ok, all)
+	if !fr.move.Done && fr.move.Halted == "" {
+		if fr.etaKnown {
+			line += fmt.Sprintf("; ETA %s UTC (in %s)", fr.eta.UTC().Format("2006-01-02 15:04"), duration.HumanDuration(max(fr.eta.Sub(now), time.Second)))
+		} else {
+			line += "; no ETA (a cluster cannot be read or planned)"
+		}
+	}
+	return line
+}
+
+// printFleetRollout prints a fleet rollout: a line per cluster, the
+// fleet's line, then every cluster's nodes with CLUSTER first.
+func printFleetRollout(w io.Writer, fr fleetRollout, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tRING\tREVISION\tSTAGE\tPROGRESS")
+	for _, cr := range fr.clusters {
+		switch {
+		case cr.Err != nil:
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cr.Context, orDash(cr.ring), cr.Err)
+		case cr.Conflict != "":
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cr.Context, orDash(cr.ring), cr.Conflict)
+		case cr.view == nil:
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\tnot submitted yet\n", cr.Context, orDash(cr.ring))
+		default:
+			v := cr.view
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d of %d\t%s\n", cr.Context, orDash(cr.ring), v.summary.Revision, v.summary.Stage+1, len(rollout.StagesOf(v.r.Spec)), cr.Says)
+		}
+	}
+	tw.Flush()
+	if line := fleetLine(fr, now); line != "" {
+		fmt.Fprintf(w, "\nfleet %s: %s\n", fr.fl.Metadata.Name, line)
+	}
+	var tables []clusterTable
+	for _, cr := range fr.clusters {
+		if cr.view == nil || len(cr.view.rows) == 0 {
+			continue
+		}
+		var buf rawTable
+		printRolloutRows(&buf, *cr.view, now, true)
+		tables = append(tables, clusterTable{cluster: cr.Context, text: buf.String()})
+	}
+	if len(tables) > 0 {
+		fmt.Fprintln(w)
+		mergeTables(w, tables, true)
+	}
+}
+
+// eachRollout steers rollout name in the cluster the flags name, or, over
+// several, in each that has it, one after the other (each within
+// clusterTimeout, its lines prefixed with the cluster): one that has it
+// not yet is said, one that cannot be changed is said and makes the
+// command fail once every other was changed.
+func (o *options) eachRollout(_ context.Context, name string, steer func(*options) error) error {
+	if !o.multi() {
+		return steer(o)
+	}
+	ts, _, err := o.targets()
+	if err != nil {
+		return err
+	}
+	failed, changed := 0, 0
+	for _, t := range ts {
+		c := *t.o
+		c.timeout = clusterTimeout
+		c.streams.Out = &prefixWriter{w: o.streams.Out, prefix: "cluster " + t.context + ": "}
+		c.streams.ErrOut = &prefixWriter{w: o.streams.ErrOut, prefix: "cluster " + t.context + ": "}
+		err := steer(&c)
+		var missing *rolloutNotFound
+		switch {
+		case errors.As(err, &missing):
+			fmt.Fprintf(o.streams.Out, "cluster %s: maintenancerollout %s not submitted yet\n", t.context, name)
+		case err != nil:
+			fmt.Fprintf(o.streams.ErrOut, "cluster %s: %s\n", t.context, notRead(err))
+			failed++
+		default:
+			changed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d clusters were not changed (said above); run it again once they answer", failed, len(ts))
+	}
+	if changed == 0 {
+		return fmt.Errorf("maintenancerollout %s is in none of these clusters", name)
+	}
+	return nil
+}
+
+// createFleetRollout is rollout create --fleet: the rollout built and
+// signed from the flags (or, without --script and --patch, the one the
+// fleet's clusters have already), submitted ring by ring.
+func (o *options) createFleetRollout(cmd *cobra.Command, name string, f *rolloutFlags, wait bool, timeout time.Duration) error {
+	ts, fl, err := o.targets()
+	if err != nil {
+		return err
+	}
+	if fl == nil {
+		return errors.New("rollout create over several clusters takes --fleet FILE: its rings give the order (--context A,B and --all-contexts have none)")
+	}
+	if o.dryRun != dryRunNone {
+		return errors.New("--dry-run with --fleet: make and sign the rollout with --dry-run=client -o yaml against one cluster, then submit it with --fleet")
+	}
+	var want *rollout.MaintenanceRollout
+	if f.script != "" || f.patch != "" {
+		if want, err = f.build(o.namespace(), name); err != nil {
+			return err
+		}
+		if err := f.sign(want); err != nil {
+			return err
+		}
+		if want.Spec.Signature == "" {
+			return errors.New("the rollout is not signed, and hosts run only signed rollouts: give --key or --signature")
+		}
+	}
+	ctx := cmd.Context()
+	if wait && timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return o.driveFleet(ctx, ts, fl, name, want, wait, true)
+}
+
+// rolloutStatusClusters is rollout status over several clusters: a line
+// per cluster and its nodes (-o json|yaml: each cluster's rollout), or,
+// with --watch, a line at each change until it ends.
+func (o *options) rolloutStatusClusters(ctx context.Context, name string, out *output, watch bool) error {
+	ts, fl, err := o.targets()
+	if err != nil {
+		return err
+	}
+	if watch {
+		return o.driveFleet(ctx, ts, fl, name, nil, true, false)
+	}
+	fr := o.readFleetRollout(ctx, ts, fl, name, nil)
+	if fr.want == nil {
+		var errs []string
+		for _, cr := range fr.clusters {
+			if cr.Err != nil {
+				errs = append(errs, "cluster "+cr.Context+": "+cr.Err.Error())
+			}
+		}
+		return fmt.Errorf("maintenancerollout %s is in none of the clusters read %s", name, strings.Join(errs, "; "))
+	}
+	if !out.Table() {
+		rs := make([]clusterResult[map[string]any], len(fr.clusters))
+		for i, cr := range fr.clusters {
+			rs[i] = clusterResult[map[string]any]{clusterTarget: clusterTarget{context: cr.Context, ring: cr.ring}, err: cr.Err, value: map[string]any{"submitted": false}}
+			if cr.obj != nil {
+				rs[i].value = cr.obj.Object
+			}
+		}
+		return printClusters(o.streams.Out, out, rollout.Kind, rs, func(m map[string]any) any { return m }, nil, "")
+	}
+	o.predict(ctx, ts, &fr)
+	printFleetRollout(o.streams.Out, fr, time.Now())
+	return fleetEnd(fr)
+}
+
+// allEnded: every cluster was read and its rollout is Complete or Failed
+// (the end of rollout status --watch over clusters without rings).
+func allEnded(fr fleetRollout) bool {
+	for _, cr := range fr.clusters {
+		if cr.Err != nil || !(cr.Complete || cr.Failed) {
+			return false
+		}
+	}
+	return true
+}
