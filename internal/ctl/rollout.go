@@ -70,12 +70,21 @@ narrowed by --include and --exclude (shell patterns of package names), with its
 own package manager (apt or dnf), drained, under its lock; it reboots only if the host
 then needs it (--reboot ifRequired, the default, or never). The first node
 resolves the versions; every later node installs exactly those. kustodian patch
-plan, on a host, shows what a campaign would install there.`,
+plan, on a host, shows what a campaign would install there.
+
+With --fleet FILE it is submitted to the Fleet file's clusters ring by ring: a
+ring once every cluster of the ring before is Complete and that ring's soak has
+passed; a Failed condition or an abort anywhere halts the rings not started.
+Without --wait it submits what is due and says where the fleet stands (run it
+again to go on: without --script and --key, the copy the clusters have is
+submitted); with --wait it goes on until every ring is done (exit 0), it halts
+(exit 4) or --timeout passes (exit 3).`,
 		Example: `  kustodian-ctl rollout create fix-ntp --script fix-ntp.sh --rollback undo.sh --key ~/.ssh/id_ed25519
   kustodian-ctl rollout create kernel --script upgrade.sh --reboot auto -l pool=workers \
       --stage 1 --stage 10% --stage all --promotion auto --soak 30m --key ~/.ssh/id_ed25519
   kustodian-ctl rollout create cve-2026-1234 --patch security --exclude 'kube*' --exclude 'containerd*' \
-      --stage 1 --stage 25% --stage all --promotion auto --soak 1h --key ~/.ssh/id_ed25519`,
+      --stage 1 --stage 25% --stage all --promotion auto --soak 1h --key ~/.ssh/id_ed25519
+  kustodian-ctl rollout create kernel --fleet europe.yaml --script upgrade.sh --key ~/.ssh/id_ed25519 --wait`,
 		Args: oneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.Check(); err != nil {

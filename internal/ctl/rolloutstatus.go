@@ -55,7 +55,12 @@ selected node that has not taken it, pending with the reason. The summary is mad
 from the nodes' entries, as the agents make it. -o json|yaml prints the object;
 --watch prints a line at each change and a progress line until the rollout is
 complete or stopped. kubectl wait --for=condition=Complete maintenancerollout/NAME
-waits for it.`,
+waits for it.
+
+Over several clusters (--context A,B, --all-contexts, --fleet FILE): a line per
+cluster (with --fleet its ring; not submitted yet, or why it cannot be read),
+with --fleet where the fleet rollout stands and its ETA, then every cluster's
+nodes with CLUSTER first; --watch prints a line at each change until it ends.`,
 		Args: oneArg("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.Check(); err != nil {

@@ -28,11 +28,18 @@ verdict (open, closed or unchecked), as its agent last saw them: the answer to
 jsonpath and custom-columns read too; -o name prints node/NAME per row.
 --watch prints every change, and after it the fleet's progress: done, in
 maintenance, waiting, failed, time elapsed and the predicted end (a bar on a
-terminal).`,
+terminal).
+
+Over several clusters (--context A,B, --all-contexts, --fleet FILE): a line per
+cluster (its locks, pause and node counts, or why it cannot be read), then the
+nodes of every cluster with CLUSTER first; -o json|yaml prints a
+MaintenanceStatusList, an item per cluster. --watch is then the fleet view: a
+line per cluster with its progress and ETA, read again every 2 s.`,
 		Example: `  kustodian-ctl status
   kustodian-ctl status -o wide --all
   kustodian-ctl status node-1 -o json
-  kustodian-ctl status --watch`,
+  kustodian-ctl status --watch
+  kustodian-ctl status --all-contexts --watch`,
 		RunE: func(cmd *cobra.Command, nodes []string) error {
 			if err := out.Check(); err != nil {
 				return err
