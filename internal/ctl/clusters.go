@@ -88,7 +88,17 @@ func (o *options) targets() ([]clusterTarget, *fleet.Fleet, error) {
 		}
 	}
 	if set > 1 {
-		return nil, nil, fmt.Errorf("--context, --all-contexts and --fleet name the clusters three ways: give one of them")
+		return nil, nil, fmt.Errorf("--context, --all-contexts and --fleet each name the clusters: give one of them")
+	}
+	// What would apply to every context alike is refused: each context
+	// says its own server and credentials.
+	ov := o.overrides
+	for flag, given := range map[string]bool{"--server": ov.ClusterInfo.Server != "", "--token": ov.AuthInfo.Token != "",
+		"--user": ov.Context.AuthInfo != "", "--cluster": ov.Context.Cluster != "", "--username": ov.AuthInfo.Username != "",
+		"--client-certificate": ov.AuthInfo.ClientCertificate != "", "--certificate-authority": ov.ClusterInfo.CertificateAuthority != ""} {
+		if given {
+			return nil, nil, fmt.Errorf("%s with several clusters would apply to every one of them: put it in each context of the kubeconfig instead", flag)
+		}
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig

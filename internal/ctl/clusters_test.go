@@ -124,6 +124,7 @@ func TestTargetsAreTheContextsNamed(t *testing.T) {
 		{func(o *options) { o.overrides.CurrentContext = "prod-eu,nowhere" }, "", `--context: no context "nowhere" in the kubeconfig`},
 		{func(o *options) { o.overrides.CurrentContext = "prod-eu,prod-eu" }, "", "name each context once"},
 		{func(o *options) { o.clusters.allContexts, o.clusters.fleetFile = true, fleetFile }, "", "give one of them"},
+		{func(o *options) { o.clusters.allContexts, o.overrides.ClusterInfo.Server = true, "https://127.0.0.1:2" }, "", "--server with several clusters would apply to every one"},
 	} {
 		o := &options{kubeconfig: kc}
 		c.set(o)

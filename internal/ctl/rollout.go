@@ -90,6 +90,9 @@ submitted); with --wait it goes on until every ring is done (exit 0), it halts
 			if err := out.Check(); err != nil {
 				return err
 			}
+			if timeout != 0 && !wait {
+				return errors.New("--timeout bounds --wait: give both, or neither")
+			}
 			if o.multi() {
 				return o.createFleetRollout(cmd, args[0], f, wait, timeout)
 			}

@@ -63,9 +63,7 @@ func (o *options) readFleetRollout(ctx context.Context, ts []clusterTarget, fl *
 	for _, r := range rs {
 		cr := r.value
 		cr.Context, cr.ring = r.context, r.ring
-		if r.err != nil {
-			cr.Err = errors.New(notRead(r.err))
-		}
+		cr.Err = r.err
 		if fr.want == nil && cr.view != nil {
 			fr.want = cr.view.r
 		}
@@ -75,7 +73,7 @@ func (o *options) readFleetRollout(ctx context.Context, ts []clusterTarget, fl *
 		cr := &fr.clusters[i]
 		if cr.view != nil && fr.want != nil && cr.Conflict == "" {
 			if have, w := rollout.Revision(cr.view.r.Namespace, name, cr.view.r.Spec), rollout.Revision(fr.want.Namespace, name, fr.want.Spec); have != w {
-				cr.Conflict = fmt.Sprintf("its maintenancerollout %s is revision %s, not this one's %s (another script, files or reboot setting)", name, have, w)
+				cr.Conflict = fmt.Sprintf("its maintenancerollout %s is revision %s, not this one's %s (another script, files or reboot setting): delete it there, or choose another name", name, have, w)
 			}
 		}
 		seen[cr.Context] = cr.Cluster
@@ -124,6 +122,11 @@ func (o *options) readClusterRollout(ctx context.Context, fl *fleet.Fleet, name 
 		if e.Revision == v.summary.Revision && e.Finished != nil && e.Finished.After(cr.CompletedAt) {
 			cr.CompletedAt = e.Finished.Time
 		}
+	}
+	if cr.Complete && cr.CompletedAt.IsZero() {
+		// No node finished it (none selected): its soak runs from when it
+		// was submitted.
+		cr.CompletedAt = u.GetCreationTimestamp().Time
 	}
 	return cr, nil
 }
@@ -197,16 +200,18 @@ func (o *options) predict(ctx context.Context, ts []clusterTarget, fr *fleetRoll
 // submit creates the rollout in a cluster of ring, marked with the fleet
 // and the ring, and records who did it.
 func (o *options) submit(ctx context.Context, t clusterTarget, fr fleetRollout) error {
-	u, err := toUnstructured(fr.want)
+	// The spec as signed, and nothing a cluster's copy gained there: its
+	// promotion, a pause or an abort, its metadata.
+	spec := fr.want.Spec
+	spec.Promoted, spec.Paused, spec.Aborted = 0, false, false
+	r := &rollout.MaintenanceRollout{TypeMeta: metav1.TypeMeta{APIVersion: rollout.Group + "/" + rollout.Version, Kind: rollout.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: fr.name, Namespace: t.o.namespace(),
+			Annotations: map[string]string{fleet.AnnotationFleet: fr.fl.Metadata.Name, fleet.AnnotationRing: t.ring}},
+		Spec: spec}
+	u, err := toUnstructured(r)
 	if err != nil {
 		return err
 	}
-	u.SetResourceVersion("")
-	u.SetUID("")
-	u.SetManagedFields(nil)
-	u.SetAnnotations(map[string]string{fleet.AnnotationFleet: fr.fl.Metadata.Name, fleet.AnnotationRing: t.ring})
-	u.SetNamespace(t.o.namespace())
-	unstructured.RemoveNestedField(u.Object, "metadata", "generation")
 	dyn, err := t.o.dynamicClient()
 	if err != nil {
 		return err
@@ -227,7 +232,9 @@ func (o *options) submit(ctx context.Context, t clusterTarget, fr fleetRollout) 
 // driveFleet takes a fleet rollout as far as it goes now: it submits the
 // rollout to the clusters whose ring is due, and, with wait, goes on until
 // every ring is done (nil), a failure halts it (exit 4) or timeout passes
-// (exit 3); submit false only follows it (rollout status --watch).
+// (exit 3); submit false only follows it (rollout status --watch). It
+// reads the clusters every fleetPoll, every fleetPollSoaking while a soak
+// has long to go, and predicts the ETA at most every fleetPredictEvery.
 func (o *options) driveFleet(ctx context.Context, ts []clusterTarget, fl *fleet.Fleet, name string, want *rollout.MaintenanceRollout, wait, submit bool) error {
 	w := o.streams.Out
 	said := map[string]string{}
@@ -237,35 +244,44 @@ func (o *options) driveFleet(ctx context.Context, ts []clusterTarget, fl *fleet.
 			said[key] = line
 		}
 	}
-	t := time.NewTicker(fleetPoll)
-	defer t.Stop()
+	var predicted time.Time
+	var takes map[string]fleetTakes
 	for {
 		fr := o.readFleetRollout(ctx, ts, fl, name, want)
 		if ctx.Err() != nil {
-			return fleetStopped(ctx, name)
+			return fleetStopped(ctx, name, submit)
 		}
 		if fr.want == nil {
-			return fmt.Errorf("maintenancerollout %s is in none of the fleet's clusters: create it with --script or --patch and --key", name)
+			return noRollout(fr)
 		}
 		want = fr.want
-		o.predict(ctx, ts, &fr)
 		if !wait {
+			var failed []string
 			if submit {
-				o.submitDue(ctx, ts, fr, say)
+				failed = o.submitDue(ctx, ts, fr, say)
 				fr = o.readFleetRollout(ctx, ts, fl, name, want)
-				o.predict(ctx, ts, &fr)
 			}
+			o.predict(ctx, ts, &fr)
 			printFleetRollout(w, fr, time.Now())
+			if len(failed) > 0 {
+				return fmt.Errorf("fleet rollout %s: not submitted to %s (said above)", name, strings.Join(failed, ", "))
+			}
 			if submit && !fr.move.Done && fr.move.Halted == "" {
 				fmt.Fprintf(w, "\nRun this again, or with --wait, to go on; kustodian-ctl rollout status %s --fleet %s shows where it stands.\n", name, o.clusters.fleetFile)
 			}
 			return fleetEnd(fr)
 		}
+		if time.Since(predicted) >= fleetPredictEvery {
+			o.predict(ctx, ts, &fr)
+			takes, predicted = takesOf(fr), time.Now()
+		} else {
+			fr.setTakes(takes)
+		}
 		for _, cr := range fr.clusters {
 			line := cr.Says
 			switch {
 			case cr.Err != nil:
-				line = cr.Err.Error()
+				line = notRead(cr.Err)
 			case cr.Conflict != "":
 				line = cr.Conflict
 			case !cr.Exists:
@@ -278,7 +294,10 @@ func (o *options) driveFleet(ctx context.Context, ts []clusterTarget, fl *fleet.
 				return nil
 			}
 		} else {
-			say("fleet", "fleet: "+fleetLine(fr, time.Now()))
+			for _, p := range fr.move.Passed {
+				say("passed "+p, "fleet: "+p)
+			}
+			say("fleet", "fleet: "+fleetLine(fr, time.Time{}))
 			if fr.move.Done || fr.move.Halted != "" {
 				return fleetEnd(fr)
 			}
@@ -286,28 +305,84 @@ func (o *options) driveFleet(ctx context.Context, ts []clusterTarget, fl *fleet.
 		if submit {
 			o.submitDue(ctx, ts, fr, say)
 		}
+		poll := fleetPoll
+		if fr.move.SoakEnds.Sub(time.Now()) > 2*fleetPollSoaking {
+			poll = fleetPollSoaking
+		}
 		select {
 		case <-ctx.Done():
-			return fleetStopped(ctx, name)
-		case <-t.C:
+			return fleetStopped(ctx, name, submit)
+		case <-time.After(poll):
 		}
 	}
 }
 
-// submitDue submits the rollout to the clusters fleet.Next says are due.
-func (o *options) submitDue(ctx context.Context, ts []clusterTarget, fr fleetRollout, say func(key, line string)) {
+// fleetPollSoaking is how often a fleet rollout whose soak has long to go
+// reads its clusters; fleetPredictEvery, how often it predicts its ETA
+// (a read of each cluster's nodes, Leases and policies).
+var (
+	fleetPollSoaking  = 15 * time.Second
+	fleetPredictEvery = 30 * time.Second
+)
+
+// fleetTakes is a cluster's prediction, kept between predictions.
+type fleetTakes struct {
+	takes   time.Duration
+	unknown bool
+}
+
+func takesOf(fr fleetRollout) map[string]fleetTakes {
+	m := map[string]fleetTakes{}
+	for _, cr := range fr.clusters {
+		m[cr.Context] = fleetTakes{cr.Takes, cr.Unknown}
+	}
+	return m
+}
+
+// setTakes puts the last predictions back, and the ETA from them.
+func (fr *fleetRollout) setTakes(m map[string]fleetTakes) {
+	seen := map[string]fleet.Cluster{}
+	for i := range fr.clusters {
+		cr := &fr.clusters[i]
+		cr.Takes, cr.Unknown = m[cr.Context].takes, m[cr.Context].unknown
+		seen[cr.Context] = cr.Cluster
+	}
+	if fr.fl != nil {
+		fr.eta, fr.etaKnown = fleet.ETA(fr.fl, seen, time.Now())
+	}
+}
+
+// noRollout says that no cluster read has the rollout.
+func noRollout(fr fleetRollout) error {
+	var unread []string
+	for _, cr := range fr.clusters {
+		if cr.Err != nil {
+			unread = append(unread, "cluster "+cr.Context+": "+notRead(cr.Err))
+		}
+	}
+	if len(unread) > 0 {
+		return fmt.Errorf("maintenancerollout %s is in none of the clusters read, and %s", fr.name, strings.Join(unread, "; "))
+	}
+	return fmt.Errorf("maintenancerollout %s is in none of the clusters: create it with --script or --patch, and --key", fr.name)
+}
+
+// submitDue submits the rollout to the clusters fleet.Next says are due,
+// and returns those it could not submit to.
+func (o *options) submitDue(ctx context.Context, ts []clusterTarget, fr fleetRollout, say func(key, line string)) (failed []string) {
 	for _, c := range fr.move.Create {
 		for _, t := range ts {
 			if t.context != c {
 				continue
 			}
 			if err := o.submit(ctx, t, fr); err != nil {
-				say("submit "+c, fmt.Sprintf("ring %s: cannot submit to %s: %s; trying again", t.ring, c, oneLine(err)))
+				say("submit "+c, fmt.Sprintf("ring %s: cannot submit to %s: %s", t.ring, c, oneLine(err)))
+				failed = append(failed, c)
 				continue
 			}
 			say("submit "+c, fmt.Sprintf("ring %s: submitted to %s", t.ring, c))
 		}
 	}
+	return failed
 }
 
 // fleetEnd is the command's result for where the rollout stands: halted
@@ -320,15 +395,20 @@ func fleetEnd(fr fleetRollout) error {
 }
 
 // fleetStopped is why a waiting fleet rollout stopped: --timeout (exit
-// 3) or an interruption.
-func fleetStopped(ctx context.Context, name string) error {
+// 3) or an interruption (following one only, as rollout status --watch
+// does: no error).
+func fleetStopped(ctx context.Context, name string, submitting bool) error {
+	if !submitting && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &exitError{code: ExitTimeout, msg: fmt.Sprintf("timed out waiting for fleet rollout %s; it goes on in the clusters submitted, and running this again goes on with the rings", name)}
 	}
 	return fmt.Errorf("fleet rollout %s: interrupted; it goes on in the clusters submitted, and running this again goes on with the rings", name)
 }
 
-// fleetLine says where a fleet rollout stands, in one line.
+// fleetLine says where a fleet rollout stands, in one line; with now, the
+// ETA says how far off it is.
 func fleetLine(fr fleetRollout, now time.Time) string {
 	if fr.fl == nil {
 		return ""
@@ -357,9 +437,12 @@ func fleetLine(fr fleetRollout, now time.Time) string {
 	}
 	line += fmt.Sprintf("; %d/%d nodes succeeded in the clusters submitted", ok, all)
 	if !fr.move.Done && fr.move.Halted == "" {
-		if fr.etaKnown {
+		switch {
+		case fr.etaKnown && now.IsZero():
+			line += fmt.Sprintf("; ETA %s UTC", fr.eta.UTC().Format("2006-01-02 15:04"))
+		case fr.etaKnown:
 			line += fmt.Sprintf("; ETA %s UTC (in %s)", fr.eta.UTC().Format("2006-01-02 15:04"), duration.HumanDuration(max(fr.eta.Sub(now), time.Second)))
-		} else {
+		default:
 			line += "; no ETA (a cluster cannot be read or planned)"
 		}
 	}
@@ -374,7 +457,7 @@ func printFleetRollout(w io.Writer, fr fleetRollout, now time.Time) {
 	for _, cr := range fr.clusters {
 		switch {
 		case cr.Err != nil:
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", cr.Context, orDash(cr.ring), cr.Err)
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cr.Context, orDash(cr.ring), notRead(cr.Err))
 		case cr.Conflict != "":
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", cr.Context, orDash(cr.ring), cr.Conflict)
 		case cr.view == nil:
@@ -387,6 +470,9 @@ func printFleetRollout(w io.Writer, fr fleetRollout, now time.Time) {
 	tw.Flush()
 	if line := fleetLine(fr, now); line != "" {
 		fmt.Fprintf(w, "\nfleet %s: %s\n", fr.fl.Metadata.Name, line)
+		for _, p := range fr.move.Passed {
+			fmt.Fprintf(w, "fleet %s: %s\n", fr.fl.Metadata.Name, p)
+		}
 	}
 	var tables []clusterTable
 	for _, cr := range fr.clusters {
@@ -408,11 +494,11 @@ func printFleetRollout(w io.Writer, fr fleetRollout, now time.Time) {
 // clusterTimeout, its lines prefixed with the cluster): one that has it
 // not yet is said, one that cannot be changed is said and makes the
 // command fail once every other was changed.
-func (o *options) eachRollout(_ context.Context, name string, steer func(*options) error) error {
+func (o *options) eachRollout(ctx context.Context, name string, steer func(*options) error) error {
 	if !o.multi() {
 		return steer(o)
 	}
-	ts, _, err := o.targets()
+	ts, fl, err := o.targets()
 	if err != nil {
 		return err
 	}
@@ -422,13 +508,21 @@ func (o *options) eachRollout(_ context.Context, name string, steer func(*option
 		c.timeout = clusterTimeout
 		c.streams.Out = &prefixWriter{w: o.streams.Out, prefix: "cluster " + t.context + ": "}
 		c.streams.ErrOut = &prefixWriter{w: o.streams.ErrOut, prefix: "cluster " + t.context + ": "}
+		if fl != nil {
+			// With --fleet, only the fleet's own copies.
+			r, _, err := c.getRollout(ctx, name)
+			if err == nil && r.Annotations[fleet.AnnotationFleet] != fl.Metadata.Name {
+				fmt.Fprintf(o.streams.Out, "cluster %s: its maintenancerollout %s is not fleet %s's; left alone\n", t.context, name, fl.Metadata.Name)
+				continue
+			}
+		}
 		err := steer(&c)
 		var missing *rolloutNotFound
 		switch {
 		case errors.As(err, &missing):
 			fmt.Fprintf(o.streams.Out, "cluster %s: maintenancerollout %s not submitted yet\n", t.context, name)
 		case err != nil:
-			fmt.Fprintf(o.streams.ErrOut, "cluster %s: %s\n", t.context, notRead(err))
+			fmt.Fprintf(o.streams.ErrOut, "cluster %s: not changed: %s\n", t.context, oneLine(err))
 			failed++
 		default:
 			changed++
@@ -491,13 +585,7 @@ func (o *options) rolloutStatusClusters(ctx context.Context, name string, out *o
 	}
 	fr := o.readFleetRollout(ctx, ts, fl, name, nil)
 	if fr.want == nil {
-		var errs []string
-		for _, cr := range fr.clusters {
-			if cr.Err != nil {
-				errs = append(errs, "cluster "+cr.Context+": "+cr.Err.Error())
-			}
-		}
-		return fmt.Errorf("maintenancerollout %s is in none of the clusters read %s", name, strings.Join(errs, "; "))
+		return noRollout(fr)
 	}
 	if !out.Table() {
 		rs := make([]clusterResult[map[string]any], len(fr.clusters))
@@ -507,7 +595,10 @@ func (o *options) rolloutStatusClusters(ctx context.Context, name string, out *o
 				rs[i].value = cr.obj.Object
 			}
 		}
-		return printClusters(o.streams.Out, out, rollout.Kind, rs, func(m map[string]any) any { return m }, nil, "")
+		if err := printClusters(o.streams.Out, out, rollout.Kind, rs, func(m map[string]any) any { return m }, nil, ""); err != nil {
+			return err
+		}
+		return fleetEnd(fr)
 	}
 	o.predict(ctx, ts, &fr)
 	printFleetRollout(o.streams.Out, fr, time.Now())

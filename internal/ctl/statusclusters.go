@@ -43,11 +43,13 @@ func (o *options) statusClusters(ctx context.Context, out *output, names []strin
 	if err := allFailed(rs); err != nil {
 		return err
 	}
-	found := map[string]bool{}
+	found, counts, unread := map[string]bool{}, map[string]string{}, 0
 	for i := range rs {
 		if rs[i].err != nil {
+			unread++
 			continue
 		}
+		counts[rs[i].context] = nodeCounts(rs[i].value) // of every node, before the selection
 		rs[i].value.Nodes = statusRows(names, all)(rs[i].value)
 		for _, n := range rs[i].value.Nodes {
 			found[n.Name] = true
@@ -58,14 +60,18 @@ func (o *options) statusClusters(ctx context.Context, out *output, names []strin
 	}
 	for _, n := range names {
 		if !found[n] {
-			return fmt.Errorf("node %q not found in any of the clusters: no such Node and no Kustodian record for it", n)
+			also := ""
+			if unread > 0 {
+				also = fmt.Sprintf(" (%d could not be read: status without NODE says which)", unread)
+			}
+			return fmt.Errorf("node %q not found in the clusters read%s: no such Node and no Kustodian record for it", n, also)
 		}
 	}
 	w := o.streams.Out
 	if !out.Table() {
 		return printClusters(w, out, "MaintenanceStatus", rs, func(s status.MaintenanceStatus) any { return s }, nil, "")
 	}
-	printClusterHeaders(w, rs, !out.NoHeaders)
+	printClusterHeaders(w, rs, counts, !out.NoHeaders)
 	fmt.Fprintln(w)
 	return printClusters(w, out, "MaintenanceStatus", withoutErrors(rs), nil, func(w io.Writer, s status.MaintenanceStatus) error {
 		if len(s.Nodes) > 0 {
@@ -89,7 +95,7 @@ func withoutErrors[T any](rs []clusterResult[T]) []clusterResult[T] {
 
 // printClusterHeaders prints a line per cluster: its locks, whether it is
 // paused, and how many nodes are where; or why it could not be read.
-func printClusterHeaders(w io.Writer, rs []clusterResult[status.MaintenanceStatus], headers bool) {
+func printClusterHeaders(w io.Writer, rs []clusterResult[status.MaintenanceStatus], counts map[string]string, headers bool) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	if headers {
 		fmt.Fprintln(tw, "CLUSTER\tLOCKS\tPAUSED\tNODES")
@@ -104,7 +110,7 @@ func printClusterHeaders(w io.Writer, rs []clusterResult[status.MaintenanceStatu
 		if s.Paused {
 			paused = "yes: " + orDash(s.PausedReason)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.context, locksLine(s), paused, nodeCounts(s))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.context, locksLine(s), paused, counts[r.context])
 	}
 	tw.Flush()
 }

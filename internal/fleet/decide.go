@@ -50,20 +50,30 @@ type Move struct {
 	Halted string
 	// Done: every ring completed and soaked.
 	Done bool
+	// Passed says, one line each, the clusters without a copy in rings
+	// the rollout has gone past, which it does not submit to.
+	Passed []string
 }
 
 // Next decides a fleet rollout's next move from what each of its clusters
 // says now (by context; a context absent from seen counts as unread).
 // Rings go in order: a ring's clusters get the rollout at once; the next
 // ring starts once every cluster of the ring is Complete and the ring's
-// soak has passed since its last one completed. A Failed condition or an
-// abort anywhere, or a cluster holding another rollout of the name, halts
-// every ring not started. While the rollout is paused in a cluster,
-// nothing is submitted anywhere.
+// soak has passed since its last one completed (the last ring's soak is
+// not waited for: no ring comes after it). A Failed condition or an abort
+// anywhere, or a cluster holding another rollout of the name, halts every
+// ring not started. While the rollout is paused in a cluster, nothing is
+// submitted anywhere. A cluster without the rollout in a ring the rollout
+// has gone past (a later ring has it: its copy was deleted after it ran,
+// or the cluster joined the ring since) does not get it again.
 func Next(f *Fleet, seen map[string]Cluster, now time.Time) Move {
 	var halts, paused []string
+	furthest := -1 // the last ring with a copy
 	for _, ctx := range f.Contexts() {
 		c := seen[ctx]
+		if c.Err == nil && c.Exists && c.Conflict == "" {
+			furthest = max(furthest, f.RingOf(ctx))
+		}
 		switch {
 		case c.Err != nil || !c.Exists:
 		case c.Conflict != "":
@@ -76,6 +86,7 @@ func Next(f *Fleet, seen map[string]Cluster, now time.Time) Move {
 			paused = append(paused, ctx)
 		}
 	}
+	var passed []string
 	for k, ring := range f.Rings {
 		m := Move{Ring: k}
 		var missing []string
@@ -87,6 +98,8 @@ func Next(f *Fleet, seen map[string]Cluster, now time.Time) Move {
 				m.Waiting = append(m.Waiting, fmt.Sprintf("cluster %s: not read yet", ctx))
 			case c.Err != nil:
 				m.Waiting = append(m.Waiting, fmt.Sprintf("cluster %s unreachable: %v; waiting for it", ctx, c.Err))
+			case !c.Exists && k < furthest:
+				passed = append(passed, fmt.Sprintf("cluster %s has no copy, but a later ring has: not submitted again", ctx))
 			case !c.Exists:
 				missing = append(missing, ctx)
 			case !c.Complete:
@@ -95,11 +108,8 @@ func Next(f *Fleet, seen map[string]Cluster, now time.Time) Move {
 				last = c.CompletedAt
 			}
 		}
-		if len(halts) > 0 {
-			m.Halted = strings.Join(halts, "; ")
-			return m
-		}
-		if len(missing) > 0 {
+		m.Passed = passed
+		if len(missing) > 0 && len(halts) == 0 {
 			if len(paused) > 0 {
 				m.Waiting = append(m.Waiting, fmt.Sprintf("paused in %s: ring %s is not submitted to %s until it is resumed",
 					strings.Join(paused, ", "), ring.Name, strings.Join(missing, ", ")))
@@ -107,16 +117,23 @@ func Next(f *Fleet, seen map[string]Cluster, now time.Time) Move {
 				m.Create = missing
 			}
 		}
-		if len(m.Waiting) > 0 || len(missing) > 0 {
-			return m
+		if len(m.Waiting) == 0 && len(missing) == 0 && k < len(f.Rings)-1 {
+			if end := last.Add(ring.Soak.Duration); now.Before(end) {
+				m.SoakEnds = end
+				m.Waiting = append(m.Waiting, fmt.Sprintf("ring %s complete; soaking %s, until %s", ring.Name, ring.Soak.Duration, end.UTC().Format(time.RFC3339)))
+			}
 		}
-		if end := last.Add(ring.Soak.Duration); now.Before(end) {
-			m.SoakEnds = end
-			m.Waiting = append(m.Waiting, fmt.Sprintf("ring %s complete; soaking %s, until %s", ring.Name, ring.Soak.Duration, end.UTC().Format(time.RFC3339)))
+		if len(m.Waiting) > 0 || len(missing) > 0 {
+			if len(halts) > 0 {
+				return Move{Ring: k, Halted: strings.Join(halts, "; "), Passed: passed}
+			}
 			return m
 		}
 	}
-	return Move{Ring: len(f.Rings), Done: true}
+	if len(halts) > 0 {
+		return Move{Ring: len(f.Rings) - 1, Halted: strings.Join(halts, "; "), Passed: passed}
+	}
+	return Move{Ring: len(f.Rings), Done: true, Passed: passed}
 }
 
 func orRunning(s string) string {

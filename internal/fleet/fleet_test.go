@@ -166,3 +166,42 @@ func TestETAAddsTheRingsAndTheirSoaks(t *testing.T) {
 		t.Error("an ETA without prod-us's prediction")
 	}
 }
+
+func TestAHaltNamesTheRingItStopsAt(t *testing.T) {
+	f := mustParse(t)
+	seen := map[string]Cluster{
+		"stage-eu": {Exists: true, Complete: true, CompletedAt: t0},
+		"prod-eu":  {Exists: true, Failed: true, Says: "node p1: exit 1"},
+		"prod-us":  {Exists: true},
+	}
+	if m := Next(f, seen, t0.Add(2*time.Hour)); m.Ring != 1 || !strings.Contains(m.Halted, "cluster prod-eu failed") {
+		t.Errorf("%+v: want halted at ring 1 (prod)", m)
+	}
+}
+
+func TestARingTheRolloutWentPastIsNotSubmittedAgain(t *testing.T) {
+	f := mustParse(t)
+	// stage-eu's copy was deleted after it ran; prod has its copies.
+	seen := map[string]Cluster{
+		"stage-eu": {},
+		"prod-eu":  {Exists: true, Complete: true, CompletedAt: t0},
+		"prod-us":  {Exists: true, Complete: true, CompletedAt: t0},
+	}
+	m := Next(f, seen, t0)
+	if !m.Done || len(m.Create) != 0 || len(m.Passed) != 1 || !strings.Contains(m.Passed[0], "cluster stage-eu has no copy") {
+		t.Errorf("%+v: want done, stage-eu passed over", m)
+	}
+}
+
+func TestTheLastRingsSoakIsNotWaitedFor(t *testing.T) {
+	f := mustParse(t)
+	f.Rings[1].Soak.Duration = time.Hour
+	seen := map[string]Cluster{
+		"stage-eu": {Exists: true, Complete: true, CompletedAt: t0},
+		"prod-eu":  {Exists: true, Complete: true, CompletedAt: t0.Add(2 * time.Hour)},
+		"prod-us":  {Exists: true, Complete: true, CompletedAt: t0.Add(2 * time.Hour)},
+	}
+	if m := Next(f, seen, t0.Add(2*time.Hour)); !m.Done {
+		t.Errorf("%+v: want done as the last ring completes", m)
+	}
+}
