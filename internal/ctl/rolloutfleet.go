@@ -271,7 +271,7 @@ func (o *options) driveFleet(ctx context.Context, ts []clusterTarget, fl *fleet.
 			}
 			return fleetEnd(fr)
 		}
-		if time.Since(predicted) >= fleetPredictEvery {
+		if time.Since(predicted) >= fleetPredictEvery || unpredicted(takes, fr) {
 			o.predict(ctx, ts, &fr)
 			takes, predicted = takesOf(fr), time.Now()
 		} else {
@@ -337,6 +337,17 @@ func takesOf(fr fleetRollout) map[string]fleetTakes {
 		m[cr.Context] = fleetTakes{cr.Takes, cr.Unknown}
 	}
 	return m
+}
+
+// unpredicted: a cluster read now had no prediction last time (it could
+// not be read then).
+func unpredicted(m map[string]fleetTakes, fr fleetRollout) bool {
+	for _, cr := range fr.clusters {
+		if cr.Err == nil && m[cr.Context].unknown {
+			return true
+		}
+	}
+	return false
 }
 
 // setTakes puts the last predictions back, and the ETA from them.

@@ -43,9 +43,8 @@ type fleetCluster struct {
 func fleetOf(t *testing.T, key nodecreds.RolloutKey) (map[string]*fleetCluster, string) {
 	shared := cluster.New(t)
 	clusters := map[string]*fleetCluster{"one": {context: "one", env: shared}}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
+	// One after the other: kwokctl makes each cluster's certificates in
+	// a shared directory, and two made at once got each other's CA.
 	for _, name := range []string{"two", "three"} {
 		opts := &cluster.Options{Name: fmt.Sprintf("fleet-%s-%d", name, os.Getpid()), Log: testWriter{t}}
 		t.Cleanup(func() {
@@ -53,23 +52,12 @@ func fleetOf(t *testing.T, key nodecreds.RolloutKey) (map[string]*fleetCluster, 
 				t.Error(err)
 			}
 		})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := cluster.Up(t.Context(), *opts)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			e := &cluster.Env{T: t, ID: shared.ID, Namespace: shared.Namespace, Client: c.Client, Config: c.Config, Kubeconfig: c.Kubeconfig, Ctx: t.Context()}
-			clusters[name] = &fleetCluster{context: name, env: e, opts: opts}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
+		c, err := cluster.Up(t.Context(), *opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &cluster.Env{T: t, ID: shared.ID, Namespace: shared.Namespace, Client: c.Client, Config: c.Config, Kubeconfig: c.Kubeconfig, Ctx: t.Context()}
+		clusters[name] = &fleetCluster{context: name, env: e, opts: opts}
 	}
 	merged := clientcmdapi.NewConfig()
 	for name, fc := range clusters {
@@ -216,6 +204,7 @@ rings:
 		t.Errorf("the fleet rollout's output does not say it is complete:\n%s", out)
 	}
 	st, err := ctl.Run(t.Context(), "rollout", "status", "patch", "--fleet", fleetFile)
+	t.Logf("rollout status patch --fleet:\n%s", st)
 	if err != nil || !strings.Contains(st, "fleet europe: complete") || strings.Count(st, "2/2 succeeded") != 3 {
 		t.Errorf("rollout status --fleet: %v\n%s", err, st)
 	}
@@ -228,6 +217,7 @@ rings:
 		t.Fatal(err)
 	}
 	st, err = ctl.Run(t.Context(), "status", "--fleet", fleetFile)
+	t.Logf("status --fleet, cluster three down:\n%s", st)
 	if err != nil || !strings.Contains(st, "three") || !strings.Contains(st, "unreachable") {
 		t.Errorf("status --fleet with cluster three down: %v\n%s", err, st)
 	}
@@ -259,21 +249,11 @@ rings:
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("the fleet rollout did not end within 3 minutes of cluster three's return:\n%s", waited.String())
 	}
+	t.Logf("fleet rollout kernel, cluster three down for a while:\n%s", waited.String())
 	if r := fleetRolloutIn(t, three, "kernel"); r == nil {
 		t.Fatal("cluster three has no rollout kernel")
 	} else if _, ok := lastFinished(r); !ok {
 		t.Errorf("cluster three: %+v", r.Status.Nodes)
-	}
-
-	// A failing canary halts the prod ring: exit 4, nothing in two or three.
-	out, err = create(t.Context(), "broken", "--script", fails, "--key", key.Private).CombinedOutput()
-	if exitCode(err) != 4 || !strings.Contains(string(out), "halted at ring canary") {
-		t.Errorf("fleet rollout of a failing script: exit %d, want 4 and halted:\n%s", exitCode(err), out)
-	}
-	for _, name := range []string{"two", "three"} {
-		if fleetRolloutIn(t, clusters[name], "broken") != nil {
-			t.Errorf("cluster %s got the rollout the canary failed", name)
-		}
 	}
 
 	// Killed once the canary has it, then run again (without the script:
@@ -305,6 +285,18 @@ rings:
 	for _, name := range []string{"two", "three"} {
 		if r := fleetRolloutIn(t, clusters[name], "again"); r == nil {
 			t.Errorf("cluster %s has no rollout again after the run that went on", name)
+		}
+	}
+
+	// Last, as it leaves the canary's node held: a failing canary halts
+	// the prod ring: exit 4, nothing in two or three.
+	out, err = create(t.Context(), "broken", "--script", fails, "--key", key.Private).CombinedOutput()
+	if exitCode(err) != 4 || !strings.Contains(string(out), "halted at ring canary") {
+		t.Errorf("fleet rollout of a failing script: exit %d, want 4 and halted:\n%s", exitCode(err), out)
+	}
+	for _, name := range []string{"two", "three"} {
+		if fleetRolloutIn(t, clusters[name], "broken") != nil {
+			t.Errorf("cluster %s got the rollout the canary failed", name)
 		}
 	}
 }
