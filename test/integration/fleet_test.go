@@ -199,6 +199,9 @@ rings:
 			t.Errorf("cluster %s got the rollout at %s, before the canary's last node finished (%s) and its soak of %s passed",
 				name, r.CreationTimestamp.UTC().Format(time.RFC3339), done.UTC().Format(time.RFC3339), soak)
 		}
+		if name != "one" {
+			t.Logf("cluster %s got the rollout %s after the canary's last node finished (soak %s)", name, r.CreationTimestamp.Sub(done), soak)
+		}
 	}
 	if !strings.Contains(string(out), "fleet: complete") {
 		t.Errorf("the fleet rollout's output does not say it is complete:\n%s", out)
@@ -221,6 +224,38 @@ rings:
 	if err != nil || !strings.Contains(st, "three") || !strings.Contains(st, "unreachable") {
 		t.Errorf("status --fleet with cluster three down: %v\n%s", err, st)
 	}
+	// The other readers say it too, and go on with the others.
+	fleetView := &syncWriter{}
+	watch := ctl.Command(t.Context(), "status", "--fleet", fleetFile, "--watch")
+	watch.Stdout, watch.Stderr = fleetView, fleetView
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = watch.Process.Kill(); _ = watch.Wait() })
+	hist, err := ctl.Run(t.Context(), "history", "--fleet", fleetFile, "-o", "json")
+	if err != nil || !strings.Contains(hist, `"kind": "MaintenanceHistoryList"`) || !strings.Contains(hist, `"cluster": "three"`) ||
+		!strings.Contains(hist, "connection refused") || strings.Count(hist, `"kind": "MaintenanceHistory"`) != 2 {
+		t.Errorf("history --fleet -o json with cluster three down: %v\n%s", err, hist)
+	}
+	for _, args := range [][]string{{"queue"}, {"plan", "-l", cluster.LabelTestEnv + "=" + clusters["one"].env.ID}} {
+		got, err := ctl.Run(t.Context(), append(args, "--fleet", fleetFile)...)
+		if err != nil || !strings.Contains(got, "cluster three: unreachable") {
+			t.Errorf("%s --fleet with cluster three down: %v\n%s", args[0], err, got)
+		}
+		if args[0] == "plan" && (!strings.Contains(got, "CLUSTER") || !strings.Contains(got, clusters["two"].env.ID+"-two-0")) {
+			t.Errorf("plan --fleet: no row of cluster two:\n%s", got)
+		}
+		t.Logf("%s --fleet, cluster three down:\n%s", args[0], got)
+	}
+	clusters["one"].env.Eventually("the fleet view to show a line per cluster", cluster.DefaultTimeout, func(context.Context) error {
+		v := fleetView.String()
+		for _, want := range []string{"  one  0/0 done", "  two  0/0 done", "  three  unreachable"} {
+			if !strings.Contains(v, want) {
+				return fmt.Errorf("no %q in:\n%s", want, v)
+			}
+		}
+		return nil
+	})
 	waited := &syncWriter{}
 	run := create(t.Context(), "kernel", "--script", ok, "--key", key.Private)
 	run.Stdout, run.Stderr = waited, waited
@@ -250,6 +285,13 @@ rings:
 		t.Fatalf("the fleet rollout did not end within 3 minutes of cluster three's return:\n%s", waited.String())
 	}
 	t.Logf("fleet rollout kernel, cluster three down for a while:\n%s", waited.String())
+	clusters["one"].env.Eventually("the fleet view to see cluster three back", cluster.DefaultTimeout, func(context.Context) error {
+		if v := fleetView.String(); !strings.Contains(v, "  three  0/") {
+			return fmt.Errorf("cluster three not back in:\n%s", v)
+		}
+		return nil
+	})
+	t.Logf("status --fleet --watch:\n%s", fleetView.String())
 	if r := fleetRolloutIn(t, three, "kernel"); r == nil {
 		t.Fatal("cluster three has no rollout kernel")
 	} else if _, ok := lastFinished(r); !ok {
