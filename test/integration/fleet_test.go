@@ -330,6 +330,19 @@ rings:
 		}
 	}
 
+	// Paused and resumed across the fleet: every copy, each said.
+	for _, verb := range []string{"pause", "resume"} {
+		out, err := ctl.Run(t.Context(), "rollout", verb, "again", "--fleet", fleetFile)
+		if err != nil || strings.Count(out, "maintenancerollout.kustodian.io/again "+verb[:len(verb)-1]) != 3 {
+			t.Errorf("rollout %s --fleet: %v\n%s", verb, err, out)
+		}
+		for _, name := range []string{"one", "two", "three"} {
+			if r := fleetRolloutIn(t, clusters[name], "again"); r.Spec.Paused != (verb == "pause") {
+				t.Errorf("cluster %s: spec.paused %v after rollout %s --fleet", name, r.Spec.Paused, verb)
+			}
+		}
+	}
+
 	// Last, as it leaves the canary's node held: a failing canary halts
 	// the prod ring: exit 4, nothing in two or three.
 	out, err = create(t.Context(), "broken", "--script", fails, "--key", key.Private).CombinedOutput()
