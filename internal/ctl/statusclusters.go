@@ -160,7 +160,7 @@ func (o *options) watchClusters(ctx context.Context, ts []clusterTarget, out *ou
 	redraw := out.Table() && logging.IsTerminal(w)
 	since := map[string]time.Time{}
 	last := map[string]string{}
-	lastDoc := ""
+	lastKey := ""
 	t := time.NewTicker(fleetEvery)
 	defer t.Stop()
 	for {
@@ -181,13 +181,18 @@ func (o *options) watchClusters(ctx context.Context, ts []clusterTarget, out *ou
 		}
 		switch {
 		case !out.Table():
+			// A document when something but the time changed.
+			key := statusesKey(rs)
+			if key == lastKey {
+				break
+			}
+			lastKey = key
 			var b strings.Builder
 			if err := printClusters(&b, &output{Format: out.Format, Template: out.Template, AllowMissing: out.AllowMissing},
 				"MaintenanceStatus", rs, func(s status.MaintenanceStatus) any { return s }, nil, ""); err != nil {
 				fmt.Fprintln(o.streams.ErrOut, "warning:", err)
-			} else if doc := compactJSON(b.String(), out.Format); doc != lastDoc {
-				fmt.Fprint(w, doc)
-				lastDoc = doc
+			} else {
+				fmt.Fprint(w, compactJSON(b.String(), out.Format))
 			}
 		case redraw:
 			fmt.Fprint(w, "\033[H\033[2J")
@@ -212,6 +217,29 @@ func (o *options) watchClusters(ctx context.Context, ts []clusterTarget, out *ou
 		case <-t.C:
 		}
 	}
+}
+
+// statusesKey is what the clusters' statuses say, but their time: a lock
+// holder, the pause, each node's state, queue place and message, or why a
+// cluster could not be read.
+func statusesKey(rs []clusterResult[status.MaintenanceStatus]) string {
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "%s|", r.context)
+		if r.err != nil {
+			b.WriteString(oneLine(r.err) + "\n")
+			continue
+		}
+		s := r.value
+		fmt.Fprintf(&b, "%v %s\n", s.Paused, s.PausedReason)
+		for _, l := range s.Locks {
+			fmt.Fprintf(&b, " lock %s %s\n", l.Name, l.Holder)
+		}
+		for _, n := range s.Nodes {
+			fmt.Fprintf(&b, " %s %s %d %s\n", n.Name, n.State, n.QueuePosition, n.Message)
+		}
+	}
+	return b.String()
 }
 
 // clusterProgress is one cluster's line in the fleet view.
