@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/status"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -161,5 +163,18 @@ func TestACommandOfOneClusterRefusesMany(t *testing.T) {
 	walk(root)
 	if got := strings.Join(many, ", "); !strings.Contains(got, "kustodian-ctl status") || !strings.Contains(got, "kustodian-ctl history") {
 		t.Errorf("commands over many clusters: %s", got)
+	}
+}
+
+func TestTheFleetViewsDocumentChangesOnlyWithTheClusters(t *testing.T) {
+	read := func(at time.Time, state lock.State) []clusterResult[status.MaintenanceStatus] {
+		return []clusterResult[status.MaintenanceStatus]{{clusterTarget: clusterTarget{context: "one"},
+			value: status.MaintenanceStatus{Time: at, Nodes: []status.Node{{Name: "n1", State: state}}}}}
+	}
+	if statusesKey(read(t0, lock.Waiting)) != statusesKey(read(t0.Add(time.Minute), lock.Waiting)) {
+		t.Error("the time alone changed the key")
+	}
+	if statusesKey(read(t0, lock.Waiting)) == statusesKey(read(t0, lock.Draining)) {
+		t.Error("a node's state did not change the key")
 	}
 }
