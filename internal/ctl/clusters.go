@@ -302,6 +302,9 @@ func printClusters[T any](w io.Writer, out *output, kind string, rs []clusterRes
 	if err := allFailed(rs); err != nil {
 		return err
 	}
+	if out.Picture() {
+		return fmt.Errorf("-o %s draws one cluster: give --context NAME", out.Format)
+	}
 	if !out.Table() {
 		if out.Format == outputName {
 			return fmt.Errorf("-o name over several clusters would name objects without their cluster; use -o json, or -o jsonpath='{range .items[*]}{.cluster}{\"\\n\"}{end}'")

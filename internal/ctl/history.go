@@ -69,6 +69,9 @@ jsonpath and custom-columns read too; -o name prints node/NAME.`, history.Annota
 			if err != nil {
 				return err
 			}
+			if out.Picture() {
+				return out.Draw(o.streams.Out, historyChart(h, time.Now()))
+			}
 			if printed, err := printList(out, o.streams.Out, h, h.Items, func(it HistoryItem) string { return it.Node }); printed {
 				return err
 			}
@@ -76,6 +79,7 @@ jsonpath and custom-columns read too; -o name prints node/NAME.`, history.Annota
 		},
 	}
 	out = addOutput(cmd, true)
+	addPictures(cmd, out)
 	cmd.ValidArgsFunction = o.completeNodes
 	return manyClusters(cmd)
 }

@@ -41,6 +41,7 @@ type output struct {
 	AllowMissing bool
 	wide         bool  // the command has a wide table
 	shape        shape // what the command prints without -o
+	pictures     bool  // the command draws -o html and -o svg (pictures.go)
 }
 
 // shape is what a command prints without -o, which decides the flags of
@@ -173,6 +174,10 @@ func (o *output) Check() error {
 		return fmt.Errorf("unknown output format %q: this command has no wide table", o.Format)
 	case o.Table(), o.Format == outputName:
 		return nil
+	case o.Picture() && o.pictures:
+		return nil
+	case o.Picture():
+		return fmt.Errorf("-o %s: this command draws no timeline; plan, history and rollout status|report do", o.Format)
 	case strings.HasPrefix(o.Format, "custom-columns") && o.shape != rows:
 		return fmt.Errorf("-o %s: this command prints one object, not rows; use -o jsonpath=... (e.g. '{.metadata.name}') or -o yaml", o.Format)
 	case strings.HasPrefix(o.Format, "custom-columns"):

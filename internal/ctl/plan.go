@@ -129,9 +129,12 @@ first node that will not fit and by how much.
 			if o.multi() {
 				return o.planClusters(cmd.Context(), out, f, nodes)
 			}
-			p, err := makePlan(cmd.Context(), o, f, nodes)
+			p, in, err := makePlan(cmd.Context(), o, f, nodes)
 			if err != nil {
 				return err
+			}
+			if out.Picture() {
+				return out.Draw(o.streams.Out, planChart(p, in.Policies))
 			}
 			if printed, err := printList(out, o.streams.Out, p, p.Items, func(it PlanItem) string { return it.Node }); printed {
 				return err
@@ -140,6 +143,7 @@ first node that will not fit and by how much.
 		},
 	}
 	out = addOutput(cmd, true)
+	addPictures(cmd, out)
 	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "plan the nodes whose labels match this selector (as kubectl's -l)")
 	cmd.Flags().StringVar(&f.policy, "policy", "", "plan the nodes of this MaintenancePolicy (alone: all of them; with nodes or -l: only those of it)")
 	cmd.Flags().StringVar(&f.start, "start", "", "when the rollout begins: RFC 3339 (2026-11-28T22:00:00Z), or HH:MM for its next occurrence in local time (default: now)")
@@ -159,7 +163,7 @@ func (o *options) planClusters(ctx context.Context, out *output, f planFlags, no
 		return err
 	}
 	rs := eachCluster(ctx, ts, func(ctx context.Context, c *options) (MaintenancePlan, error) {
-		p, err := makePlan(ctx, c, f, nil)
+		p, _, err := makePlan(ctx, c, f, nil)
 		if err != nil {
 			return p, err
 		}
@@ -191,21 +195,22 @@ func parseStart(s string, now time.Time) (time.Time, error) {
 }
 
 // makePlan reads the cluster and predicts.
-func makePlan(ctx context.Context, o *options, f planFlags, named []string) (MaintenancePlan, error) {
+func makePlan(ctx context.Context, o *options, f planFlags, named []string) (MaintenancePlan, status.Inputs, error) {
 	r, err := o.reader()
 	if err != nil {
-		return MaintenancePlan{}, err
+		return MaintenancePlan{}, status.Inputs{}, err
 	}
 	in, err := r.Inputs(ctx)
 	if err != nil {
-		return MaintenancePlan{}, err
+		return MaintenancePlan{}, in, err
 	}
 	if in.PoliciesErr != nil {
-		return MaintenancePlan{}, in.PoliciesErr
+		return MaintenancePlan{}, in, in.PoliciesErr
 	}
-	return buildPlan(in, f, named, func(node string) ([]RefusedEviction, error) {
+	p, err := buildPlan(in, f, named, func(node string) ([]RefusedEviction, error) {
 		return refusedEvictions(ctx, r.Client, node)
 	})
+	return p, in, err
 }
 
 // check refuses nodes named beside -l, and a selector that does not
