@@ -22,7 +22,7 @@ func TestAHistoryIsDrawnAsItHappened(t *testing.T) {
 		t.Fatalf("rows %+v", c.Rows)
 	}
 	n2 := c.Rows[1]
-	want := []picture.Span{{picture.Waiting, at(0), at(5)}, {picture.Draining, at(5), at(6)}, {picture.Maintenance, at(6), at(15)}, {picture.Waiting, at(20), at(21)}}
+	want := []picture.Span{{Phase: picture.Waiting, From: at(0), To: at(5)}, {Phase: picture.Draining, From: at(5), To: at(6)}, {Phase: picture.Maintenance, From: at(6), To: at(15)}, {Phase: picture.Waiting, From: at(20), To: at(21)}}
 	if len(n2.Actual) != len(want) {
 		t.Fatalf("n2's spans %+v", n2.Actual)
 	}

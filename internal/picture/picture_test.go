@@ -20,8 +20,8 @@ func chartOf(n int) Chart {
 	for i := range n {
 		start := t0.Add(time.Duration(i) * 10 * time.Minute)
 		r := Row{Label: fmt.Sprintf("node-%d", i),
-			Predicted: []Span{{Maintenance, start, start.Add(10 * time.Minute)}},
-			Actual:    []Span{{Waiting, t0, start}, {Draining, start, start.Add(time.Minute)}, {Maintenance, start.Add(time.Minute), start.Add(12 * time.Minute)}}}
+			Predicted: []Span{{Phase: Maintenance, From: start, To: start.Add(10 * time.Minute)}},
+			Actual:    []Span{{Phase: Waiting, From: t0, To: start}, {Phase: Draining, From: start, To: start.Add(time.Minute)}, {Phase: Maintenance, From: start.Add(time.Minute), To: start.Add(12 * time.Minute)}}}
 		if i == 2 {
 			r.Failed, r.Note = true, "script exited 1"
 		}
