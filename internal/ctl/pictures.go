@@ -1,8 +1,10 @@
 package ctl
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/picture"
 	"github.com/kustodian/kustodian/internal/policy"
+	"github.com/kustodian/kustodian/internal/rollout"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -157,4 +160,138 @@ func planChart(p MaintenancePlan, policies []*policy.MaintenancePolicy) picture.
 		}
 	}
 	return c
+}
+
+// rolloutPicture reads what a rollout's chart is made of and draws it.
+func (o *options) rolloutPicture(ctx context.Context, name string) (picture.Chart, error) {
+	r, _, err := o.getRollout(ctx, name)
+	if err != nil {
+		return picture.Chart{}, err
+	}
+	rd, err := o.reader()
+	if err != nil {
+		return picture.Chart{}, err
+	}
+	in, err := rd.Inputs(ctx)
+	if err != nil {
+		return picture.Chart{}, err
+	}
+	return rolloutChart(r, in)
+}
+
+// rolloutChart draws a rollout: for each node that took it, its
+// maintenance as its history has it (waiting, draining, maintenance),
+// else from when it took the rollout to when it finished; for each node
+// left, its predicted maintenance (the plan's predictor); the soak after
+// each stage; the windows of the policy most of its nodes fall under; the
+// deadline.
+func rolloutChart(r *rollout.MaintenanceRollout, in status.Inputs) (picture.Chart, error) {
+	now := in.Now
+	var facts []rollout.NodeFacts
+	hist := map[string][]history.Entry{}
+	policyOf := map[string]string{}
+	for _, n := range in.Nodes {
+		facts = append(facts, rollout.NodeFacts{Name: n.Name, Labels: n.Labels, Created: n.CreationTimestamp.Time})
+		hist[n.Name], _ = history.Parse(n.Annotations[history.Annotation])
+		policyOf[n.Name] = policy.Resolve(in.Policies, n.Labels).Name
+	}
+	var room rollout.Room
+	if r.Spec.Deadline != nil && in.PoliciesErr == nil {
+		var err error
+		if room, err = rollout.MostRoom(r, facts, in.Policies); err != nil {
+			return picture.Chart{}, err
+		}
+	}
+	v, err := rolloutRows(r, facts, room, now)
+	if err != nil {
+		return picture.Chart{}, err
+	}
+	c := picture.Chart{Title: fmt.Sprintf("Kustodian: maintenancerollout %s, revision %s", r.Name, v.summary.Revision), Now: now,
+		Summary: []string{progressLine(v), status.Printable(conditionLine(v))}}
+	if d := r.Spec.Deadline; d != nil {
+		t := d.Time
+		c.Deadline = &t
+		if line := paceLine(v); line != "" {
+			c.Summary = append(c.Summary, line)
+		}
+	}
+	entries := map[string]rollout.NodeStatus{}
+	for _, e := range r.Status.Nodes {
+		if e.Revision == v.summary.Revision {
+			entries[e.Name] = e
+		}
+	}
+	var left []string
+	for _, row := range v.rows {
+		if _, ok := entries[row.Node]; !ok || row.State == rollout.Waiting || row.State == rollout.Deferred {
+			left = append(left, row.Node)
+		}
+	}
+	var fc status.Forecast
+	if in.PoliciesErr == nil {
+		fc = status.ForecastOf(in, status.Build(in), left, now)
+	}
+	counted := map[string]int{}
+	stageEnds := map[int]time.Time{}
+	for _, row := range v.rows {
+		pr := picture.Row{Label: row.Node, Note: status.Printable(row.State + ": " + row.Message)}
+		if e, ok := entries[row.Node]; ok && e.Started != nil {
+			end := now
+			if e.Finished != nil {
+				end = e.Finished.Time
+				if end.After(stageEnds[e.Stage]) {
+					stageEnds[e.Stage] = end
+				}
+			}
+			pr.Actual = rolloutSpans(hist[row.Node], e.Started.Time, end)
+			pr.Failed = e.State == rollout.Failed || e.State == rollout.RolledBack
+		}
+		if fn, ok := fc.Nodes[row.Node]; ok && fn.Unplaced == "" && slices.Contains(left, row.Node) {
+			pr.Predicted = []picture.Span{{Phase: picture.Maintenance, From: fn.Entry.Start, To: fn.Entry.End}}
+		}
+		counted[policyOf[row.Node]]++
+		c.Rows = append(c.Rows, pr)
+	}
+	// The soak after each stage that ended, with an automatic promotion.
+	if p := r.Spec.Promotion; p.Mode == rollout.PromotionAuto && p.Soak != nil && p.Soak.Duration > 0 {
+		stages := rollout.StagesOf(r.Spec)
+		for k := 0; k < len(stages)-1; k++ {
+			if end, ok := stageEnds[k]; ok && k < v.summary.Stage+1 {
+				c.Rows = append(c.Rows, picture.Row{Label: "soak after " + rollout.Numbered(k),
+					Actual: []picture.Span{{Phase: picture.Soak, From: end, To: end.Add(p.Soak.Duration)}}})
+			}
+		}
+	}
+	// The windows of the policy most of its nodes fall under.
+	most, best := "", 0
+	for name, n := range counted {
+		if n > best || (n == best && name < most) {
+			most, best = name, n
+		}
+	}
+	for _, pol := range in.Policies {
+		if pol.Name != most || len(pol.Spec.Windows) == 0 {
+			continue
+		}
+		if sched, err := policy.ParseSchedule(pol.Spec.Windows, pol.Spec.ExcludeDates); err == nil {
+			from, to := c.Range()
+			c.Windows = picture.WindowsOf(func(t time.Time) (bool, time.Time) {
+				w := sched.At(t)
+				return w.Open, w.Change
+			}, from, to, "window of policy "+most)
+		}
+	}
+	return c, nil
+}
+
+// rolloutSpans are a node's maintenance for a rollout, from when it took
+// it to end: the phases of the history entry that falls in that time, else
+// one span (the maintenance, as far as anyone can tell).
+func rolloutSpans(entries []history.Entry, from, to time.Time) []picture.Span {
+	for _, e := range entries {
+		if !e.Requested.Before(from.Add(-2*time.Second)) && !e.Ended.After(to.Add(2*time.Second)) {
+			return entrySpans(e)
+		}
+	}
+	return []picture.Span{{Phase: picture.Maintenance, From: from, To: to}}
 }

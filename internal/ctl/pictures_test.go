@@ -8,6 +8,10 @@ import (
 
 	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/picture"
+	"github.com/kustodian/kustodian/internal/rollout"
+	"github.com/kustodian/kustodian/internal/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestAHistoryIsDrawnAsItHappened(t *testing.T) {
@@ -60,5 +64,44 @@ func TestOnlyCommandsThatDrawTakePictureFormats(t *testing.T) {
 	out.pictures = true
 	if err := out.Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A rollout's chart: the node that ran it as its history has it, marked
+// when it failed; the node left, predicted; the soak after the stage.
+func TestARolloutIsDrawnFromItsEntriesAndTheNodesHistories(t *testing.T) {
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	r := &rollout.MaintenanceRollout{ObjectMeta: metav1.ObjectMeta{Namespace: "kustodian", Name: "fix", UID: "uid-1", CreationTimestamp: metav1.NewTime(at(0))},
+		Spec: rollout.Spec{Script: rollout.Source{Inline: "true\n", SHA256: rollout.SHA256([]byte("true\n"))},
+			Promotion: rollout.Promotion{Mode: rollout.PromotionAuto, Soak: &metav1.Duration{Duration: 5 * time.Minute}}}}
+	rev := rollout.Revision(r.Namespace, r.Name, r.Spec)
+	started, finished := metav1.NewTime(at(1)), metav1.NewTime(at(10))
+	r.Status.Nodes = []rollout.NodeStatus{{Name: "n1", Revision: rev, State: rollout.Succeeded, Started: &started, Finished: &finished}}
+	in := status.Inputs{Namespace: "kustodian", Now: at(12)}
+	for _, n := range []string{"n1", "n2"} {
+		node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, CreationTimestamp: metav1.NewTime(at(-60)),
+			Labels: map[string]string{rollout.LabelRollouts: "enabled"}, Annotations: map[string]string{}}}
+		if n == "n1" {
+			node.Annotations[history.Annotation] = `[{"requested":"` + at(1).Format(time.RFC3339) + `","started":"` + at(2).Format(time.RFC3339) +
+				`","drained":"` + at(3).Format(time.RFC3339) + `","ended":"` + at(10).Format(time.RFC3339) + `","result":"succeeded"}]`
+		}
+		in.Nodes = append(in.Nodes, node)
+	}
+	c, err := rolloutChart(r, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLabel := map[string]picture.Row{}
+	for _, row := range c.Rows {
+		byLabel[row.Label] = row
+	}
+	if n1 := byLabel["n1"]; len(n1.Actual) != 3 || n1.Actual[1].Phase != picture.Draining || !n1.Actual[2].To.Equal(at(10)) || n1.Failed {
+		t.Errorf("n1: %+v", n1)
+	}
+	if n2 := byLabel["n2"]; len(n2.Actual) != 0 || len(n2.Predicted) != 1 || n2.Predicted[0].From.Before(at(12)) {
+		t.Errorf("n2: %+v", n2)
+	}
+	if soak := byLabel["soak after stage 1"]; len(soak.Actual) != 1 || soak.Actual[0].Phase != picture.Soak || !soak.Actual[0].To.Equal(at(15)) {
+		t.Errorf("soak: %+v (rows %d)", soak, len(c.Rows))
 	}
 }

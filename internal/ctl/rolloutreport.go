@@ -92,7 +92,8 @@ func newRolloutReportCommand(o *options) *cobra.Command {
 was queued and when it finished, whether it rebooted, and, in a patch campaign,
 every package it changed (name, from, to), one row each: the evidence a change
 ticket asks for. -o csv prints the rows as CSV (with a header line unless
---no-headers), -o json|yaml the whole report with the campaign's set.`,
+--no-headers), -o json|yaml the whole report with the campaign's set, -o html|svg
+a timeline: one self-contained file, a row per node.`,
 		Example: `  kustodian-ctl rollout report cve-2026-1234
   kustodian-ctl rollout report cve-2026-1234 -o csv > cve-2026-1234.csv`,
 		Args: oneArg("NAME"),
@@ -102,6 +103,13 @@ ticket asks for. -o csv prints the rows as CSV (with a header line unless
 				if err := out.Check(); err != nil {
 					return err
 				}
+			}
+			if out.Picture() {
+				c, err := o.rolloutPicture(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return out.Draw(o.streams.Out, c)
 			}
 			r, _, err := o.getRollout(cmd.Context(), args[0])
 			if err != nil {
@@ -119,6 +127,7 @@ ticket asks for. -o csv prints the rows as CSV (with a header line unless
 		},
 	}
 	out = addOutput(cmd, false)
+	addPictures(cmd, out)
 	f := cmd.Flags().Lookup("output")
 	f.Usage = "output format: csv, " + f.Usage[len("output format: "):]
 	return cmd

@@ -72,6 +72,13 @@ nodes with CLUSTER first; --watch prints a line at each change until it ends.`,
 			if watch {
 				return o.watchRollout(cmd.Context(), args[0])
 			}
+			if out.Picture() {
+				c, err := o.rolloutPicture(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return out.Draw(o.streams.Out, c)
+			}
 			if !out.Table() {
 				_, u, err := o.getRollout(cmd.Context(), args[0])
 				if err != nil {
@@ -89,6 +96,7 @@ nodes with CLUSTER first; --watch prints a line at each change until it ends.`,
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print each change and a progress line until the rollout is complete or stopped")
 	out = addOutputOf(cmd, objectTable, false)
+	addPictures(cmd, out)
 	return manyClusters(cmd)
 }
 
