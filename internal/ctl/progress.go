@@ -34,8 +34,7 @@ const barWidth = 24
 func fleetProgress(s status.MaintenanceStatus, since time.Time, terminal bool) string {
 	p := s.ProgressSince(since)
 	total := p.Total()
-	counts := fmt.Sprintf("%d/%d done, %d in maintenance, %d waiting, %d failed", p.Done, total, p.InMaintenance, p.Waiting, p.Failed)
-	line := fmt.Sprintf("%s; elapsed %s; %s", counts, duration.HumanDuration(s.Time.Sub(since)), etaOf(s, p))
+	line := progressWords(s, since)
 	if !terminal {
 		return s.Time.Format("15:04:05") + "  progress: " + line
 	}
@@ -44,6 +43,14 @@ func fleetProgress(s status.MaintenanceStatus, since time.Time, terminal bool) s
 		filled = (p.Done + p.Failed) * barWidth / total
 	}
 	return "[" + strings.Repeat("#", filled) + strings.Repeat("-", barWidth-filled) + "] " + line
+}
+
+// progressWords are the fleet's progress since `since` in words: done, in
+// maintenance, waiting, failed, the time elapsed and the predicted end.
+func progressWords(s status.MaintenanceStatus, since time.Time) string {
+	p := s.ProgressSince(since)
+	counts := fmt.Sprintf("%d/%d done, %d in maintenance, %d waiting, %d failed", p.Done, p.Total(), p.InMaintenance, p.Waiting, p.Failed)
+	return fmt.Sprintf("%s; elapsed %s; %s", counts, duration.HumanDuration(s.Time.Sub(since)), etaOf(s, p))
 }
 
 // etaOf is the fleet's predicted end: "ETA 14:32 UTC (in 9m)".

@@ -174,6 +174,7 @@ It reads and writes Kustodian's objects in its namespace (-n, default kustodian)
 		newWaitCommand(o),
 		newRequestCommand(o),
 		newDoneCommand(o),
+		newDashboardCommand(o),
 	)
 	if pluginMode(invokedAs) {
 		renameForPlugin(root)

@@ -54,9 +54,21 @@ func informerOf(client any, obj runtime.Object, tweak func(*metav1.ListOptions),
 // document per change.
 func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output, progress bool,
 	print func(io.Writer, status.MaintenanceStatus) error, rows func(status.MaintenanceStatus) []status.Node) error {
+	current, changed, err := followStatus(ctx, r)
+	if err != nil || current == nil {
+		return err
+	}
+	return printChanges(ctx, w, out, progress, current, changed, print, rows)
+}
+
+// followStatus follows the status of r's namespace with watches of the
+// Leases, the Nodes, the control ConfigMap and Kured's DaemonSet: current
+// makes the status from their caches; changed is poked at every change.
+// current is nil when ctx ended before the caches were filled.
+func followStatus(ctx context.Context, r status.Reader) (current func() status.MaintenanceStatus, changes <-chan struct{}, err error) {
 	first, err := r.Inputs(ctx) // the namespace exists, the credentials work
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	changed := make(chan struct{}, 1)
 	poke := cache.ResourceEventHandlerFuncs{
@@ -93,7 +105,7 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
 	}
 	for _, inf := range infs {
 		if _, err := inf.AddEventHandler(poke); err != nil {
-			return err
+			return nil, nil, err
 		}
 		go inf.Run(ctx.Done())
 	}
@@ -102,10 +114,10 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
 		synced[i] = inf.HasSynced
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil // interrupted
+		return nil, nil, nil // interrupted
 	}
 
-	current := func() status.MaintenanceStatus {
+	current = func() status.MaintenanceStatus {
 		// The policies as they were at the start: they change rarely, and
 		// only the predicted ETAs read them.
 		in := status.Inputs{Namespace: r.Namespace, Now: time.Now(), StaleAfter: first.StaleAfter, Policies: first.Policies, PoliciesErr: first.PoliciesErr}
@@ -125,7 +137,12 @@ func watchStatus(ctx context.Context, r status.Reader, w io.Writer, out *output,
 		}
 		return status.Build(in)
 	}
+	return current, changed, nil
+}
 
+// printChanges prints the status, then what changes at each change.
+func printChanges(ctx context.Context, w io.Writer, out *output, progress bool, current func() status.MaintenanceStatus, changed <-chan struct{},
+	print func(io.Writer, status.MaintenanceStatus) error, rows func(status.MaintenanceStatus) []status.Node) error {
 	if out.Format == outputJSON {
 		// One object per line, each printed as without --watch (the same
 		// schema, the same selection), made compact.

@@ -24,12 +24,26 @@ func HTML(w io.Writer, c Chart) error {
 	return err
 }
 
-// Page is the chart's page; head is more for its head (a live page's
-// refresh), or nothing.
-func Page(c Chart, head string) string {
+// Page is the chart's page, its Body in an element of id "live"; script,
+// when not empty, is an inline script put at its end (a live page's, which
+// replaces that element's content).
+func Page(c Chart, script string) string {
 	var b strings.Builder
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
-	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style>\n%s</head>\n<body>\n", esc(c.Title), style, head)
+	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n<main id=\"live\">\n", esc(c.Title), style)
+	b.WriteString(Body(c))
+	b.WriteString("</main>\n")
+	if script != "" {
+		b.WriteString(script)
+	}
+	b.WriteString("</body>\n</html>\n")
+	return b.String()
+}
+
+// Body is the page's content: the title, the summary, the timeline and
+// the table.
+func Body(c Chart) string {
+	var b strings.Builder
 	fmt.Fprintf(&b, "<h1>%s</h1>\n", esc(c.Title))
 	for _, s := range c.Summary {
 		fmt.Fprintf(&b, "<p class=\"summary\">%s</p>\n", esc(s))
@@ -47,7 +61,6 @@ func Page(c Chart, head string) string {
 	if !c.Now.IsZero() {
 		fmt.Fprintf(&b, "<footer>made by kustodian-ctl at %s</footer>\n", c.Now.UTC().Format(time.RFC3339))
 	}
-	b.WriteString("</body>\n</html>\n")
 	return b.String()
 }
 

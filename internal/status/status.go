@@ -337,3 +337,12 @@ func maintenanceConditions(n *corev1.Node) []string {
 	}
 	return out
 }
+
+// Inputs are what the status was built from (the zero Inputs for a status
+// not built by Build).
+func (s MaintenanceStatus) Inputs() Inputs {
+	if s.inputs == nil {
+		return Inputs{}
+	}
+	return *s.inputs
+}
