@@ -163,7 +163,9 @@ func (a *Agent) reportRequest(ctx context.Context, state lock.State, r lock.Reco
 			}
 		}
 	}
-	if phase == side.phase || (state == lock.Completing && r.RequestID == side.current.ID()) {
+	if phase == side.phase || state == lock.Completing {
+		// Completing: the node is not given back yet (and its record no
+		// longer names the request that ended): the phase waits for Idle.
 		return nil
 	}
 	status := map[string]any{"phase": phase, "message": r.Message}

@@ -226,6 +226,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("kustodian-ctl history: %w\n%s", err, out)
 	}
 	fmt.Printf("\nkustodian-ctl history (each node keeps its last maintenances on its Node):\n%s", out)
+	if err := drawn(ctx, o, ctl, "history.svg", "history", "-o", "svg"); err != nil {
+		return err
+	}
 	if o.rollout {
 		if err := showRollout(ctx, o, c, ctl, key, nodes, &procs, notifyURL); err != nil {
 			return err

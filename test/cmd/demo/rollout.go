@@ -147,6 +147,21 @@ func showRollout(ctx context.Context, o options, c *cluster.Cluster, ctl nodecre
 		return fmt.Errorf("kustodian-ctl rollout status: %w\n%s", err, out)
 	}
 	fmt.Printf("\nkustodian-ctl rollout status %s (%s took it too):\n%s", rolloutName, joined, out)
+	return drawn(ctx, o, ctl, "rollout.svg", "rollout", "report", rolloutName, "-o", "svg")
+}
+
+// drawn writes a picture kustodian-ctl draws (args end in -o svg) to name
+// in the workdir, and says where.
+func drawn(ctx context.Context, o options, ctl nodecreds.Ctl, name string, args ...string) error {
+	out, err := ctl.Command(ctx, args...).Output()
+	if err != nil {
+		return fmt.Errorf("kustodian-ctl %s: %w", strings.Join(args, " "), err)
+	}
+	path := filepath.Join(o.workdir, name)
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("\nkustodian-ctl %s > %s: a picture of it (-o html: a page with a table of the nodes)\n", strings.Join(args, " "), path)
 	return nil
 }
 
