@@ -267,10 +267,12 @@ test-oldest: deps tools-oldest packages-host $(PROMTOOL) $(KURED) ## the compati
 # rollout; dpkg-dev's dpkg-scanpackages makes a test's apt repository;
 # openssh-client's ssh-keygen signs and verifies rollouts beside ours; gcc
 # builds the race detector's tests; dnf, with rpm's rpmbuild and
-# createrepo-c, runs the dnf patch tests in root directories. make repo needs only REPO_PACKAGES;
+# createrepo-c, runs the dnf patch tests in root directories; chromium,
+# headless, loads the pictures and the dashboard (test/integration/picture_test.go).
+# make repo needs only REPO_PACKAGES;
 # make build, packages and demo need Go alone.
 REPO_PACKAGES := reprepro createrepo-c gnupg rpm
-APT_PACKAGES := debootstrap systemd-container lintian rpmlint ansible ansible-lint dpkg-dev gcc openssh-client dnf $(REPO_PACKAGES)
+APT_PACKAGES := debootstrap systemd-container lintian rpmlint ansible ansible-lint dpkg-dev gcc openssh-client dnf chromium $(REPO_PACKAGES)
 
 # $(call need,PACKAGES): check Go, and install the Debian packages named
 # that are missing (as root; another user is told what to install).

@@ -66,7 +66,7 @@ type Chart struct {
 }
 
 // Range is the time the chart spans: from its first time to its last,
-// the now line and the deadline included, never empty.
+// the now line and the deadline included, a minute at least.
 func (c Chart) Range() (from, to time.Time) {
 	see := func(t time.Time) {
 		if t.IsZero() {
@@ -92,8 +92,8 @@ func (c Chart) Range() (from, to time.Time) {
 	if from.IsZero() {
 		from = c.Now
 	}
-	if !to.After(from) {
-		to = from.Add(time.Minute)
+	if to.Sub(from) < time.Minute {
+		to = from.Add(time.Minute) // a scale of seconds at least
 	}
 	return from, to
 }
