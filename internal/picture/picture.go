@@ -66,7 +66,7 @@ type Chart struct {
 }
 
 // Range is the time the chart spans: from its first time to its last,
-// the now line and the deadline included, a minute at least.
+// the now line and the deadline included, ten seconds at least.
 func (c Chart) Range() (from, to time.Time) {
 	see := func(t time.Time) {
 		if t.IsZero() {
@@ -92,8 +92,8 @@ func (c Chart) Range() (from, to time.Time) {
 	if from.IsZero() {
 		from = c.Now
 	}
-	if to.Sub(from) < time.Minute {
-		to = from.Add(time.Minute) // a scale of seconds at least
+	if to.Sub(from) < 10*time.Second {
+		to = from.Add(10 * time.Second) // a scale of seconds at least
 	}
 	return from, to
 }
