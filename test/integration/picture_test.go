@@ -191,7 +191,9 @@ func TestTheDashboardFollowsAMaintenanceInABrowser(t *testing.T) {
 		}
 		return nil
 	})
-	bar := func(node, phase string) string { return `<g class="row[^"]*" data-node="` + node + `".*?class="actual ` + phase + `"` }
+	bar := func(node, phase string) string {
+		return `<g class="row[^"]*" data-node="` + node + `".*?class="actual ` + phase + `"`
+	}
 	held := nodes[0]
 	dom := b.dom(url)
 	if count(dom, bar(held, "maintenance")) != 1 {
