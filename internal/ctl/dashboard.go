@@ -18,7 +18,6 @@ import (
 	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/lock"
 	"github.com/kustodian/kustodian/internal/picture"
-	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/internal/status"
 )
 
@@ -279,24 +278,7 @@ func liveChart(s status.MaintenanceStatus, since time.Duration) picture.Chart {
 	if len(c.Rows) == 0 {
 		c.Summary = append(c.Summary, fmt.Sprintf("No node is in maintenance or waiting, and none ended one in the last %s.", since))
 	}
-	most, best := "", 0
-	for name, k := range counted {
-		if k > best || (k == best && name < most) {
-			most, best = name, k
-		}
-	}
-	for _, pol := range in.Policies {
-		if pol.Name != most || len(pol.Spec.Windows) == 0 {
-			continue
-		}
-		if sched, err := policy.ParseSchedule(pol.Spec.Windows, pol.Spec.ExcludeDates); err == nil {
-			a, b := c.Range()
-			c.Windows = picture.WindowsOf(func(t time.Time) (bool, time.Time) {
-				v := sched.At(t)
-				return v.Open, v.Change
-			}, a, b, "window of policy "+most)
-		}
-	}
+	c.Windows = windowsOf(c, in.Policies, counted)
 	return c
 }
 

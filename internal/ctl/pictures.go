@@ -108,7 +108,7 @@ func entrySpans(e history.Entry) []picture.Span {
 // holds each node.
 func planChart(p MaintenancePlan, policies []*policy.MaintenancePolicy) picture.Chart {
 	c := picture.Chart{Title: "Kustodian: plan", Now: p.Time, Summary: []string{p.Summary}}
-	pols := map[string]bool{}
+	pols := map[string]int{}
 	for _, it := range p.Items {
 		r := picture.Row{Label: it.Node, Failed: it.Stuck}
 		if it.Start != nil {
@@ -139,25 +139,10 @@ func planChart(p MaintenancePlan, policies []*policy.MaintenancePolicy) picture.
 		}
 		r.Note = strings.Join(notes, "; ")
 		c.Rows = append(c.Rows, r)
-		pols[it.Policy] = true
+		pols[it.Policy]++
 	}
 	if len(pols) == 1 {
-		for name := range pols {
-			for _, pol := range policies {
-				if pol.Name != name || len(pol.Spec.Windows) == 0 {
-					continue
-				}
-				sched, err := policy.ParseSchedule(pol.Spec.Windows, pol.Spec.ExcludeDates)
-				if err != nil {
-					continue
-				}
-				from, to := c.Range()
-				c.Windows = picture.WindowsOf(func(t time.Time) (bool, time.Time) {
-					v := sched.At(t)
-					return v.Open, v.Change
-				}, from, to, "window of policy "+name)
-			}
-		}
+		c.Windows = windowsOf(c, policies, pols)
 	}
 	return c
 }
@@ -262,25 +247,7 @@ func rolloutChart(r *rollout.MaintenanceRollout, in status.Inputs) (picture.Char
 			}
 		}
 	}
-	// The windows of the policy most of its nodes fall under.
-	most, best := "", 0
-	for name, n := range counted {
-		if n > best || (n == best && name < most) {
-			most, best = name, n
-		}
-	}
-	for _, pol := range in.Policies {
-		if pol.Name != most || len(pol.Spec.Windows) == 0 {
-			continue
-		}
-		if sched, err := policy.ParseSchedule(pol.Spec.Windows, pol.Spec.ExcludeDates); err == nil {
-			from, to := c.Range()
-			c.Windows = picture.WindowsOf(func(t time.Time) (bool, time.Time) {
-				w := sched.At(t)
-				return w.Open, w.Change
-			}, from, to, "window of policy "+most)
-		}
-	}
+	c.Windows = windowsOf(c, in.Policies, counted)
 	return c, nil
 }
 
@@ -294,4 +261,31 @@ func rolloutSpans(entries []history.Entry, from, to time.Time) []picture.Span {
 		}
 	}
 	return []picture.Span{{Phase: picture.Maintenance, From: from, To: to}}
+}
+
+// windowsOf are the windows, over the chart's times, of the policy most of
+// its nodes fall under (counted: how many by policy); none when that
+// policy has none or cannot be read.
+func windowsOf(c picture.Chart, policies []*policy.MaintenancePolicy, counted map[string]int) []picture.Window {
+	most, best := "", 0
+	for name, n := range counted {
+		if n > best || (n == best && name < most) {
+			most, best = name, n
+		}
+	}
+	for _, pol := range policies {
+		if pol.Name != most || len(pol.Spec.Windows) == 0 {
+			continue
+		}
+		sched, err := policy.ParseSchedule(pol.Spec.Windows, pol.Spec.ExcludeDates)
+		if err != nil {
+			return nil
+		}
+		from, to := c.Range()
+		return picture.WindowsOf(func(t time.Time) (bool, time.Time) {
+			v := sched.At(t)
+			return v.Open, v.Change
+		}, from, to, "window of policy "+most)
+	}
+	return nil
 }
