@@ -17,6 +17,7 @@ import (
 
 	"github.com/kustodian/kustodian/internal/history"
 	"github.com/kustodian/kustodian/internal/lock"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/internal/picture"
 	"github.com/kustodian/kustodian/internal/status"
 )
@@ -242,6 +243,9 @@ func liveChart(s status.MaintenanceStatus, since time.Duration) picture.Chart {
 		return rows[name]
 	}
 	for _, n := range in.Nodes {
+		if _, ok := n.Annotations[nodemarks.AnnotationQuarantined]; ok {
+			row(n.Name).Quarantined = true
+		}
 		entries, _ := history.Parse(n.Annotations[history.Annotation])
 		for _, e := range entries {
 			if e.Ended.Before(from) {
@@ -264,6 +268,7 @@ func liveChart(s status.MaintenanceStatus, since time.Duration) picture.Chart {
 		r.Note = status.Printable(string(n.State) + ": " + n.Message)
 		if fn, ok := f.Nodes[n.Name]; ok && fn.Unplaced == "" && !fn.Entry.Stuck {
 			r.Predicted = []picture.Span{{Phase: picture.Maintenance, From: fn.Entry.Start, To: fn.Entry.End}}
+			r.Late = fn.Entry.Overdue
 		}
 		counted[n.Policy]++
 	}

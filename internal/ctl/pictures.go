@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/kustodian/kustodian/internal/history"
+	"github.com/kustodian/kustodian/internal/nodemarks"
 	"github.com/kustodian/kustodian/internal/picture"
 	"github.com/kustodian/kustodian/internal/policy"
 	"github.com/kustodian/kustodian/internal/rollout"
@@ -61,6 +62,9 @@ func historyChart(h MaintenanceHistory, now time.Time) picture.Chart {
 			order = append(order, it.Node)
 		}
 		r.Actual = append(r.Actual, entrySpans(it.Entry)...)
+		if len(it.Escalated) > 0 {
+			r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + "pods deleted past their budget: " + strings.Join(it.Escalated, ", ")
+		}
 		if it.Result == history.Failed {
 			failed++
 			r.Failed = true
@@ -135,7 +139,8 @@ func planChart(p MaintenancePlan, policies []*policy.MaintenancePolicy) picture.
 			notes = append(notes, "eviction of "+e.Pod+" refused: "+status.Printable(e.Reason))
 		}
 		if it.Overdue {
-			notes = append(notes, "overdue")
+			r.Late = true
+			notes = append(notes, "overdue: in maintenance longer than its history says")
 		}
 		r.Note = strings.Join(notes, "; ")
 		c.Rows = append(c.Rows, r)
@@ -175,7 +180,9 @@ func rolloutChart(r *rollout.MaintenanceRollout, in status.Inputs) (picture.Char
 	var facts []rollout.NodeFacts
 	hist := map[string][]history.Entry{}
 	policyOf := map[string]string{}
+	quarantined := map[string]bool{}
 	for _, n := range in.Nodes {
+		_, quarantined[n.Name] = n.Annotations[nodemarks.AnnotationQuarantined]
 		facts = append(facts, rollout.NodeFacts{Name: n.Name, Labels: n.Labels, Created: n.CreationTimestamp.Time})
 		hist[n.Name], _ = history.Parse(n.Annotations[history.Annotation])
 		policyOf[n.Name] = policy.Resolve(in.Policies, n.Labels).Name
@@ -219,7 +226,7 @@ func rolloutChart(r *rollout.MaintenanceRollout, in status.Inputs) (picture.Char
 	counted := map[string]int{}
 	stageEnds := map[int]time.Time{}
 	for _, row := range v.rows {
-		pr := picture.Row{Label: row.Node, Note: status.Printable(row.State + ": " + row.Message)}
+		pr := picture.Row{Label: row.Node, Note: status.Printable(row.State + ": " + row.Message), Quarantined: quarantined[row.Node]}
 		if e, ok := entries[row.Node]; ok && e.Started != nil {
 			end := now
 			if e.Finished != nil {
@@ -233,6 +240,7 @@ func rolloutChart(r *rollout.MaintenanceRollout, in status.Inputs) (picture.Char
 		}
 		if fn, ok := fc.Nodes[row.Node]; ok && fn.Unplaced == "" && slices.Contains(left, row.Node) {
 			pr.Predicted = []picture.Span{{Phase: picture.Maintenance, From: fn.Entry.Start, To: fn.Entry.End}}
+			pr.Late = fn.Entry.Overdue
 		}
 		counted[policyOf[row.Node]]++
 		c.Rows = append(c.Rows, pr)

@@ -49,8 +49,13 @@ func TestPlanDrawsPredictions(t *testing.T) {
 	p := MaintenancePlan{Time: t0, Summary: "1 node done by ...", Items: []PlanItem{
 		{Order: 1, Node: "n1", Policy: "default", Start: &start, End: &end},
 		{Node: "n2", Policy: "default", NotPlaced: "held by an admin"},
+		{Order: 2, Node: "n3", Policy: "default", Start: &start, End: &end, Overdue: true},
 	}}
 	c := planChart(p, nil)
+	if len(c.Rows) != 3 || !c.Rows[2].Late || c.Rows[0].Late {
+		t.Errorf("an overdue node not marked late: %+v", c.Rows)
+	}
+	c.Rows = c.Rows[:2]
 	if len(c.Rows) != 2 || len(c.Rows[0].Predicted) != 2 || c.Rows[0].Predicted[1].Phase != picture.Maintenance || !strings.Contains(c.Rows[1].Note, "not placed: held by an admin") {
 		t.Errorf("chart %+v", c.Rows)
 	}

@@ -65,10 +65,19 @@ func Body(c Chart) string {
 }
 
 func failed(r Row) string {
-	if r.Failed {
-		return " (failed)"
+	var marks []string
+	for _, m := range []struct {
+		on   bool
+		word string
+	}{{r.Failed, "failed"}, {r.Late, "late"}, {r.Quarantined, "quarantined"}} {
+		if m.on {
+			marks = append(marks, m.word)
+		}
 	}
-	return ""
+	if len(marks) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(marks, ", ") + ")"
 }
 
 // spans says a row's spans in a few words: "waiting 10:02-10:05,

@@ -39,8 +39,9 @@ type Row struct {
 	Predicted []Span
 	Actual    []Span
 	// Failed: its maintenance failed (a mark at the end of its last
-	// actual span); Late: it ended after it was predicted to.
-	Failed, Late bool
+	// actual span); Late: it ran past its predicted end; Quarantined: its
+	// drain timed out and it is kept out of the queue.
+	Failed, Late, Quarantined bool
 	// Note is said on hover and in the table: the gates that held it,
 	// why it failed.
 	Note string

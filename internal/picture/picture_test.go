@@ -25,6 +25,9 @@ func chartOf(n int) Chart {
 		if i == 2 {
 			r.Failed, r.Note = true, "script exited 1"
 		}
+		if i == 3 {
+			r.Late, r.Quarantined = true, true
+		}
 		c.Rows = append(c.Rows, r)
 	}
 	return c
@@ -58,13 +61,14 @@ func TestTheSVGHasARowPerNodeAndMarksWhatMatters(t *testing.T) {
 		re   string
 		want int
 	}{
-		"node rows":        {`<g class="row[^"]*" data-node=`, 5},
-		"failed rows":      {`<g class="row failed"`, 1},
-		"failed marks":     {`&#x2717; failed`, 1},
-		"windows":          {`<rect class="window"`, 1},
-		"predicted bars":   {`class="predicted `, 5},
-		"actual bars":      {`class="actual `, 15},
-		"the title escape": {`plan &lt;of&gt; &amp; night`, 1},
+		"node rows":         {`<g class="row[^"]*" data-node=`, 5},
+		"failed rows":       {`<g class="row failed"`, 1},
+		"failed marks":      {`&#x2717; failed`, 1},
+		"late, quarantined": {`<g class="row late quarantined".*>late, quarantined</text>`, 1},
+		"windows":           {`<rect class="window"`, 1},
+		"predicted bars":    {`class="predicted `, 5},
+		"actual bars":       {`class="actual `, 15},
+		"the title escape":  {`plan &lt;of&gt; &amp; night`, 1},
 	} {
 		if got := len(regexp.MustCompile(re.re).FindAllString(doc, -1)); got != re.want {
 			t.Errorf("%s: %d, want %d", what, got, re.want)

@@ -94,6 +94,12 @@ func svg(c Chart, standalone bool) string {
 		if r.Failed {
 			cls += " failed"
 		}
+		if r.Late {
+			cls += " late"
+		}
+		if r.Quarantined {
+			cls += " quarantined"
+		}
 		fmt.Fprintf(&b, `<g class="%s" data-node="%s">`, cls, esc(r.Label))
 		if r.Note != "" {
 			fmt.Fprintf(&b, "<title>%s: %s</title>", esc(r.Label), esc(r.Note))
@@ -111,14 +117,24 @@ func svg(c Chart, standalone bool) string {
 		}
 		bars(r.Predicted, 3, "predicted", ` fill-opacity="0.45" stroke="#777777" stroke-dasharray="2,2"`)
 		bars(r.Actual, 3+barHeight+2, "actual", "")
+		var marks []string
 		if r.Failed {
+			marks = append(marks, "&#x2717; failed")
+		}
+		if r.Late {
+			marks = append(marks, "late")
+		}
+		if r.Quarantined {
+			marks = append(marks, "quarantined")
+		}
+		if len(marks) > 0 {
 			end := from
-			for _, s := range r.Actual {
+			for _, s := range append(append([]Span(nil), r.Actual...), r.Predicted...) {
 				if s.To.After(end) {
 					end = s.To
 				}
 			}
-			fmt.Fprintf(&b, `<text class="mark" x="%.1f" y="%.1f" fill="%s" font-weight="bold">&#x2717; failed</text>`, x(end)+3, y+rowHeight/2+6, failedColour)
+			fmt.Fprintf(&b, `<text class="mark" x="%.1f" y="%.1f" fill="%s" font-weight="bold">%s</text>`, x(end)+3, y+rowHeight/2+6, failedColour, strings.Join(marks, ", "))
 		}
 		b.WriteString("</g>\n")
 	}
