@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,26 +54,41 @@ of its own).`,
 				return fmt.Errorf("--address %q: want HOST:PORT, as 127.0.0.1:8642", address)
 			}
 			loopback := isLoopback(host)
-			r, err := o.reader()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			current, changes, err := followStatus(ctx, r)
-			if err != nil || current == nil {
-				return err
+			var feeds []*feed
+			what := "namespace " + o.namespace()
+			if o.multi() {
+				ts, _, err := o.targets()
+				if err != nil {
+					return err
+				}
+				for _, t := range ts {
+					feeds = append(feeds, &feed{name: t.context, ring: t.ring, o: t.o})
+				}
+				what = fmt.Sprintf("namespace %s in %d clusters", o.namespace(), len(ts))
+			} else {
+				// One cluster: it must answer now.
+				r, err := o.reader()
+				if err != nil {
+					return err
+				}
+				current, changes, err := followStatus(ctx, r)
+				if err != nil || current == nil {
+					return err
+				}
+				feeds = []*feed{{current: current, changes: changes}}
 			}
 			ln, err := net.Listen("tcp", address)
 			if err != nil {
 				return fmt.Errorf("--address %s: %w", address, err)
 			}
-			d := newDashboard(current, since, loopback)
-			go d.follow(ctx, changes)
+			d := newDashboard(feeds, since, loopback)
+			d.start(ctx)
 			srv := &http.Server{Handler: d, ReadHeaderTimeout: 10 * time.Second}
 			if !loopback {
-				fmt.Fprintf(o.streams.ErrOut, "warning: --address %s is not a loopback address: anyone who reaches it sees, read-only, what your kubeconfig sees of namespace %s\n", address, r.Namespace)
+				fmt.Fprintf(o.streams.ErrOut, "warning: --address %s is not a loopback address: anyone who reaches it sees, read-only, what your kubeconfig sees of %s\n", address, what)
 			}
-			fmt.Fprintf(o.streams.Out, "the dashboard of namespace %s: http://%s/ (read-only; Ctrl-C ends it)\n", r.Namespace, ln.Addr())
+			fmt.Fprintf(o.streams.Out, "the dashboard of %s: http://%s/ (read-only; Ctrl-C ends it)\n", what, ln.Addr())
 			go func() {
 				<-ctx.Done()
 				sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -87,7 +103,7 @@ of its own).`,
 	}
 	cmd.Flags().StringVar(&address, "address", DefaultDashboardAddress, "where to serve the page: HOST:PORT (a loopback address unless you mean others to see it)")
 	cmd.Flags().DurationVar(&since, "since", 6*time.Hour, "show the maintenances that ended within this long")
-	return cmd
+	return manyClusters(cmd)
 }
 
 func isLoopback(host string) bool {
@@ -99,9 +115,9 @@ func isLoopback(host string) bool {
 }
 
 // dashboard serves the page, its live part and the events that say it
-// changed.
+// changed: a section per cluster over several.
 type dashboard struct {
-	current  func() status.MaintenanceStatus
+	feeds    []*feed
 	since    time.Duration
 	loopback bool
 
@@ -110,11 +126,60 @@ type dashboard struct {
 	changed chan struct{} // closed at the next change
 }
 
-func newDashboard(current func() status.MaintenanceStatus, since time.Duration, loopback bool) *dashboard {
-	return &dashboard{current: current, since: since, loopback: loopback, changed: make(chan struct{})}
+// feed is one cluster's status as its watches keep it: current, once they
+// started; err, why they have not (yet).
+type feed struct {
+	name, ring string
+	o          *options // nil: started already (one cluster)
+
+	mu      sync.Mutex
+	current func() status.MaintenanceStatus
+	changes <-chan struct{}
+	err     error
 }
 
-// follow counts the changes the watches report.
+func newDashboard(feeds []*feed, since time.Duration, loopback bool) *dashboard {
+	return &dashboard{feeds: feeds, since: since, loopback: loopback, changed: make(chan struct{})}
+}
+
+// feedRetry is how soon a cluster whose watches could not start is tried
+// again.
+var feedRetry = 10 * time.Second
+
+// start follows every feed: one started already, or each cluster's, tried
+// until its watches start.
+func (d *dashboard) start(ctx context.Context) {
+	for _, f := range d.feeds {
+		go func() {
+			for f.o != nil {
+				r, err := f.o.reader()
+				var current func() status.MaintenanceStatus
+				var changes <-chan struct{}
+				if err == nil {
+					current, changes, err = followStatus(ctx, r)
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				f.mu.Lock()
+				f.current, f.changes, f.err = current, changes, err
+				f.mu.Unlock()
+				d.bump()
+				if err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(feedRetry):
+				}
+			}
+			d.follow(ctx, f.changes)
+		}()
+	}
+}
+
+// follow counts the changes a feed's watches report.
 func (d *dashboard) follow(ctx context.Context, changes <-chan struct{}) {
 	for {
 		select {
@@ -122,12 +187,17 @@ func (d *dashboard) follow(ctx context.Context, changes <-chan struct{}) {
 			return
 		case <-changes:
 		}
-		d.mu.Lock()
-		d.version++
-		close(d.changed)
-		d.changed = make(chan struct{})
-		d.mu.Unlock()
+		d.bump()
 	}
+}
+
+// bump says a change to the pages open.
+func (d *dashboard) bump() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.version++
+	close(d.changed)
+	d.changed = make(chan struct{})
 }
 
 // liveScript replaces the page's live part at each change: the events
@@ -161,13 +231,10 @@ func (d *dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n := base64.StdEncoding.EncodeToString(nonce)
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-"+n+"'; connect-src 'self'")
 		h.Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprint(w, picture.Page(d.chart(), fmt.Sprintf(liveScript, n)))
+		fmt.Fprint(w, picture.PageOf(d.title(), d.body(), fmt.Sprintf(liveScript, n)))
 	case "/live":
 		h.Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprint(w, picture.Body(d.chart()))
-	case "/chart.svg":
-		h.Set("Content-Type", "image/svg+xml")
-		_ = picture.SVG(w, d.chart())
+		fmt.Fprint(w, d.body())
 	case "/events":
 		d.events(w, r)
 	default:
@@ -218,9 +285,45 @@ func (d *dashboard) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// chart is the dashboard's chart now.
-func (d *dashboard) chart() picture.Chart {
-	return liveChart(d.current(), d.since)
+// title is the page's title.
+func (d *dashboard) title() string {
+	if len(d.feeds) == 1 && d.feeds[0].name == "" {
+		return "Kustodian"
+	}
+	return fmt.Sprintf("Kustodian: %d clusters", len(d.feeds))
+}
+
+// body is the page's live part: the one cluster's chart, or a section per
+// cluster (its chart, or why it cannot be shown).
+func (d *dashboard) body() string {
+	var b strings.Builder
+	for _, f := range d.feeds {
+		f.mu.Lock()
+		current, err := f.current, f.err
+		f.mu.Unlock()
+		var c picture.Chart
+		if current != nil {
+			c = liveChart(current(), d.since)
+		}
+		if f.name == "" {
+			b.WriteString(picture.Body(c))
+			continue
+		}
+		heading := "cluster " + f.name
+		if f.ring != "" {
+			heading += " (ring " + f.ring + ")"
+		}
+		switch {
+		case current != nil:
+			c.Title = heading + ": " + strings.TrimPrefix(c.Title, "Kustodian: ")
+			b.WriteString(picture.Section(f.name, c, ""))
+		case err != nil:
+			b.WriteString(picture.Section(f.name, picture.Chart{Title: heading}, notRead(err)+"; tried again every "+feedRetry.String()))
+		default:
+			b.WriteString(picture.Section(f.name, picture.Chart{Title: heading}, "being read"))
+		}
+	}
+	return b.String()
 }
 
 // liveChart draws a status: each node that is not Idle (what it did so

@@ -3,6 +3,7 @@ package ctl
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +16,7 @@ import (
 
 func TestTheDashboardServesItsPageReadOnlyToTheLoopback(t *testing.T) {
 	s := status.Build(statustest.Fixture())
-	d := newDashboard(func() status.MaintenanceStatus { return s }, 6*time.Hour, true)
+	d := newDashboard([]*feed{{current: func() status.MaintenanceStatus { return s }}}, 6*time.Hour, true)
 	get := func(method, host, path string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, "http://"+host+path, nil)
 		rec := httptest.NewRecorder()
@@ -45,7 +46,7 @@ func TestTheDashboardServesItsPageReadOnlyToTheLoopback(t *testing.T) {
 
 func TestTheDashboardSaysEachChange(t *testing.T) {
 	s := status.Build(statustest.Fixture())
-	d := newDashboard(func() status.MaintenanceStatus { return s }, time.Hour, true)
+	d := newDashboard([]*feed{{current: func() status.MaintenanceStatus { return s }}}, time.Hour, true)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	changes := make(chan struct{})
@@ -65,5 +66,24 @@ func TestTheDashboardSaysEachChange(t *testing.T) {
 	line, err := bufio.NewReader(resp.Body).ReadString('\n')
 	if err != nil || line != "data: 1\n" {
 		t.Errorf("the first event: %q, %v", line, err)
+	}
+}
+
+func TestTheDashboardOfSeveralClustersHasASectionEach(t *testing.T) {
+	s := status.Build(statustest.Fixture())
+	d := newDashboard([]*feed{
+		{name: "one", ring: "canary", current: func() status.MaintenanceStatus { return s }},
+		{name: "two", err: errors.New(`Get "https://127.0.0.1:1/api": dial tcp 127.0.0.1:1: connect: connection refused`)},
+		{name: "three"},
+	}, time.Hour, true)
+	body := d.body()
+	for _, want := range []string{`<section data-cluster="one">`, "cluster one (ring canary): namespace", "<svg",
+		`<section data-cluster="two">`, "cluster two", "unreachable: Get", `<section data-cluster="three">`, "being read"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q:\n%s", want, body)
+		}
+	}
+	if d.title() != "Kustodian: 3 clusters" {
+		t.Errorf("title %q", d.title())
 	}
 }

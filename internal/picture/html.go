@@ -28,10 +28,25 @@ func HTML(w io.Writer, c Chart) error {
 // when not empty, is an inline script put at its end (a live page's, which
 // replaces that element's content).
 func Page(c Chart, script string) string {
+	return PageOf(c.Title, Body(c), script)
+}
+
+// Section is a chart as a section of a page of several (its Body under its
+// title), or, with why, the title and why there is no chart.
+func Section(id string, c Chart, why string) string {
+	if why != "" {
+		return fmt.Sprintf("<section data-cluster=\"%s\">\n<h1>%s</h1>\n<p class=\"summary\">%s</p>\n</section>\n", esc(id), esc(c.Title), esc(why))
+	}
+	return fmt.Sprintf("<section data-cluster=\"%s\">\n%s</section>\n", esc(id), Body(c))
+}
+
+// PageOf is a page of title whose live part is body (HTML this package
+// made: Body, Sections).
+func PageOf(title, body, script string) string {
 	var b strings.Builder
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
-	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n<main id=\"live\">\n", esc(c.Title), style)
-	b.WriteString(Body(c))
+	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style>\n</head>\n<body>\n<main id=\"live\">\n", esc(title), style)
+	b.WriteString(body)
 	b.WriteString("</main>\n")
 	if script != "" {
 		b.WriteString(script)
