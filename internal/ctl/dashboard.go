@@ -38,6 +38,9 @@ bar (the plan's predictor) above what happened (its history, then its state
 now), the windows of the policy most nodes fall under, and the summary. It
 follows watches of the Leases, the Nodes, the control ConfigMap and Kured's
 DaemonSet, as status --watch does, and the page updates itself at each change.
+Over several clusters (--context A,B, --all-contexts, --fleet FILE) the page
+has a section per cluster; one that cannot be read says so and is tried again
+every 10 s.
 
 It reads with your kubeconfig and writes nothing; the page holds no
 credentials. It listens on the loopback address unless --address says
@@ -46,7 +49,8 @@ sees: it says so), and on loopback it answers only requests addressed to
 127.0.0.1, localhost or [::1] (a page elsewhere cannot read it through a name
 of its own).`,
 		Example: `  kustodian-ctl dashboard
-  kustodian-ctl dashboard --address 127.0.0.1:9000 --since 24h`,
+  kustodian-ctl dashboard --address 127.0.0.1:9000 --since 24h
+  kustodian-ctl dashboard --fleet europe.yaml`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			host, _, err := net.SplitHostPort(address)
