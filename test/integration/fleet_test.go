@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,6 +257,19 @@ rings:
 		}
 		return nil
 	})
+	// The dashboard of the fleet, in a browser: a section per cluster,
+	// three's saying it cannot be read.
+	dashboard := dashboardOf(t, ctl, "--fleet", fleetFile)
+	b := newBrowser(t)
+	clusters["one"].env.Eventually("the fleet's dashboard to show three sections, three unreachable", cluster.DefaultTimeout, func(context.Context) error {
+		dom := b.dom(dashboard)
+		for _, want := range []string{`<section data-cluster="one">`, `<section data-cluster="two">`, `<section data-cluster="three">`, "unreachable"} {
+			if !strings.Contains(dom, want) {
+				return fmt.Errorf("no %q in the page", want)
+			}
+		}
+		return nil
+	})
 	waited := &syncWriter{}
 	run := create(t.Context(), "kernel", "--script", ok, "--key", key.Private)
 	run.Stdout, run.Stderr = waited, waited
@@ -292,6 +306,12 @@ rings:
 		return nil
 	})
 	t.Logf("status --fleet --watch:\n%s", fleetView.String())
+	clusters["one"].env.Eventually("the fleet's dashboard to show cluster three again", 2*cluster.DefaultTimeout, func(context.Context) error {
+		if dom := b.dom(dashboard); count(dom, `(?s)<section data-cluster="three">.*?<svg`) != 1 {
+			return errors.New("no chart of cluster three")
+		}
+		return nil
+	})
 	if r := fleetRolloutIn(t, three, "kernel"); r == nil {
 		t.Fatal("cluster three has no rollout kernel")
 	} else if _, ok := lastFinished(r); !ok {
@@ -373,4 +393,36 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// dashboardOf starts kustodian-ctl dashboard with args on a free loopback
+// port, and returns its page's URL once it serves.
+func dashboardOf(t *testing.T, ctl nodecreds.Ctl, args ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := ln.Addr().String()
+	ln.Close()
+	dash := ctl.Command(t.Context(), append([]string{"dashboard", "--address", address}, args...)...)
+	out := &syncWriter{}
+	dash.Stdout, dash.Stderr = out, out
+	if err := dash.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dash.Process.Kill(); _ = dash.Wait() })
+	url := "http://" + address + "/"
+	deadline := time.Now().Add(cluster.DefaultTimeout)
+	for !strings.Contains(out.String(), url) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the dashboard did not serve within %s:\n%s", cluster.DefaultTimeout, out.String())
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return url
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,26 +170,7 @@ func TestTheDashboardFollowsAMaintenanceInABrowser(t *testing.T) {
 	nodes := e.Nodes(2)
 	agents := startRequesting(t, e, nodes[:1])
 	agents[0].waitInProgress(cluster.DefaultTimeout)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	address := ln.Addr().String()
-	ln.Close()
-	dash := nodecreds.CtlFor(e).Command(e.Ctx, "dashboard", "--address", address)
-	out := &syncWriter{}
-	dash.Stdout, dash.Stderr = out, out
-	if err := dash.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dash.Process.Kill(); _ = dash.Wait() })
-	url := "http://" + address + "/"
-	e.Eventually("the dashboard to serve", cluster.DefaultTimeout, func(context.Context) error {
-		if !strings.Contains(out.String(), "http://"+address+"/") {
-			return errors.New(out.String())
-		}
-		return nil
-	})
+	url := dashboardOf(t, nodecreds.CtlFor(e))
 	bar := func(node, phase string) string {
 		return `<g class="row[^"]*" data-node="` + node + `".*?class="actual ` + phase + `"`
 	}
