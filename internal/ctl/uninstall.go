@@ -29,8 +29,10 @@ and the namespace with its Leases and control ConfigMap. While a node holds a lo
 it refuses: that node is in maintenance, cordoned, and would be left so. --force
 removes everything anyway. The MaintenancePolicy, MaintenanceRollout and
 MaintenanceRequest CustomResourceDefinitions are shared by every installation:
-the first two are deleted only when no other namespace has objects of them, the
-third only when no MaintenanceRequest exists (they are cluster-wide).`,
+each is kept while another installation is in the cluster (its agents read
+them), and otherwise deleted only when no other namespace has objects of it
+(MaintenancePolicies, MaintenanceRollouts) or, for the third, when no
+MaintenanceRequest exists (they are cluster-wide).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -64,14 +66,13 @@ third only when no MaintenanceRequest exists (they are cluster-wide).`,
 					case manifests.RequestCRDName:
 						kind, gvr, ns = "MaintenanceRequests", request.GVR, "-" // cluster-wide: any one keeps it
 					}
-					if crd == manifests.RequestCRDName {
-						// Other installations' agents watch it too.
-						if others, err := otherInstallations(ctx, dyn, o.namespace()); err != nil {
-							return err
-						} else if len(others) > 0 {
-							fmt.Fprintf(o.streams.Out, "customresourcedefinitions %s kept: installations in %s use it\n", crd, strings.Join(others, ", "))
-							continue
-						}
+					// Other installations' agents read it too (a policy, a
+					// rollout, a request may come there any time).
+					if others, err := otherInstallations(ctx, dyn, o.namespace()); err != nil {
+						return err
+					} else if len(others) > 0 {
+						fmt.Fprintf(o.streams.Out, "customresourcedefinitions %s kept: installations in %s use it\n", crd, strings.Join(others, ", "))
+						continue
 					}
 					if others, err := objectsElsewhere(ctx, dyn, gvr, ns); err != nil {
 						return err
