@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -114,7 +115,18 @@ keeps nothing) and says what each would do.`,
 				}
 				fmt.Fprintln(o.streams.Out, what+o.dryRun.suffix())
 				if obj.Resource == manifests.GVRCustomResourceDefinition && !server {
-					if err := waitEstablished(cmd.Context(), dyn, obj.Object.(metav1.Object).GetName()); err != nil {
+					name := obj.Object.(metav1.Object).GetName()
+					err := waitEstablished(cmd.Context(), dyn, name)
+					for again := 0; errors.Is(err, errCRDGone) && again < 3; again++ {
+						// Deleted under us: another installation's
+						// uninstall took it for the last one's.
+						if _, err = apply(cmd.Context(), dyn, obj, false); err != nil {
+							return err
+						}
+						fmt.Fprintf(o.streams.Out, "customresourcedefinitions %s applied again: it was deleted meanwhile (an uninstall elsewhere)\n", name)
+						err = waitEstablished(cmd.Context(), dyn, name)
+					}
+					if err != nil {
 						return err
 					}
 				}
@@ -278,11 +290,17 @@ func target(dyn dynamic.Interface, obj manifests.Object) (dynamic.ResourceInterf
 	return ri, m, name, nil
 }
 
+// errCRDGone: a CRD just applied is not there (deleted meanwhile).
+var errCRDGone = errors.New("deleted after it was applied")
+
 // waitEstablished waits until the API server serves a CRD, so that
 // policies can be applied as soon as install returns.
 func waitEstablished(ctx context.Context, dyn dynamic.Interface, name string) error {
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		crd, err := dyn.Resource(manifests.GVRCustomResourceDefinition).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, errCRDGone
+		}
 		if err != nil {
 			return false, status.Explain(err, "get", "customresourcedefinitions", "")
 		}
