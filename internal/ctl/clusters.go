@@ -162,7 +162,7 @@ type clusterResult[T any] struct {
 	err   error
 }
 
-// eachCluster reads every clusterTarget with read, at most clusterParallelism
+// eachCluster reads every target with read, at most clusterParallelism
 // at once, each within clusterTimeout; the results are in the targets'
 // order. What read writes on stderr is prefixed with the cluster.
 func eachCluster[T any](ctx context.Context, ts []clusterTarget, read func(context.Context, *options) (T, error)) []clusterResult[T] {

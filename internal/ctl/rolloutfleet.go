@@ -105,7 +105,11 @@ func (o *options) readClusterRollout(ctx context.Context, fl *fleet.Fleet, name 
 		cr.Conflict = fmt.Sprintf("its maintenancerollout %s was created %s, not by fleet %s: delete it, or choose another name", name, by, fl.Metadata.Name)
 		return cr, nil
 	}
-	v, err := o.readRolloutView(ctx, name)
+	r, err := rollout.FromUnstructured(u)
+	if err != nil {
+		return cr, err
+	}
+	v, err := o.viewOf(ctx, r)
 	if err != nil {
 		return cr, err
 	}

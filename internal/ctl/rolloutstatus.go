@@ -106,6 +106,12 @@ func (o *options) readRolloutView(ctx context.Context, name string) (rolloutView
 	if err != nil {
 		return rolloutView{}, err
 	}
+	return o.viewOf(ctx, r)
+}
+
+// viewOf reads the nodes, and the policies when r has a deadline, and
+// makes r's view.
+func (o *options) viewOf(ctx context.Context, r *rollout.MaintenanceRollout) (rolloutView, error) {
 	client, err := o.client()
 	if err != nil {
 		return rolloutView{}, err
