@@ -91,6 +91,7 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 	locks := map[string]lock.Lock{}
 	acquired := map[string]time.Time{} // when each lock's holder took it
 	records := map[string]lock.Record{}
+	newer := map[string]string{} // node → why its record is not read
 	for i := range in.Leases {
 		l := &in.Leases[i]
 		switch {
@@ -102,6 +103,9 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		case lock.IsRecordName(l.Name):
 			r := lock.RecordFromLease(l)
 			records[r.Node] = r
+			if lock.CheckFormat(l) != nil {
+				newer[r.Node] = fmt.Sprintf("its record is in format %q, which this kustodian-ctl does not read: upgrade it", l.Annotations[lock.AnnotationFormat])
+			}
 		}
 	}
 
@@ -202,6 +206,8 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		fn := ForecastNode{Policy: g.Policy, Group: g, State: lock.Waiting}
 		fn.Gates = append(fn.Gates, seenGates(r.Gates)...)
 		switch {
+		case newer[n.Name] != "":
+			fn.Unplaced = newer[n.Name]
 		case n.Blocked != "":
 			fn.Unplaced = "its own gate is closed: " + n.Blocked
 		case !n.Live:
@@ -234,6 +240,8 @@ func ForecastOf(in Inputs, s MaintenanceStatus, add []string, start time.Time) F
 		switch {
 		case node == nil:
 			fn.Unplaced = "no such Node"
+		case newer[name] != "":
+			fn.Unplaced = newer[name]
 		case eff.Err != nil:
 			fn.Unplaced = eff.Err.Error()
 		case node.Annotations[lock.AnnotationHold] != "":

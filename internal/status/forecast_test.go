@@ -79,6 +79,29 @@ func TestForecast(t *testing.T) {
 	}
 }
 
+// A node whose record is in a newer format is not placed, and the plan
+// says why; the queue behind it goes on without it.
+func TestForecastLeavesOutARecordInANewerFormat(t *testing.T) {
+	in := statustest.Fixture()
+	for i := range in.Leases {
+		if l := &in.Leases[i]; l.Name == "node-n3" {
+			l.Annotations["kustodian.io/format"] = "2"
+		}
+	}
+	f := status.ForecastOf(in, status.Build(in), []string{"n3"}, time.Time{})
+	if u := f.Nodes["n3"].Unplaced; u != `its record is in format "2", which this kustodian-ctl does not read: upgrade it` {
+		t.Errorf("n3 unplaced because %q", u)
+	}
+	for _, e := range f.Schedule.Entries {
+		if e.Node == "n3" {
+			t.Errorf("n3 is scheduled: %+v", e)
+		}
+	}
+	if e := f.Nodes["n2"].Entry; e.Node != "n2" || !e.Start.Equal(statustest.Now.Add(8*time.Minute)) {
+		t.Errorf("n2 starts %s, want 12:08, when n1 is done (n3 is not read)", e.Start.Format("15:04"))
+	}
+}
+
 // A plan's later start holds the nodes it adds, not those of its list that
 // are queued already (found by a review).
 func TestForecastLaterStartLeavesTheQueue(t *testing.T) {
