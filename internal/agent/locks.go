@@ -112,29 +112,30 @@ func (l *lockSide) saw(q *coordv1.Lease) {
 
 // renominate makes group's summary from one LIST and writes it. With
 // claim, it first writes the summary's Lease as this node saw it, and
-// makes nothing (made false) when another node wrote it meanwhile.
+// makes nothing (made false) when another node wrote it meanwhile. A
+// *lock.FormatError names the queue Lease or the record of the group that
+// is in a newer format.
 func (l *lockSide) renominate(ctx context.Context, group lock.GroupRef, claim bool) (mine lock.Summary, made bool, err error) {
 	if current := l.view.Get(group.QueueName()); claim && current != nil {
 		claimed, err := l.store.TouchSummary(ctx, current, l.node)
 		if err != nil || claimed == nil {
-			return lock.Summary{}, false, newerIsNoError(err)
+			return lock.Summary{}, false, err
 		}
 		l.view.Wrote(claimed)
 		l.saw(claimed)
 	}
 	mine, written, err := l.store.Renominate(ctx, group, l.node, l.staleAfter)
 	if err != nil {
-		return mine, false, newerIsNoError(err)
+		return mine, false, err
 	}
 	l.view.Wrote(written)
 	l.saw(written)
 	return mine, true, nil
 }
 
-// newerIsNoError: a summary not made, or not renewed, because its Lease
-// or a record of its group is in a newer format (lock.FormatError) is
-// left to the newer agents; the decisions keep this node out of its turn
-// meanwhile.
+// newerIsNoError: a summary not renewed because its Lease is in a newer
+// format (lock.FormatError) is left to the newer agents; the decisions
+// keep this node out of its turn meanwhile.
 func newerIsNoError(err error) error {
 	if lock.IsFormatError(err) {
 		return nil
@@ -248,6 +249,12 @@ func (a *Agent) leaveQueues(ctx context.Context) error {
 // decide.Step.Claim.
 func (a *Agent) renominate(ctx context.Context, group lock.GroupRef, claim bool) error {
 	mine, made, err := a.locks.renominate(ctx, group, claim)
+	if lock.IsFormatError(err) {
+		// The summary is left to the newer agents; this node keeps out of
+		// its turn, saying why, and lists again as when it joined.
+		_, err = a.listed(group, lock.Summary{}, err)
+		return err
+	}
 	if err != nil {
 		return err
 	}

@@ -137,6 +137,11 @@ func (a *Agent) listed(group lock.GroupRef, mine lock.Summary, err error) (*unre
 func (a *Agent) listAgain(ctx context.Context) error {
 	a.queue.mu.Lock()
 	u := a.queue.unreadable
+	if u != nil && u.group != a.decision.Group {
+		// The node is in another group now: it lists that one's queue
+		// when it joins it.
+		a.queue.unreadable, u = nil, nil
+	}
 	a.queue.mu.Unlock()
 	if u == nil || a.now().Sub(u.at) < a.cfg.Queue.StaleAfter() {
 		return nil

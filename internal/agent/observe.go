@@ -121,8 +121,8 @@ func (a *Agent) snapshot() (view, error) {
 	}
 	s.Own = a.myRecord()
 	a.queue.mu.Lock()
-	if u := a.queue.unreadable; u != nil {
-		s.Unreadable[u.lease] = u.why
+	if u := a.queue.unreadable; u != nil && u.group == a.decision.Group {
+		s.Unreadable[u.lease] = u.why // a record of the queue it is in, not of one it left
 	}
 	for _, l := range a.locks.view.List() {
 		if err := lock.CheckFormat(l); err != nil {

@@ -115,7 +115,8 @@ var ErrNotHeld = errors.New("lock not held")
 
 // Release clears the lock if node holds it and returns the Lease as written.
 // A lock held by someone else, or absent, is not an error (nil Lease):
-// releasing is idempotent.
+// releasing is idempotent. A lock in a newer format is a *lock.FormatError,
+// and left as it is.
 func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease, error) {
 	var written *coordv1.Lease
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -129,6 +130,9 @@ func (c *Client) Release(ctx context.Context, name, node string) (*coordv1.Lease
 		}
 		if lock.Holder(l) != node {
 			return nil
+		}
+		if err := lock.CheckFormat(l); err != nil {
+			return err // a newer agent's: not to be written over
 		}
 		l = l.DeepCopy()
 		lock.Free(l, c.now())
@@ -158,7 +162,8 @@ func (c *Client) Renew(ctx context.Context, name, node string) (*coordv1.Lease, 
 }
 
 // updateHeld changes a lock that node holds, reading it afresh after a
-// conflict; ErrNotHeld when node does not hold it.
+// conflict; ErrNotHeld when node does not hold it, a *lock.FormatError
+// when it is in a newer format.
 func (c *Client) updateHeld(ctx context.Context, name, node string, change func(*coordv1.Lease)) (*coordv1.Lease, error) {
 	var written *coordv1.Lease
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -168,6 +173,9 @@ func (c *Client) updateHeld(ctx context.Context, name, node string, change func(
 		}
 		if lock.Holder(l) != node {
 			return ErrNotHeld
+		}
+		if err := lock.CheckFormat(l); err != nil {
+			return err
 		}
 		change(l)
 		written, err = c.leases().Update(ctx, l, metav1.UpdateOptions{})

@@ -95,3 +95,27 @@ func TestHandOffPastNewerFormats(t *testing.T) {
 		t.Errorf("the record in format 2 was written over: %v", got.Annotations)
 	}
 }
+
+// A lock in a newer format is neither released nor renewed, even by its
+// holder's name: an admin's release of a newer agent's node whose record
+// is gone leaves it as it is (found by a review).
+func TestALockInANewerFormatIsNotWrittenOver(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	b := "b"
+	held := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.DefaultGroup.LockName(0), Namespace: "k"}}
+	lock.Take(held, lock.DefaultGroup, b, now, lock.Params{})
+	held.Annotations[lock.AnnotationFormat] = "2"
+	c := &Client{Kube: fake.NewClientset(held), Namespace: "k", Now: func() time.Time { return now }}
+	var fe *lock.FormatError
+	if _, err := c.ReleaseByAdmin(ctx, b, "kustodian-ctl", time.Minute); !errors.As(err, &fe) {
+		t.Errorf("an admin's release of a lock in format 2 with no record: %v, want a FormatError", err)
+	}
+	if _, err := c.Renew(ctx, held.Name, b); !errors.As(err, &fe) {
+		t.Errorf("renewing a lock in format 2: %v, want a FormatError", err)
+	}
+	got, err := c.Kube.CoordinationV1().Leases("k").Get(ctx, held.Name, metav1.GetOptions{})
+	if err != nil || lock.Holder(got) != b || got.ResourceVersion != held.ResourceVersion {
+		t.Errorf("the lock in format 2 was written over: %+v %v", got, err)
+	}
+}
