@@ -254,7 +254,7 @@ tools: go-check ## build the control plane into the cache (minutes the first tim
 # node kubeconfigs, the Node maintenance conditions, Kured's lock with
 # Kured's own binary, the CRDs' validation, rollouts and patch claims.
 OLDEST_KUBE ?= v1.34.4
-COMPAT_TESTS := ^(TestEveryWriteANodeCanMake|TestInstallThenNodeScopedCycle|TestNodeScopedPolicy|TestUninstall|TestNodeKubeconfig|TestNodeConditionsThroughAMaintenance|TestNodeStatusIsHeldToTheMaintenanceConditions|TestRealKuredAndKustodianTakeTurns|TestPolicyValidation|TestRolloutStagesPromotionAndNewNodes|TestRolloutStatusIsEachNodesOwn|TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay|TestAMaintenanceAskedFromTheCluster)$$
+COMPAT_TESTS := ^(TestEveryWriteANodeCanMake|TestSecurityANodeMarksLeasesOnlyWithKnownFormats|TestInstallThenNodeScopedCycle|TestNodeScopedPolicy|TestUninstall|TestNodeKubeconfig|TestNodeConditionsThroughAMaintenance|TestNodeStatusIsHeldToTheMaintenanceConditions|TestRealKuredAndKustodianTakeTurns|TestPolicyValidation|TestRolloutStagesPromotionAndNewNodes|TestRolloutStatusIsEachNodesOwn|TestAPatchSetIsClaimedAndFilledOnlyAsTheRulesSay|TestAMaintenanceAskedFromTheCluster)$$
 tools-oldest: go-check ## build the oldest supported control plane (OLDEST_KUBE) into the cache
 	KUSTODIAN_KUBE_VERSION=$(OLDEST_KUBE) test/tools/build.sh >/dev/null
 

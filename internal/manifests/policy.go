@@ -184,7 +184,7 @@ func policies(kuredKeys []string) []policy {
 			// every agent of the group out of its turn (docs/agent.md,
 			// "Upgrading the agents"); a later release's install widens it.
 			check("!variables.write || object.metadata.?annotations[?'"+lock.AnnotationFormat+"'].orValue('1') in ["+quoted(knownFormats())+"]",
-				self+" + ' may mark Lease ' + request.name + ' only with a format this installation knows ("+strings.Join(knownFormats(), ", ")+"), not ' + object.metadata.annotations['"+lock.AnnotationFormat+"']"),
+				self+" + ' may mark Lease ' + request.name + ' only with a format this installation knows ("+strings.Join(knownFormats(), ", ")+"), not \"' + object.metadata.annotations['"+lock.AnnotationFormat+"'] + '\"'"),
 			// Every agent caches the namespace's Leases: none may be large.
 			check("!variables.write || variables.annotationBytes <= "+fmt.Sprint(MaxLeaseAnnotationBytes),
 				"'the annotations of Lease ' + request.name + ' come to ' + string(variables.annotationBytes) + ' bytes; at most "+fmt.Sprint(MaxLeaseAnnotationBytes)+"'"),

@@ -350,32 +350,56 @@ func TestSecurityEvictionsAreTheKubelets(t *testing.T) {
 	}
 }
 
-// A node may mark its own record only with a format the installation
-// knows: an unknown one would keep every agent of its group out of its
-// turn (docs/agent.md, "Upgrading the agents").
+// A node may mark a Lease it writes (its record, a lock it creates to
+// hold, a queue summary) only with a format the installation knows: an
+// unknown one would keep every agent of the group out of its turn
+// (docs/agent.md, "Upgrading the agents"). The values are those a node
+// might try: a newer format, and spellings of 1 that Go's strconv reads as
+// 1 but are not the annotation the agents write.
 func TestSecurityANodeMarksLeasesOnlyWithKnownFormats(t *testing.T) {
 	t.Parallel()
 	e := cluster.New(t)
 	node := e.Nodes(1)[0]
 	nodecreds.Install(e, e.Namespace)
 	leases := clientFor(t, nodecreds.Kubeconfig(e, node)).CoordinationV1().Leases(e.Namespace)
-	record := func(format string) *coordv1.Lease {
-		return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lock.RecordName(node), Annotations: map[string]string{
-			lock.AnnotationState: string(lock.Waiting), "kustodian.io/format": format}}, Spec: coordv1.LeaseSpec{HolderIdentity: &node}}
+	uid := nodeObject(e, node).UID
+	owned := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}}
+	kinds := []struct {
+		what  string
+		lease func(format string) *coordv1.Lease
+	}{
+		{"its record", func(format string) *coordv1.Lease {
+			return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-" + node, Annotations: map[string]string{
+				"kustodian.io/state": "Waiting", "kustodian.io/format": format}}, Spec: coordv1.LeaseSpec{HolderIdentity: &node}}
+		}},
+		{"a lock it holds", func(format string) *coordv1.Lease {
+			return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "lock-default-0", OwnerReferences: owned,
+				Labels:      map[string]string{"kustodian.io/policy": "default"},
+				Annotations: map[string]string{"kustodian.io/format": format}}, Spec: coordv1.LeaseSpec{HolderIdentity: &node}}
+		}},
+		{"a queue summary", func(format string) *coordv1.Lease {
+			return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "queue-default",
+				Labels:      map[string]string{"kustodian.io/policy": "default"},
+				Annotations: map[string]string{"kustodian.io/queue-by": node, "kustodian.io/format": format}}}
+		}},
 	}
-	_, err := leases.Create(e.Ctx, record("2"), metav1.CreateOptions{})
-	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
-		t.Fatalf("creating its record in format 2: %v, want it refused", err)
-	}
-	if !strings.Contains(err.Error(), "only with a format this installation knows (1), not 2") {
-		t.Errorf("the refusal does not say why: %v", err)
-	}
-	created, err := leases.Create(e.Ctx, record("1"), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating its record in format 1: %v", err)
-	}
-	created.Annotations["kustodian.io/format"] = "2"
-	if _, err := leases.Update(e.Ctx, created, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
-		t.Errorf("marking its record format 2: %v, want it refused", err)
+	refused := func(err error) bool { return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) }
+	for _, k := range kinds {
+		for _, bad := range []string{"2", "01", "+1", " 1", "1.0", ""} {
+			_, err := leases.Create(e.Ctx, k.lease(bad), metav1.CreateOptions{})
+			if !refused(err) {
+				t.Errorf("creating %s in format %q: %v, want it refused", k.what, bad, err)
+			} else if !strings.Contains(err.Error(), `only with a format this installation knows (1), not "`+bad+`"`) {
+				t.Errorf("creating %s in format %q: the refusal does not say why: %v", k.what, bad, err)
+			}
+		}
+		created, err := leases.Create(e.Ctx, k.lease("1"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("creating %s in format 1: %v", k.what, err)
+		}
+		created.Annotations["kustodian.io/format"] = "2"
+		if _, err := leases.Update(e.Ctx, created, metav1.UpdateOptions{}); !refused(err) {
+			t.Errorf("marking %s format 2: %v, want it refused", k.what, err)
+		}
 	}
 }
