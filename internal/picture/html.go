@@ -80,15 +80,7 @@ func Body(c Chart) string {
 }
 
 func failed(r Row) string {
-	var marks []string
-	for _, m := range []struct {
-		on   bool
-		word string
-	}{{r.Failed, "failed"}, {r.Late, "late"}, {r.Quarantined, "quarantined"}} {
-		if m.on {
-			marks = append(marks, m.word)
-		}
-	}
+	marks := r.marks()
 	if len(marks) == 0 {
 		return ""
 	}

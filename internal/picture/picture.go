@@ -66,6 +66,21 @@ type Chart struct {
 	Summary []string
 }
 
+// marks are the words that mark a row, in their order: failed, late,
+// quarantined.
+func (r Row) marks() []string {
+	var out []string
+	for _, m := range []struct {
+		on   bool
+		word string
+	}{{r.Failed, "failed"}, {r.Late, "late"}, {r.Quarantined, "quarantined"}} {
+		if m.on {
+			out = append(out, m.word)
+		}
+	}
+	return out
+}
+
 // Range is the time the chart spans: from its first time to its last,
 // the now line and the deadline included, ten seconds at least.
 func (c Chart) Range() (from, to time.Time) {

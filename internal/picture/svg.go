@@ -90,16 +90,8 @@ func svg(c Chart, standalone bool) string {
 	// One row per node: its label, its predicted bar above its actual one.
 	for i, r := range c.Rows {
 		y := float64(axisHeight + i*rowHeight)
-		cls := "row"
-		if r.Failed {
-			cls += " failed"
-		}
-		if r.Late {
-			cls += " late"
-		}
-		if r.Quarantined {
-			cls += " quarantined"
-		}
+		marks := r.marks()
+		cls := strings.Join(append([]string{"row"}, marks...), " ")
 		fmt.Fprintf(&b, `<g class="%s" data-node="%s">`, cls, esc(r.Label))
 		if r.Note != "" {
 			fmt.Fprintf(&b, "<title>%s: %s</title>", esc(r.Label), esc(r.Note))
@@ -117,16 +109,6 @@ func svg(c Chart, standalone bool) string {
 		}
 		bars(r.Predicted, 3, "predicted", ` fill-opacity="0.45" stroke="#777777" stroke-dasharray="2,2"`)
 		bars(r.Actual, 3+barHeight+2, "actual", "")
-		var marks []string
-		if r.Failed {
-			marks = append(marks, "&#x2717; failed")
-		}
-		if r.Late {
-			marks = append(marks, "late")
-		}
-		if r.Quarantined {
-			marks = append(marks, "quarantined")
-		}
 		if len(marks) > 0 {
 			end := from
 			for _, s := range append(append([]Span(nil), r.Actual...), r.Predicted...) {
@@ -134,7 +116,7 @@ func svg(c Chart, standalone bool) string {
 					end = s.To
 				}
 			}
-			fmt.Fprintf(&b, `<text class="mark" x="%.1f" y="%.1f" fill="%s" font-weight="bold">%s</text>`, x(end)+3, y+rowHeight/2+6, failedColour, strings.Join(marks, ", "))
+			fmt.Fprintf(&b, `<text class="mark" x="%.1f" y="%.1f" fill="%s" font-weight="bold">%s</text>`, x(end)+3, y+rowHeight/2+6, failedColour, strings.Replace(strings.Join(marks, ", "), "failed", "&#x2717; failed", 1))
 		}
 		b.WriteString("</g>\n")
 	}
